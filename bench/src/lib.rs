@@ -1,0 +1,1 @@
+//! Benchmarks of `lock-core` against real Redis and its peers.

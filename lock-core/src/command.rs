@@ -1,0 +1,131 @@
+//! What the machine asks the driver to send, and what the driver reports back.
+
+use std::{fmt, time::Duration};
+
+/// Identifies one command handed out by a [`LockMachine`](crate::LockMachine).
+///
+/// Ids increase per machine. A reply carrying an id the machine no longer
+/// waits for (a stale or duplicated reply) is ignored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CommandId(pub u64);
+
+impl fmt::Display for CommandId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{}", self.0)
+    }
+}
+
+/// A request for Redis. The key names and the owner token are the machine's
+/// own ([`LockMachine::keys`](crate::LockMachine::keys),
+/// [`LockMachine::token`](crate::LockMachine::token)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Command {
+    /// Run [`scripts::ACQUIRE`](crate::scripts::ACQUIRE); then, if `wait_replicas`
+    /// is set and the key was granted, `WAIT replicas timeout`.
+    /// Answer with [`Reply::Granted`] or [`Reply::Contended`].
+    Acquire {
+        /// The key's ttl, a whole number of milliseconds.
+        ttl: Duration,
+        /// The fencing mode to pass to the script.
+        fencing: crate::Fencing,
+        /// `(replicas, timeout)` for a `WAIT` after a grant.
+        wait_replicas: Option<(u32, Duration)>,
+    },
+    /// Run [`scripts::RENEW`](crate::scripts::RENEW); then, if set and renewed,
+    /// `WAIT`. Answer with [`Reply::Renewed`] or [`Reply::NotOwner`].
+    Renew {
+        /// The new ttl, a whole number of milliseconds.
+        ttl: Duration,
+        /// `(replicas, timeout)` for a `WAIT` after a renewal.
+        wait_replicas: Option<(u32, Duration)>,
+    },
+    /// Run [`scripts::RELEASE`](crate::scripts::RELEASE). Answer with
+    /// [`Reply::Released`] or [`Reply::NotOwner`].
+    Release,
+}
+
+/// What Redis answered to a [`Command`], as the driver understood it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Reply {
+    /// The acquire script granted the lock with this fencing token;
+    /// `replicas` is what `WAIT` reported, if it was asked.
+    Granted {
+        /// The fencing token the script issued.
+        fence: u64,
+        /// Replicas that acknowledged, when `WAIT` was sent.
+        replicas: Option<u32>,
+    },
+    /// Another owner holds the key; `pttl` is its remaining ttl if known.
+    Contended {
+        /// The holder's remaining ttl.
+        pttl: Option<Duration>,
+    },
+    /// The renew script reset the ttl of our key.
+    Renewed {
+        /// Replicas that acknowledged, when `WAIT` was sent.
+        replicas: Option<u32>,
+    },
+    /// The release script deleted our key.
+    Released,
+    /// The key is missing or belongs to another owner (renew or release).
+    NotOwner,
+    /// The command failed; see [`Failure`] for whether it may have run.
+    Failed(Failure),
+}
+
+/// Why a command failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Failure {
+    /// No reply within the timeout: the command may or may not have run.
+    Timeout,
+    /// The connection broke (reset, closed, refused): it may or may not have run.
+    Connection,
+    /// A reply of a shape the scripts never produce: treated as unknown.
+    Protocol,
+    /// `READONLY`: the node is a replica now, so a failover happened.
+    ReadOnly,
+    /// `LOADING`: the node is loading its dataset; nothing ran.
+    Loading,
+    /// `BUSY`: a slow script blocks the server; nothing ran.
+    Busy,
+    /// `NOSCRIPT` even after reloading the script; nothing ran.
+    NoScript,
+    /// `WRONGTYPE`: the lock key holds a non-string value; nothing ran.
+    WrongType,
+    /// Any other error reply; nothing ran.
+    Other,
+}
+
+impl Failure {
+    /// Returns true if the command may have taken effect despite the failure.
+    ///
+    /// A timeout or a broken connection says nothing about whether Redis ran
+    /// the command; an error reply says it did not.
+    pub fn outcome_unknown(self) -> bool {
+        matches!(self, Self::Timeout | Self::Connection | Self::Protocol)
+    }
+
+    /// Returns true if retrying cannot help (the key itself is unusable).
+    pub fn is_permanent(self) -> bool {
+        matches!(self, Self::WrongType)
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Timeout => "command timed out",
+            Self::Connection => "connection lost",
+            Self::Protocol => "unexpected reply",
+            Self::ReadOnly => "node is read-only (failover)",
+            Self::Loading => "node is loading its dataset",
+            Self::Busy => "node is busy running a script",
+            Self::NoScript => "script missing on the node",
+            Self::WrongType => "lock key holds a value of the wrong type",
+            Self::Other => "error reply",
+        })
+    }
+}

@@ -1,0 +1,118 @@
+//! What the machine tells its driver and, through it, the lock's user.
+
+use std::{fmt, time::Instant};
+
+use crate::Failure;
+
+/// Something the lock's user should learn, polled with
+/// [`LockMachine::poll_event`](crate::LockMachine::poll_event).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Event {
+    /// The lock is ours until `valid_until` unless renewed.
+    Acquired {
+        /// The fencing token to attach to every write the lock guards.
+        fence: u64,
+        /// The first instant at which the lock is no longer held.
+        valid_until: Instant,
+    },
+    /// A renewal succeeded and moved the deadline.
+    Renewed {
+        /// The new deadline.
+        valid_until: Instant,
+    },
+    /// Another owner holds the lock; the next attempt is at `retry_at`.
+    Contended {
+        /// When the machine will try again (sooner on `handle_wakeup`).
+        retry_at: Instant,
+    },
+    /// Acquisition ended without a grant.
+    AcquireFailed(AcquireFailure),
+    /// The lock was lost while held. Emitted at most once per machine.
+    Lost {
+        /// Why it was lost.
+        reason: LostReason,
+    },
+    /// A release finished; the machine is done.
+    Released {
+        /// What the release script found.
+        outcome: ReleaseOutcome,
+    },
+}
+
+/// Why a held lock was lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LostReason {
+    /// Validity ran out before a renewal succeeded.
+    Expired,
+    /// Redis reported that the key is missing or someone else's.
+    NotOwner,
+    /// The hold reached its `max_hold` cap.
+    MaxHold,
+    /// The node answered `READONLY`: it was demoted by a failover, and the
+    /// key may not have reached the new primary.
+    Failover,
+}
+
+impl fmt::Display for LostReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Expired => "validity expired before a renewal succeeded",
+            Self::NotOwner => "the key is missing or held by another owner",
+            Self::MaxHold => "the hold reached max_hold",
+            Self::Failover => "the node was demoted by a failover",
+        })
+    }
+}
+
+/// Why an acquisition ended without a grant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AcquireFailure {
+    /// The wait ran out; `last_failure` is the last error seen, if the last
+    /// attempts failed rather than met contention.
+    TimedOut {
+        /// The error of the last failed attempt, if any.
+        last_failure: Option<Failure>,
+    },
+    /// An error that retrying cannot fix, such as `WRONGTYPE`.
+    Failed(Failure),
+    /// Fewer replicas than required acknowledged the grant; it was released.
+    NotReplicated {
+        /// Replicas that acknowledged.
+        acked: u32,
+        /// Replicas required.
+        wanted: u32,
+    },
+    /// `release` was called before the lock was granted.
+    Cancelled,
+}
+
+impl fmt::Display for AcquireFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::TimedOut { last_failure: None } => f.write_str("timed out waiting for the lock"),
+            Self::TimedOut {
+                last_failure: Some(failure),
+            } => write!(f, "timed out waiting for the lock (last error: {failure})"),
+            Self::Failed(failure) => write!(f, "{failure}"),
+            Self::NotReplicated { acked, wanted } => {
+                write!(f, "{acked} of {wanted} replicas acknowledged the grant")
+            }
+            Self::Cancelled => f.write_str("cancelled by release"),
+        }
+    }
+}
+
+/// What a release found on the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ReleaseOutcome {
+    /// Our key was deleted.
+    Deleted,
+    /// The key was missing or another owner's, and was left alone.
+    NotOwner,
+    /// No answer came; the key expires by itself at the latest after one ttl.
+    Unknown,
+}

@@ -1,0 +1,761 @@
+//! The sans-IO lock state machine.
+//!
+//! [`LockMachine`] decides everything about one lock: when to send which
+//! command, how long the lock is valid, when to renew, when it is lost. It
+//! performs no I/O, reads no clock and draws no randomness of its own: every
+//! input carries `now`, and the backoff jitter comes from a seed the caller
+//! passes in. A driver (the Redis adapter, a simulator, a test) moves
+//! commands to Redis and replies back.
+//!
+//! # The drain rule
+//!
+//! After **every** input (`acquire`, `release`, `handle_reply`,
+//! `handle_timeout`, `handle_wakeup`) the driver must
+//! 1. send every command from [`LockMachine::poll_command`] until it
+//!    returns `None`,
+//! 2. deliver every event from [`LockMachine::poll_event`] until it returns
+//!    `None`, and
+//! 3. re-arm its timer to [`LockMachine::poll_timeout`] (none if `None`).
+//!
+//! # The timing rules
+//!
+//! These are the safety argument; each is cited where the code enforces it.
+//! 1. **Validity starts at the send**: `valid_until = sent_at + ttl − drift`,
+//!    with `sent_at` the `now` of the call that handed the command out and
+//!    `drift = ttl × drift_factor + 2 ms`. A slow reply never stretches it.
+//! 2. **Only a successful renewal extends validity**, to its own
+//!    `sent_at + ttl − drift`. Errors, timeouts, `NotOwner` and unknown
+//!    outcomes never do.
+//! 3. **Lost fires on the deadline**: at `valid_until`, `handle_timeout`
+//!    emits `Lost(Expired)` whether or not Redis answered, and
+//!    [`LockMachine::is_held`] is false for every `now ≥ valid_until`.
+//! 4. **Renewals run on a timer** every `renew_every`; a failed one is retried
+//!    while validity remains, with at most one command in flight. A reply to
+//!    any command but the one in flight is ignored.
+//! 5. **`max_hold` caps the hold**: validity never passes
+//!    `acquired_at + max_hold`, and `Lost(MaxHold)` fires there.
+//! 6. **Contention retries with jittered backoff**, bounded by the wait;
+//!    `handle_wakeup` retries at once.
+//! 7. **Release after Lost is harmless**: it still sends the owner-checked
+//!    release, which never touches another owner's key.
+//! 8. **Options are checked at construction** ([`LockOptions::validate`]).
+
+use std::{
+    collections::VecDeque,
+    time::{Duration, Instant},
+};
+
+use crate::{
+    AcquireFailure, Command, CommandId, Event, Failure, LockOptions, LostReason, OptionsError,
+    ReleaseOutcome, Reply, scripts::KeyNames,
+};
+
+/// How many times a release is sent before its outcome is left unknown.
+const RELEASE_ATTEMPTS: u32 = 3;
+
+/// The lock's lifecycle, each state carrying what it needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum State {
+    /// Created; `acquire` not called yet.
+    Idle,
+    /// Trying to get the key: an attempt in flight or a retry scheduled.
+    Acquiring(Acquiring),
+    /// Held, no renewal in flight.
+    Held(Hold),
+    /// Held, a renewal in flight.
+    Renewing(Hold),
+    /// An owner-checked release is in flight or scheduled.
+    Releasing(Releasing),
+    /// Done: nothing is held and nothing more will be sent.
+    Released,
+    /// The lock was lost while held; only a release may follow.
+    Lost {
+        /// Why it was lost.
+        reason: LostReason,
+    },
+}
+
+impl State {
+    /// Returns true while the lock is held or being renewed (ignoring time).
+    pub fn is_holding(&self) -> bool {
+        matches!(self, Self::Held(_) | Self::Renewing(_))
+    }
+
+    /// Returns true once the machine will never send anything again.
+    pub fn is_released(&self) -> bool {
+        matches!(self, Self::Released)
+    }
+
+    /// Returns true after the lock was lost and before any release.
+    pub fn is_lost(&self) -> bool {
+        matches!(self, Self::Lost { .. })
+    }
+}
+
+/// Progress of an acquisition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Acquiring {
+    /// After this instant no new attempt starts.
+    pub give_up_at: Instant,
+    /// Attempts answered so far (contended or failed).
+    pub attempts: u32,
+    /// True if an attempt's outcome is unknown, so the key may be ours.
+    pub maybe_set: bool,
+    /// The last error seen, cleared by a contended answer.
+    pub last_failure: Option<Failure>,
+}
+
+/// A held lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hold {
+    /// The fencing token of this grant.
+    pub fence: u64,
+    /// The send instant of the granted acquire.
+    pub acquired_at: Instant,
+    /// The first instant at which the lock is no longer held.
+    pub valid_until: Instant,
+    /// `acquired_at + max_hold`, if capped.
+    pub cap: Option<Instant>,
+    /// Renewals failed since the last success.
+    pub renew_failures: u32,
+}
+
+/// Progress of a release.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Releasing {
+    /// Releases sent so far.
+    pub attempts: u32,
+    /// What happens once the release is done.
+    pub then: AfterRelease,
+    /// Whether the release began from a hold whose loss was never reported.
+    pub from_hold: bool,
+}
+
+/// What a release leads to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AfterRelease {
+    /// The user released: report `Released`.
+    Finish,
+    /// A grant was refused (its reply came too late): try again.
+    Retry(Acquiring),
+    /// A grant or attempt is being undone: report this failure.
+    Fail(AcquireFailure),
+}
+
+/// The timers, indexing a small table; the next timeout is the earliest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Timer {
+    /// The command in flight is declared unanswered.
+    CommandTimeout = 0,
+    /// Validity runs out (timing rule 3).
+    Expiry = 1,
+    /// Send the next renewal (timing rule 4).
+    Renew = 2,
+    /// Retry an acquire or a release (timing rule 6).
+    Retry = 3,
+}
+
+impl Timer {
+    /// Handled in this order when several fall due at once: a timed-out
+    /// command is settled before expiry, and expiry before any new send.
+    const ORDER: [Self; 4] = [Self::CommandTimeout, Self::Expiry, Self::Renew, Self::Retry];
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Acquire,
+    Renew,
+    Release,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct InFlight {
+    id: CommandId,
+    kind: Kind,
+    sent_at: Instant,
+}
+
+/// Returns true if `reply` is one a command of `kind` can produce.
+fn fits(kind: Kind, reply: &Reply) -> bool {
+    matches!(
+        (kind, reply),
+        (_, Reply::Failed(_))
+            | (
+                Kind::Acquire,
+                Reply::Granted { .. } | Reply::Contended { .. }
+            )
+            | (Kind::Renew, Reply::Renewed { .. } | Reply::NotOwner)
+            | (Kind::Release, Reply::Released | Reply::NotOwner)
+    )
+}
+
+/// The durations the machine works with, derived once from validated options.
+#[derive(Debug, Clone)]
+struct Timing {
+    ttl: Duration,
+    drift: Duration,
+    renew_every: Duration,
+    wait: Duration,
+    max_hold: Option<Duration>,
+    command_timeout: Duration,
+    retry_min: Duration,
+    retry_max: Duration,
+    wait_replicas: Option<(u32, Duration)>,
+    fencing: crate::Fencing,
+}
+
+/// Misuse of the machine by its driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum UsageError {
+    /// `acquire` was called on a machine that already started.
+    #[error("acquire called twice on the same lock machine")]
+    AlreadyStarted,
+}
+
+/// The state machine of one lock: see the [module docs](self) for the drain
+/// rule and the timing rules it enforces.
+#[derive(Debug, Clone)]
+pub struct LockMachine {
+    timing: Timing,
+    keys: KeyNames,
+    token: String,
+    state: State,
+    timers: [Option<Instant>; 4],
+    in_flight: Option<InFlight>,
+    next_id: u64,
+    commands: VecDeque<(CommandId, Command)>,
+    events: VecDeque<Event>,
+    lost_emitted: bool,
+    jitter_state: u64,
+}
+
+impl LockMachine {
+    /// Creates a machine for `key` owned by `token`; fails on invalid options.
+    ///
+    /// `jitter_seed` drives the backoff jitter: the same seed and inputs give
+    /// the same outputs.
+    pub fn new(
+        opts: &LockOptions,
+        key: &str,
+        token: String,
+        jitter_seed: u64,
+    ) -> Result<Self, OptionsError> {
+        // Timing rule 8: no machine exists with options that break the argument.
+        opts.validate()?;
+        let timing = Timing {
+            ttl: opts.ttl(),
+            drift: opts.drift(),
+            renew_every: opts.effective_renew_every(),
+            wait: opts.effective_wait(),
+            max_hold: opts.hold_cap(),
+            command_timeout: opts.effective_command_timeout(),
+            retry_min: opts.retry_delay.0,
+            retry_max: opts.retry_delay.1,
+            wait_replicas: opts.replicas(),
+            fencing: opts.fencing_mode(),
+        };
+        Ok(Self {
+            timing,
+            keys: KeyNames::new(opts.key_namespace(), key),
+            token,
+            state: State::Idle,
+            timers: [None; 4],
+            in_flight: None,
+            next_id: 0,
+            commands: VecDeque::new(),
+            events: VecDeque::new(),
+            lost_emitted: false,
+            jitter_state: jitter_seed,
+        })
+    }
+
+    /// The Redis names this lock uses.
+    pub fn keys(&self) -> &KeyNames {
+        &self.keys
+    }
+
+    /// The owner token stored as the lock key's value.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// The current state.
+    pub fn state(&self) -> &State {
+        &self.state
+    }
+
+    /// Returns true iff the lock is held and `now` is before its deadline.
+    pub fn is_held(&self, now: Instant) -> bool {
+        match &self.state {
+            // Timing rule 3: false for every now ≥ valid_until, even before
+            // the driver delivers the timeout.
+            State::Held(hold) | State::Renewing(hold) => now < hold.valid_until,
+            _ => false,
+        }
+    }
+
+    /// The deadline of the current hold, if the lock is held.
+    pub fn valid_until(&self) -> Option<Instant> {
+        match &self.state {
+            State::Held(hold) | State::Renewing(hold) => Some(hold.valid_until),
+            _ => None,
+        }
+    }
+
+    /// The fencing token of the current hold, if the lock is held.
+    pub fn fence(&self) -> Option<u64> {
+        match &self.state {
+            State::Held(hold) | State::Renewing(hold) => Some(hold.fence),
+            _ => None,
+        }
+    }
+
+    /// The ttl this machine sends with every acquire and renewal.
+    pub fn ttl(&self) -> Duration {
+        self.timing.ttl
+    }
+
+    /// Starts acquiring; the first attempt is sent at once.
+    pub fn acquire(&mut self, now: Instant) -> Result<(), UsageError> {
+        if self.state != State::Idle {
+            return Err(UsageError::AlreadyStarted);
+        }
+        self.state = State::Acquiring(Acquiring {
+            give_up_at: now + self.timing.wait,
+            attempts: 0,
+            maybe_set: false,
+            last_failure: None,
+        });
+        self.send(now, Kind::Acquire);
+        Ok(())
+    }
+
+    /// Releases the lock (owner-checked), or cancels an acquisition.
+    ///
+    /// Harmless in any state: after Lost it still sends the owner-checked
+    /// release, which never touches another owner's key (timing rule 7).
+    pub fn release(&mut self, now: Instant) {
+        self.expire_if_due(now);
+        match std::mem::replace(&mut self.state, State::Released) {
+            State::Idle => self.events.push_back(Event::Released {
+                outcome: ReleaseOutcome::NotOwner,
+            }),
+            State::Acquiring(acquiring) => {
+                let in_flight = self.in_flight.is_some_and(|f| f.kind == Kind::Acquire);
+                if in_flight || acquiring.maybe_set {
+                    self.start_release(now, AfterRelease::Fail(AcquireFailure::Cancelled), false);
+                } else {
+                    self.clear_timers();
+                    self.events
+                        .push_back(Event::AcquireFailed(AcquireFailure::Cancelled));
+                }
+            }
+            State::Held(_) | State::Renewing(_) => {
+                self.start_release(now, AfterRelease::Finish, true);
+            }
+            State::Lost { .. } => self.start_release(now, AfterRelease::Finish, false),
+            releasing @ State::Releasing(_) => self.state = releasing,
+            State::Released => {}
+        }
+    }
+
+    /// Retries a contended acquire at once (a release was announced).
+    pub fn handle_wakeup(&mut self, now: Instant) {
+        if matches!(self.state, State::Acquiring(_)) && self.in_flight.is_none() {
+            self.timers[Timer::Retry as usize] = None;
+            self.send(now, Kind::Acquire);
+        }
+    }
+
+    /// Feeds Redis's answer to command `id`; answers to any other id are ignored.
+    pub fn handle_reply(&mut self, now: Instant, id: CommandId, reply: Reply) {
+        // Timing rule 3: a deadline that passed before this reply arrived
+        // has already ended the hold, whatever the reply says.
+        self.expire_if_due(now);
+        // Timing rule 4: only the command in flight is answered; a stale or
+        // duplicated reply, or one to an abandoned command, changes nothing.
+        let Some(in_flight) = self.in_flight.filter(|f| f.id == id) else {
+            return;
+        };
+        self.in_flight = None;
+        self.timers[Timer::CommandTimeout as usize] = None;
+        // A reply of the wrong kind means the driver is confused: whether
+        // our command ran is unknown, which is what a protocol failure says.
+        let reply = if fits(in_flight.kind, &reply) {
+            reply
+        } else {
+            Reply::Failed(Failure::Protocol)
+        };
+        match in_flight.kind {
+            Kind::Acquire => self.on_acquire_reply(now, in_flight.sent_at, reply),
+            Kind::Renew => self.on_renew_reply(now, in_flight.sent_at, reply),
+            Kind::Release => self.on_release_reply(now, reply),
+        }
+    }
+
+    /// Fires every timer due at `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        for timer in Timer::ORDER {
+            let due = self.timers[timer as usize].is_some_and(|at| at <= now);
+            if !due {
+                continue;
+            }
+            self.timers[timer as usize] = None;
+            match timer {
+                Timer::CommandTimeout => {
+                    if let Some(in_flight) = self.in_flight {
+                        self.handle_reply(now, in_flight.id, Reply::Failed(Failure::Timeout));
+                    }
+                }
+                Timer::Expiry => self.expire_if_due(now),
+                Timer::Renew => {
+                    if matches!(self.state, State::Held(_)) && self.in_flight.is_none() {
+                        self.send(now, Kind::Renew);
+                    }
+                }
+                Timer::Retry => match self.state {
+                    State::Acquiring(_) if self.in_flight.is_none() => {
+                        self.send(now, Kind::Acquire);
+                    }
+                    State::Releasing(_) if self.in_flight.is_none() => {
+                        self.send(now, Kind::Release);
+                    }
+                    _ => {}
+                },
+            }
+        }
+    }
+
+    /// Returns the next command to send, with the id its reply must carry.
+    #[must_use]
+    pub fn poll_command(&mut self) -> Option<(CommandId, Command)> {
+        self.commands.pop_front()
+    }
+
+    /// Returns the next event for the lock's user.
+    #[must_use]
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// Returns the next time at which `handle_timeout` should be called.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.timers.iter().flatten().min().copied()
+    }
+
+    fn send(&mut self, now: Instant, kind: Kind) {
+        let id = CommandId(self.next_id);
+        self.next_id += 1;
+        let command = match kind {
+            Kind::Acquire => Command::Acquire {
+                ttl: self.timing.ttl,
+                fencing: self.timing.fencing,
+                wait_replicas: self.timing.wait_replicas,
+            },
+            Kind::Renew => Command::Renew {
+                ttl: self.timing.ttl,
+                wait_replicas: self.timing.wait_replicas,
+            },
+            Kind::Release => Command::Release,
+        };
+        // Timing rule 1: `now` here is the send instant validity counts from.
+        self.in_flight = Some(InFlight {
+            id,
+            kind,
+            sent_at: now,
+        });
+        self.timers[Timer::CommandTimeout as usize] = Some(now + self.timing.command_timeout);
+        match (&mut self.state, kind) {
+            (State::Held(hold), Kind::Renew) => {
+                self.state = State::Renewing(hold.clone());
+            }
+            (State::Releasing(releasing), Kind::Release) => releasing.attempts += 1,
+            _ => {}
+        }
+        self.commands.push_back((id, command));
+    }
+
+    /// The deadline a successful command sent at `sent_at` earns (rules 1 and 5).
+    fn validity_from(&self, sent_at: Instant, acquired_at: Instant) -> (Instant, Option<Instant>) {
+        // Timing rule 1: from the send, minus the drift margin.
+        let from_send = sent_at + self.timing.ttl - self.timing.drift;
+        // Timing rule 5: never past acquired_at + max_hold.
+        let cap = self.timing.max_hold.map(|max| acquired_at + max);
+        let valid_until = cap.map_or(from_send, |cap| from_send.min(cap));
+        (valid_until, cap)
+    }
+
+    fn on_acquire_reply(&mut self, now: Instant, sent_at: Instant, reply: Reply) {
+        let State::Acquiring(mut acquiring) = std::mem::replace(&mut self.state, State::Released)
+        else {
+            // An acquire is only in flight while acquiring (release abandons
+            // it), so the state cannot differ; stay put if it somehow does.
+            return;
+        };
+        match reply {
+            Reply::Granted { fence, replicas } => {
+                if let Some((wanted, _)) = self.timing.wait_replicas {
+                    let acked = replicas.unwrap_or(0);
+                    if acked < wanted {
+                        // Not durable enough to count: undo it and say so.
+                        let failure = AcquireFailure::NotReplicated { acked, wanted };
+                        self.start_release(now, AfterRelease::Fail(failure), false);
+                        return;
+                    }
+                }
+                let (valid_until, cap) = self.validity_from(sent_at, sent_at);
+                if now >= valid_until {
+                    // The reply took longer than the whole validity: the key
+                    // is no use to us, and may be someone else's soon.
+                    acquiring.maybe_set = true;
+                    self.start_release(now, AfterRelease::Retry(acquiring), false);
+                    return;
+                }
+                self.state = State::Held(Hold {
+                    fence,
+                    acquired_at: sent_at,
+                    valid_until,
+                    cap,
+                    renew_failures: 0,
+                });
+                self.timers[Timer::Retry as usize] = None;
+                self.timers[Timer::Expiry as usize] = Some(valid_until);
+                self.schedule_renewal(sent_at + self.timing.renew_every, valid_until, cap);
+                self.events
+                    .push_back(Event::Acquired { fence, valid_until });
+            }
+            Reply::Contended { pttl } => {
+                acquiring.attempts += 1;
+                acquiring.last_failure = None;
+                self.retry_or_give_up(now, acquiring, pttl);
+            }
+            Reply::Failed(failure) if failure.is_permanent() => {
+                if acquiring.maybe_set {
+                    self.start_release(
+                        now,
+                        AfterRelease::Fail(AcquireFailure::Failed(failure)),
+                        false,
+                    );
+                } else {
+                    self.clear_timers();
+                    self.events
+                        .push_back(Event::AcquireFailed(AcquireFailure::Failed(failure)));
+                }
+            }
+            Reply::Failed(failure) => {
+                acquiring.attempts += 1;
+                acquiring.maybe_set |= failure.outcome_unknown();
+                acquiring.last_failure = Some(failure);
+                self.retry_or_give_up(now, acquiring, None);
+            }
+            Reply::Renewed { .. } | Reply::Released | Reply::NotOwner => {
+                // `fits` rewrote every mismatched reply to a protocol failure.
+                self.state = State::Acquiring(acquiring);
+            }
+        }
+    }
+
+    fn retry_or_give_up(&mut self, now: Instant, acquiring: Acquiring, pttl: Option<Duration>) {
+        if now >= acquiring.give_up_at {
+            let failure = AcquireFailure::TimedOut {
+                last_failure: acquiring.last_failure,
+            };
+            if acquiring.maybe_set {
+                // Timing rule 7 / asymmetric partitions: an attempt we never
+                // heard back from may have set the key; remove it if it did.
+                self.start_release(now, AfterRelease::Fail(failure), false);
+            } else {
+                self.state = State::Released;
+                self.clear_timers();
+                self.events.push_back(Event::AcquireFailed(failure));
+            }
+            return;
+        }
+        // Timing rule 6: exponential backoff with jitter, no later than the
+        // holder's key expires, and a last attempt at the give-up instant.
+        let mut delay = self.backoff(acquiring.attempts);
+        if let Some(pttl) = pttl {
+            delay = delay.min(pttl + Duration::from_millis(1));
+        }
+        let retry_at = (now + delay).min(acquiring.give_up_at);
+        self.timers[Timer::Retry as usize] = Some(retry_at);
+        let contended = acquiring.last_failure.is_none();
+        self.state = State::Acquiring(acquiring);
+        if contended {
+            self.events.push_back(Event::Contended { retry_at });
+        }
+    }
+
+    fn on_renew_reply(&mut self, now: Instant, sent_at: Instant, reply: Reply) {
+        let State::Renewing(mut hold) = self.state.clone() else {
+            // A renewal is only in flight while renewing (loss and release
+            // abandon it), so there is nothing to update.
+            return;
+        };
+        let wanted = self.timing.wait_replicas.map_or(0, |(wanted, _)| wanted);
+        let enough_replicas = |replicas: Option<u32>| replicas.unwrap_or(0) >= wanted;
+        match reply {
+            Reply::Renewed { replicas } if enough_replicas(replicas) => {
+                // Timing rule 2: a success moves validity to its own send
+                // instant + ttl − drift (rule 1), capped by max_hold (rule 5).
+                let (valid_until, cap) = self.validity_from(sent_at, hold.acquired_at);
+                hold.valid_until = hold.valid_until.max(valid_until);
+                hold.renew_failures = 0;
+                self.timers[Timer::Expiry as usize] = Some(hold.valid_until);
+                self.schedule_renewal(sent_at + self.timing.renew_every, hold.valid_until, cap);
+                self.events.push_back(Event::Renewed {
+                    valid_until: hold.valid_until,
+                });
+                self.state = State::Held(hold);
+            }
+            Reply::NotOwner => self.lose(LostReason::NotOwner),
+            Reply::Failed(Failure::ReadOnly) => self.lose(LostReason::Failover),
+            _ => {
+                // Timing rule 2: a failed, ambiguous or under-replicated
+                // renewal leaves validity alone. Rule 4: retry while it lasts.
+                hold.renew_failures += 1;
+                let retry_at = now + self.renew_backoff(hold.renew_failures);
+                self.schedule_renewal(retry_at, hold.valid_until, hold.cap);
+                self.state = State::Held(hold);
+            }
+        }
+    }
+
+    fn schedule_renewal(&mut self, at: Instant, valid_until: Instant, cap: Option<Instant>) {
+        // A renewal is useless once validity has reached the cap, and too
+        // late at or after the deadline: expiry decides then.
+        let capped = cap.is_some_and(|cap| valid_until >= cap);
+        self.timers[Timer::Renew as usize] = (!capped && at < valid_until).then_some(at);
+    }
+
+    fn on_release_reply(&mut self, now: Instant, reply: Reply) {
+        let State::Releasing(releasing) = self.state.clone() else {
+            return;
+        };
+        let outcome = match reply {
+            Reply::Released => ReleaseOutcome::Deleted,
+            Reply::NotOwner => ReleaseOutcome::NotOwner,
+            Reply::Failed(failure)
+                if !failure.is_permanent() && releasing.attempts < RELEASE_ATTEMPTS =>
+            {
+                let delay = self.backoff(releasing.attempts);
+                self.timers[Timer::Retry as usize] = Some(now + delay);
+                return;
+            }
+            _ => ReleaseOutcome::Unknown,
+        };
+        self.clear_timers();
+        match releasing.then {
+            AfterRelease::Finish => {
+                if releasing.from_hold && outcome == ReleaseOutcome::NotOwner && !self.lost_emitted
+                {
+                    // We believed we held it, but the key was gone or taken:
+                    // the loss happened unseen, and the user must hear of it.
+                    self.lost_emitted = true;
+                    self.events.push_back(Event::Lost {
+                        reason: LostReason::NotOwner,
+                    });
+                }
+                self.state = State::Released;
+                self.events.push_back(Event::Released { outcome });
+            }
+            AfterRelease::Retry(acquiring) => {
+                let acquiring = Acquiring {
+                    maybe_set: outcome == ReleaseOutcome::Unknown,
+                    ..acquiring
+                };
+                self.retry_or_give_up(now, acquiring, None);
+            }
+            AfterRelease::Fail(failure) => {
+                self.state = State::Released;
+                self.events.push_back(Event::AcquireFailed(failure));
+            }
+        }
+    }
+
+    fn start_release(&mut self, now: Instant, then: AfterRelease, from_hold: bool) {
+        // Whatever was in flight is abandoned: its reply will be stale.
+        self.in_flight = None;
+        self.clear_timers();
+        self.state = State::Releasing(Releasing {
+            attempts: 0,
+            then,
+            from_hold,
+        });
+        self.send(now, Kind::Release);
+    }
+
+    fn expire_if_due(&mut self, now: Instant) {
+        let (State::Held(hold) | State::Renewing(hold)) = &self.state else {
+            return;
+        };
+        if now < hold.valid_until {
+            return;
+        }
+        // Timing rule 3 (and 5 when the deadline is the cap).
+        let reason = if hold.cap == Some(hold.valid_until) {
+            LostReason::MaxHold
+        } else {
+            LostReason::Expired
+        };
+        self.lose(reason);
+    }
+
+    fn lose(&mut self, reason: LostReason) {
+        // A renewal in flight is abandoned: no answer can bring the lock back.
+        self.in_flight = None;
+        self.clear_timers();
+        self.state = State::Lost { reason };
+        if !self.lost_emitted {
+            self.lost_emitted = true;
+            self.events.push_back(Event::Lost { reason });
+        }
+    }
+
+    fn clear_timers(&mut self) {
+        self.timers = [None; 4];
+    }
+
+    /// Jittered exponential backoff for the `attempt`-th retry: uniform in
+    /// (base/2, base], base = min(retry_max, retry_min × 2^attempt).
+    fn backoff(&mut self, attempt: u32) -> Duration {
+        let base = self
+            .timing
+            .retry_min
+            .saturating_mul(1 << attempt.min(16))
+            .min(self.timing.retry_max);
+        self.jitter(base)
+    }
+
+    /// Backoff between renewal retries: short at first, never more than half a period.
+    fn renew_backoff(&mut self, failures: u32) -> Duration {
+        let base = self
+            .timing
+            .retry_min
+            .saturating_mul(1 << failures.min(16))
+            .min(self.timing.renew_every / 2)
+            .max(Duration::from_millis(1));
+        self.jitter(base)
+    }
+
+    fn jitter(&mut self, base: Duration) -> Duration {
+        let half = base / 2;
+        let span = (base - half).as_nanos() as u64;
+        if span == 0 {
+            return base;
+        }
+        half + Duration::from_nanos(1 + self.next_random() % span)
+    }
+
+    /// splitmix64 over the caller's seed: a deterministic sequence, not an
+    /// entropy source (the machine has no randomness of its own).
+    fn next_random(&mut self) -> u64 {
+        self.jitter_state = self.jitter_state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.jitter_state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}

@@ -1,0 +1,373 @@
+//! Lock options and their validation.
+
+use std::time::Duration;
+
+/// The fixed part of the clock-drift margin: Redis expires keys with 1 ms
+/// precision, and the reference clients add 2 ms to cover it.
+pub const DRIFT_FLOOR: Duration = Duration::from_millis(2);
+
+/// How the acquire script issues fencing tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Fencing {
+    /// No token: every grant carries fence 0.
+    None,
+    /// A plain `INCR` counter. It goes backwards when a failover loses the
+    /// last increment; kept to demonstrate exactly that.
+    Counter,
+    /// `max(stored + 1, server time in µs)`: monotonic across a failover while
+    /// the nodes' clocks disagree by less than the failover takes.
+    #[default]
+    TimeMixed,
+}
+
+impl Fencing {
+    /// The mode name the acquire script expects in `ARGV[3]`.
+    pub fn script_arg(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Counter => "counter",
+            Self::TimeMixed => "time-mixed",
+        }
+    }
+}
+
+/// How long and how hard to hold a lock.
+///
+/// Built with [`LockOptions::new`] and chainable setters. The setters never
+/// panic; [`LockOptions::validate`] (called by every acquire) reports a bad
+/// combination as an [`OptionsError`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct LockOptions {
+    pub(crate) ttl: Duration,
+    pub(crate) renew_every: Option<Duration>,
+    pub(crate) wait: Option<Duration>,
+    pub(crate) max_hold: Option<Duration>,
+    pub(crate) drift_factor: f64,
+    pub(crate) wait_replicas: Option<(u32, Duration)>,
+    pub(crate) namespace: String,
+    pub(crate) fencing: Fencing,
+    pub(crate) command_timeout: Option<Duration>,
+    pub(crate) retry_delay: (Duration, Duration),
+}
+
+impl LockOptions {
+    /// Options for a lock whose Redis key lives `ttl` unless renewed.
+    ///
+    /// Defaults: renew every ttl/3, wait up to one ttl, drift factor 0.01,
+    /// time-mixed fencing, namespace `lock`, no hold cap, no `WAIT`.
+    pub fn new(ttl: Duration) -> Self {
+        Self {
+            ttl,
+            renew_every: None,
+            wait: None,
+            max_hold: None,
+            drift_factor: 0.01,
+            wait_replicas: None,
+            namespace: "lock".to_owned(),
+            fencing: Fencing::TimeMixed,
+            command_timeout: None,
+            retry_delay: (Duration::from_millis(10), Duration::from_millis(200)),
+        }
+    }
+
+    /// Sets how often the watchdog renews the lock; must be below ttl − drift.
+    pub fn renew_every(mut self, every: Duration) -> Self {
+        self.renew_every = Some(every);
+        self
+    }
+
+    /// Sets how long `acquire` waits for a contended lock before giving up.
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = Some(wait);
+        self
+    }
+
+    /// Caps the total hold: renewals stop at `acquired_at + max_hold`, and the
+    /// lock is lost (reason `MaxHold`) there. Must be at least the ttl.
+    pub fn max_hold(mut self, max_hold: Duration) -> Self {
+        self.max_hold = Some(max_hold);
+        self
+    }
+
+    /// Sets the clock-drift factor in [0, 0.5); the margin is ttl × factor + 2 ms.
+    pub fn drift_factor(mut self, factor: f64) -> Self {
+        self.drift_factor = factor;
+        self
+    }
+
+    /// After acquire and each renewal, waits for `replicas` acknowledgements
+    /// (`WAIT replicas timeout`); fewer means no grant and no extension.
+    pub fn wait_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.wait_replicas = Some((replicas, timeout));
+        self
+    }
+
+    /// Sets the prefix of every key this lock uses (default `lock`).
+    pub fn namespace(mut self, namespace: &str) -> Self {
+        namespace.clone_into(&mut self.namespace);
+        self
+    }
+
+    /// Chooses how fencing tokens are issued (default [`Fencing::TimeMixed`]).
+    pub fn fencing(mut self, fencing: Fencing) -> Self {
+        self.fencing = fencing;
+        self
+    }
+
+    /// Sets how long a command may go unanswered before its outcome is treated
+    /// as unknown and it is retried (default renew_every / 2).
+    pub fn command_timeout(mut self, timeout: Duration) -> Self {
+        self.command_timeout = Some(timeout);
+        self
+    }
+
+    /// Sets the bounds of the randomised backoff between contended attempts
+    /// (default 10 ms to 200 ms).
+    pub fn retry_delay(mut self, min: Duration, max: Duration) -> Self {
+        self.retry_delay = (min, max);
+        self
+    }
+
+    /// The ttl of the Redis key.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// The clock-drift margin subtracted from every validity: ttl × factor + 2 ms.
+    ///
+    /// A drift factor outside [0, 0.5) is rejected by [`validate`](Self::validate);
+    /// here it is clamped so the margin is always defined.
+    pub fn drift(&self) -> Duration {
+        let factor = if self.drift_factor.is_finite() {
+            self.drift_factor.clamp(0.0, 0.5)
+        } else {
+            0.0
+        };
+        self.ttl.mul_f64(factor) + DRIFT_FLOOR
+    }
+
+    /// The renewal period in effect (ttl / 3 unless set).
+    pub fn effective_renew_every(&self) -> Duration {
+        self.renew_every.unwrap_or(self.ttl / 3)
+    }
+
+    /// How long `acquire` waits in effect (one ttl unless set).
+    pub fn effective_wait(&self) -> Duration {
+        self.wait.unwrap_or(self.ttl)
+    }
+
+    /// The command timeout in effect (renew_every / 2 unless set).
+    pub fn effective_command_timeout(&self) -> Duration {
+        self.command_timeout
+            .unwrap_or(self.effective_renew_every() / 2)
+    }
+
+    /// The `WAIT` requirement, if any: (replicas, timeout).
+    pub fn replicas(&self) -> Option<(u32, Duration)> {
+        self.wait_replicas
+    }
+
+    /// The key namespace.
+    pub fn key_namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// The fencing mode.
+    pub fn fencing_mode(&self) -> Fencing {
+        self.fencing
+    }
+
+    /// The hold cap, if any.
+    pub fn hold_cap(&self) -> Option<Duration> {
+        self.max_hold
+    }
+
+    /// Checks every rule the timing argument relies on (timing rule 8).
+    pub fn validate(&self) -> Result<(), OptionsError> {
+        if self.ttl.is_zero() {
+            return Err(OptionsError::ZeroTtl);
+        }
+        if self.ttl.subsec_nanos() % 1_000_000 != 0 {
+            return Err(OptionsError::SubMillisecondTtl { ttl: self.ttl });
+        }
+        if !(self.drift_factor.is_finite() && (0.0..0.5).contains(&self.drift_factor)) {
+            return Err(OptionsError::DriftFactor {
+                factor: self.drift_factor,
+            });
+        }
+        let drift = self.drift();
+        let margin = self.ttl.saturating_sub(drift);
+        let renew_every = self.effective_renew_every();
+        if renew_every.is_zero() || renew_every >= margin {
+            return Err(OptionsError::RenewEvery {
+                renew_every,
+                limit: margin,
+            });
+        }
+        if let Some(max_hold) = self.max_hold
+            && max_hold < self.ttl
+        {
+            return Err(OptionsError::MaxHold {
+                max_hold,
+                ttl: self.ttl,
+            });
+        }
+        let command_timeout = self.effective_command_timeout();
+        if command_timeout.is_zero() {
+            return Err(OptionsError::CommandTimeout);
+        }
+        if let Some((_, wait_timeout)) = self.wait_replicas
+            && wait_timeout >= command_timeout
+        {
+            return Err(OptionsError::WaitReplicasTimeout {
+                wait_timeout,
+                command_timeout,
+            });
+        }
+        let (min, max) = self.retry_delay;
+        if min.is_zero() || min > max {
+            return Err(OptionsError::RetryDelay { min, max });
+        }
+        if self.namespace.contains(['{', '}']) {
+            return Err(OptionsError::Namespace);
+        }
+        Ok(())
+    }
+}
+
+/// Why a set of [`LockOptions`] was rejected.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum OptionsError {
+    /// The ttl is zero.
+    #[error("ttl must be greater than zero")]
+    ZeroTtl,
+    /// The ttl is not a whole number of milliseconds (`PX` counts in ms).
+    #[error("ttl {ttl:?} is not a whole number of milliseconds")]
+    SubMillisecondTtl {
+        /// The rejected ttl.
+        ttl: Duration,
+    },
+    /// The drift factor is outside [0, 0.5).
+    #[error("drift factor {factor} is outside [0, 0.5)")]
+    DriftFactor {
+        /// The rejected factor.
+        factor: f64,
+    },
+    /// The renewal period is zero or not below ttl − drift.
+    #[error("renew_every {renew_every:?} must be above zero and below ttl - drift ({limit:?})")]
+    RenewEvery {
+        /// The rejected period.
+        renew_every: Duration,
+        /// ttl − drift, the exclusive upper bound.
+        limit: Duration,
+    },
+    /// `max_hold` is shorter than the ttl.
+    #[error("max_hold {max_hold:?} is shorter than the ttl {ttl:?}")]
+    MaxHold {
+        /// The rejected cap.
+        max_hold: Duration,
+        /// The ttl it must reach.
+        ttl: Duration,
+    },
+    /// The command timeout is zero.
+    #[error("command timeout must be greater than zero")]
+    CommandTimeout,
+    /// The `WAIT` timeout does not fit inside the command timeout.
+    #[error(
+        "wait_replicas timeout {wait_timeout:?} must be below the command timeout {command_timeout:?}"
+    )]
+    WaitReplicasTimeout {
+        /// The rejected `WAIT` timeout.
+        wait_timeout: Duration,
+        /// The command timeout it must stay under.
+        command_timeout: Duration,
+    },
+    /// The retry backoff bounds are zero or reversed.
+    #[error("retry delay bounds {min:?}..{max:?} must be non-zero and ordered")]
+    RetryDelay {
+        /// The lower bound.
+        min: Duration,
+        /// The upper bound.
+        max: Duration,
+    },
+    /// The namespace contains a brace, which would break the hash tag.
+    #[error("namespace must not contain '{{' or '}}'")]
+    Namespace,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn defaults_are_valid_and_documented() {
+        let opts = LockOptions::new(ms(30_000));
+        assert_eq!(opts.validate(), Ok(()));
+        assert_eq!(opts.effective_renew_every(), ms(10_000));
+        assert_eq!(opts.effective_wait(), ms(30_000));
+        assert_eq!(opts.drift(), ms(302));
+    }
+
+    #[test]
+    fn every_bad_option_has_its_own_error() {
+        let base = || LockOptions::new(ms(1_000));
+        assert_eq!(
+            LockOptions::new(ms(0)).validate(),
+            Err(OptionsError::ZeroTtl)
+        );
+        assert!(matches!(
+            LockOptions::new(Duration::from_micros(1_500)).validate(),
+            Err(OptionsError::SubMillisecondTtl { .. })
+        ));
+        for factor in [-0.1, 0.5, 2.0, f64::NAN, f64::INFINITY] {
+            assert!(matches!(
+                base().drift_factor(factor).validate(),
+                Err(OptionsError::DriftFactor { .. })
+            ));
+        }
+        // ttl 1 s, drift 12 ms: renewals must come before 988 ms.
+        assert!(matches!(
+            base().renew_every(ms(988)).validate(),
+            Err(OptionsError::RenewEvery { .. })
+        ));
+        assert_eq!(base().renew_every(ms(987)).validate(), Ok(()));
+        assert!(matches!(
+            base().renew_every(ms(0)).validate(),
+            Err(OptionsError::RenewEvery { .. })
+        ));
+        assert!(matches!(
+            base().max_hold(ms(999)).validate(),
+            Err(OptionsError::MaxHold { .. })
+        ));
+        assert_eq!(base().max_hold(ms(1_000)).validate(), Ok(()));
+        assert_eq!(
+            base().command_timeout(ms(0)).validate(),
+            Err(OptionsError::CommandTimeout)
+        );
+        assert!(matches!(
+            base().wait_replicas(1, ms(500)).validate(),
+            Err(OptionsError::WaitReplicasTimeout { .. })
+        ));
+        assert!(matches!(
+            base().retry_delay(ms(5), ms(1)).validate(),
+            Err(OptionsError::RetryDelay { .. })
+        ));
+        assert_eq!(
+            base().namespace("a{b").validate(),
+            Err(OptionsError::Namespace)
+        );
+    }
+
+    #[test]
+    fn tiny_ttls_are_rejected_not_panicking() {
+        for ttl in [1, 2, 3] {
+            assert!(LockOptions::new(ms(ttl)).validate().is_err(), "ttl {ttl}");
+        }
+    }
+}
