@@ -1,4 +1,4 @@
-//! The deterministic simulation harness for `lock-core`.
+//! The `sim` command line: runs scenario files.
 
 fn main() {
     println!("sim: {} scripts", lock_core::scripts::ALL.len());

@@ -1,0 +1,2 @@
+//! The deterministic simulation harness for `lock-core`: a turmoil world with
+//! a simulated Redis, faults, a history recorder and checkers.
