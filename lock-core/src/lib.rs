@@ -39,3 +39,10 @@ pub use command::{Command, CommandId, Failure, Reply};
 pub use event::{AcquireFailure, Event, LostReason, ReleaseOutcome};
 pub use machine::{LockMachine, State, UsageError};
 pub use options::{DRIFT_FLOOR, Fencing, LockOptions, OptionsError};
+
+#[cfg(feature = "redis")]
+pub mod redis;
+#[cfg(feature = "redis")]
+pub use crate::redis::{
+    AcquireError, ConnectError, LockGuard, Locker, LockerBuilder, ReleaseError,
+};
