@@ -1,2 +1,7 @@
 //! The deterministic simulation harness for `lock-core`: a turmoil world with
 //! a simulated Redis, faults, a history recorder and checkers.
+
+pub mod config;
+pub mod history;
+pub mod outcome;
+pub mod world;

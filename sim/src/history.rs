@@ -1,0 +1,210 @@
+//! The history of one simulated run: every operation the clients, the
+//! storage and the fault controller performed, stamped with true sim time.
+//!
+//! Checkers read only this. It serialises to JSON lines, and its hash is
+//! what "the same seed gives the same run" is tested against.
+
+use std::{cell::RefCell, rc::Rc, time::Duration};
+
+use serde::{Deserialize, Serialize};
+
+/// Who did something.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Process {
+    /// `client-N`.
+    Client(usize),
+    /// `redis-N`.
+    Redis(usize),
+    /// The fenced storage host.
+    Storage,
+    /// The fault controller.
+    Controller,
+}
+
+/// One step of an operation, in the Jepsen sense.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "kebab-case")]
+pub enum Op {
+    /// A client starts acquiring.
+    AcquireInvoke,
+    /// The lock was granted: the client now believes it holds it.
+    AcquireOk {
+        /// The owner token (unique per grant).
+        token: String,
+        /// The fencing token.
+        fence: u64,
+        /// The deadline on the client's clock, mapped to true sim time.
+        valid_until: Duration,
+    },
+    /// The acquire gave up.
+    AcquireFail {
+        /// The error, as displayed.
+        error: String,
+    },
+    /// A renewal moved the deadline (the client's `valid_until`, in true time).
+    Renewed {
+        /// The token of the hold.
+        token: String,
+        /// The new deadline.
+        valid_until: Duration,
+    },
+    /// The client learnt it lost the lock.
+    Lost {
+        /// The token of the hold.
+        token: String,
+        /// Why.
+        reason: String,
+        /// The deadline the client last knew.
+        valid_until: Duration,
+    },
+    /// The client starts releasing (it no longer believes it holds the lock).
+    ReleaseInvoke {
+        /// The token of the hold.
+        token: String,
+    },
+    /// The release finished.
+    ReleaseOk {
+        /// The token of the hold.
+        token: String,
+        /// What the release reported, as displayed ("ok" or the error).
+        outcome: String,
+    },
+    /// A client sends a fenced write to storage.
+    WriteInvoke {
+        /// The fence attached.
+        fence: u64,
+        /// A value unique to this write.
+        value: u64,
+    },
+    /// Storage answered a fenced write.
+    WriteOk {
+        /// The fence attached.
+        fence: u64,
+        /// The value written.
+        value: u64,
+        /// Whether storage accepted it (fence ≥ the highest accepted).
+        accepted: bool,
+    },
+    /// The write got no answer (partition, crash).
+    WriteInfo {
+        /// The fence attached.
+        fence: u64,
+        /// The value written.
+        value: u64,
+    },
+    /// A write to the unfenced register: what a lock without fencing
+    /// protects. Records the writer's begin and end of the write.
+    RegisterWrite {
+        /// Which hold's critical section wrote.
+        token: String,
+        /// Begin or end of the write.
+        phase: Phase,
+    },
+    /// A fault began or ended.
+    Fault {
+        /// The fault kind, as in scenario files.
+        kind: String,
+        /// The target, as in scenario files (`client:0`, `redis:1`, ...).
+        target: String,
+        /// Start or end.
+        phase: Phase,
+    },
+    /// The authoritative primary's view of the lock key, sampled when a
+    /// client's belief changes (for the server-oracle checker).
+    Oracle {
+        /// Which node was the primary.
+        primary: usize,
+        /// The value of the lock key there, if any.
+        owner: Option<String>,
+        /// Its remaining ttl on the node's clock, in ms.
+        pttl_ms: Option<u64>,
+    },
+    /// A replica was promoted; `lost_key` says whether the lock key it had
+    /// differs from the old primary's.
+    Failover {
+        /// The new primary.
+        new_primary: usize,
+        /// The key's owner on the old primary before the failover.
+        old_owner: Option<String>,
+        /// The key's owner on the new primary after it.
+        new_owner: Option<String>,
+    },
+}
+
+/// Start or end of something with a duration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phase {
+    /// It began.
+    Start,
+    /// It ended.
+    End,
+}
+
+/// One line of the history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    /// True sim time since the start of the run.
+    pub at: Duration,
+    /// The acting process's own clock reading, as an offset from its start
+    /// (equal to `at` for a process without clock faults).
+    pub local: Duration,
+    /// Who acted.
+    pub process: Process,
+    /// What happened.
+    #[serde(flatten)]
+    pub op: Op,
+}
+
+/// The recorder the hosts of one world share. Turmoil runs every host on one
+/// thread, so a shared `Rc<RefCell<..>>` needs no locking.
+#[derive(Debug, Clone, Default)]
+pub struct Recorder {
+    entries: Rc<RefCell<Vec<Entry>>>,
+}
+
+impl Recorder {
+    /// Appends one entry.
+    pub fn record(&self, at: Duration, local: Duration, process: Process, op: Op) {
+        self.entries.borrow_mut().push(Entry {
+            at,
+            local,
+            process,
+            op,
+        });
+    }
+
+    /// Takes a copy of everything recorded so far, in recording order.
+    pub fn snapshot(&self) -> History {
+        History {
+            entries: self.entries.borrow().clone(),
+        }
+    }
+}
+
+/// A finished run's history.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct History {
+    /// Entries in the order they happened (true time, then recording order).
+    pub entries: Vec<Entry>,
+}
+
+impl History {
+    /// The history as JSON lines, one entry per line.
+    pub fn to_json_lines(&self) -> String {
+        let mut out = String::new();
+        for entry in &self.entries {
+            // Serialising plain data with derived impls cannot fail.
+            out.push_str(&serde_json::to_string(entry).expect("history entries serialise"));
+            out.push('\n');
+        }
+        out
+    }
+
+    /// The SHA1 of the JSON lines, in hex: equal histories, equal hashes, on
+    /// every platform, run and toolchain (unlike `std`'s hashers).
+    pub fn hash(&self) -> String {
+        sha1_smol::Sha1::from(self.to_json_lines()).digest().to_string()
+    }
+}

@@ -1,0 +1,73 @@
+//! What one seed of a scenario produced: its concrete fault schedule, its
+//! history, and the checkers' verdict.
+
+use std::{collections::BTreeSet, time::Duration};
+
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    config::{FaultKind, Property, SignedDuration},
+    history::History,
+};
+
+/// A fault with every range drawn and every target resolved: the unit the
+/// shrinker removes and the report prints.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConcreteFault {
+    /// What.
+    pub kind: FaultKind,
+    /// When, in true sim time.
+    pub at: Duration,
+    /// To whom, resolved: `client:2`, `redis:1`, `redis:primary`, `storage`.
+    pub target: String,
+    /// How long, for faults that last.
+    pub duration: Option<Duration>,
+    /// Clock-drift rate.
+    pub rate: Option<f64>,
+    /// Clock-jump offset.
+    pub offset: Option<SignedDuration>,
+}
+
+/// One broken property, with the evidence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Violation {
+    /// Which property.
+    pub property: Property,
+    /// When it was first broken, in true sim time.
+    pub at: Duration,
+    /// A sentence a person can act on.
+    pub message: String,
+    /// Indexes into the history of the entries that prove it.
+    pub evidence: Vec<usize>,
+}
+
+/// The checkers' findings on one history.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// Every violation found (empty when safe).
+    pub violations: Vec<Violation>,
+    /// "Sometimes" facts: things that happened at least once in the run,
+    /// e.g. `pause-outlived-ttl`, `fenced-write-rejected`,
+    /// `failover-lost-lock-key`. They prove a fault actually bit.
+    pub facts: BTreeSet<String>,
+}
+
+impl Verdict {
+    /// The properties violated, without repeats.
+    pub fn violated(&self) -> BTreeSet<Property> {
+        self.violations.iter().map(|v| v.property).collect()
+    }
+}
+
+/// Everything one seed produced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SeedOutcome {
+    /// The seed.
+    pub seed: u64,
+    /// The faults that were injected, in time order.
+    pub schedule: Vec<ConcreteFault>,
+    /// What happened.
+    pub history: History,
+    /// What the checkers concluded.
+    pub verdict: Verdict,
+}
