@@ -4,7 +4,10 @@
 //! Checkers read only this. It serialises to JSON lines, and its hash is
 //! what "the same seed gives the same run" is tested against.
 
-use std::{cell::RefCell, rc::Rc, time::Duration};
+use std::{
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
 use serde::{Deserialize, Serialize};
 
@@ -72,6 +75,8 @@ pub enum Op {
     },
     /// A client sends a fenced write to storage.
     WriteInvoke {
+        /// The token of the hold that wrote.
+        token: String,
         /// The fence attached.
         fence: u64,
         /// A value unique to this write.
@@ -79,6 +84,8 @@ pub enum Op {
     },
     /// Storage answered a fenced write.
     WriteOk {
+        /// The token of the hold that wrote.
+        token: String,
         /// The fence attached.
         fence: u64,
         /// The value written.
@@ -88,6 +95,8 @@ pub enum Op {
     },
     /// The write got no answer (partition, crash).
     WriteInfo {
+        /// The token of the hold that wrote.
+        token: String,
         /// The fence attached.
         fence: u64,
         /// The value written.
@@ -158,16 +167,17 @@ pub struct Entry {
 }
 
 /// The recorder the hosts of one world share. Turmoil runs every host on one
-/// thread, so a shared `Rc<RefCell<..>>` needs no locking.
+/// thread, so the mutex is never contended; it is there because the lock's
+/// observer callback must be `Send + Sync`.
 #[derive(Debug, Clone, Default)]
 pub struct Recorder {
-    entries: Rc<RefCell<Vec<Entry>>>,
+    entries: Arc<Mutex<Vec<Entry>>>,
 }
 
 impl Recorder {
     /// Appends one entry.
     pub fn record(&self, at: Duration, local: Duration, process: Process, op: Op) {
-        self.entries.borrow_mut().push(Entry {
+        lock(&self.entries).push(Entry {
             at,
             local,
             process,
@@ -178,9 +188,15 @@ impl Recorder {
     /// Takes a copy of everything recorded so far, in recording order.
     pub fn snapshot(&self) -> History {
         History {
-            entries: self.entries.borrow().clone(),
+            entries: lock(&self.entries).clone(),
         }
     }
+}
+
+/// Locks the entries; a poisoned lock still holds every entry recorded
+/// before the panic, which is exactly what a failing run should report.
+fn lock(entries: &Mutex<Vec<Entry>>) -> std::sync::MutexGuard<'_, Vec<Entry>> {
+    entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A finished run's history.

@@ -94,11 +94,29 @@ impl Entropy for OsEntropy {
     }
 }
 
+/// One event of one lock, as an observer sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct Observed<'a> {
+    /// The key as given to `acquire`.
+    pub key: &'a str,
+    /// The owner token of this acquisition.
+    pub token: &'a str,
+    /// What the lock machine reported.
+    pub event: &'a crate::Event,
+    /// When, on the locker's clock.
+    pub at: Instant,
+}
+
+/// A callback that sees every lock event of a locker (for metrics, audit
+/// logs, or a simulator's history). It runs on the driver: keep it short.
+pub type Observer = Arc<dyn Fn(&Observed<'_>) + Send + Sync>;
+
 /// The injection points the driver uses (entropy stays with the locker).
 #[derive(Clone)]
 pub(crate) struct Environment {
     pub(crate) connector: Arc<dyn Connector>,
     pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) observer: Option<Observer>,
 }
 
 impl fmt::Debug for Environment {

@@ -27,7 +27,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tracing::Instrument;
 
 use super::{
-    AcquireError, ConnectError, ReleaseError, connector::Environment, locker::Granted, wire,
+    AcquireError, ConnectError, Observed, ReleaseError, connector::Environment, locker::Granted,
+    wire,
 };
 use crate::{
     AcquireFailure, CommandId, Event, Failure, LockMachine, LockOptions, LostReason,
@@ -446,6 +447,14 @@ impl Driver {
             return;
         };
         let _entered = lock.span.clone().entered();
+        if let Some(observer) = &self.env.observer {
+            observer(&Observed {
+                key: &lock.key,
+                token: lock.machine.token(),
+                event: &event,
+                at: self.env.clock.now(),
+            });
+        }
         match event {
             Event::Acquired { fence, valid_until } => {
                 tracing::debug!(fence, "acquired");

@@ -106,6 +106,7 @@ pub struct LockerBuilder {
     entropy: Arc<dyn Entropy>,
     redis: RedisConnectionInfo,
     connect_timeout: Duration,
+    observer: Option<super::Observer>,
 }
 
 impl fmt::Debug for LockerBuilder {
@@ -145,7 +146,15 @@ impl LockerBuilder {
             entropy: Arc::new(OsEntropy),
             redis: RedisConnectionInfo::default(),
             connect_timeout: Duration::from_secs(5),
+            observer: None,
         }
+    }
+
+    /// Calls `observer` with every event of every lock (acquired, renewed,
+    /// contended, lost, released), on the driver, as it happens.
+    pub fn observer(mut self, observer: impl Fn(&super::Observed<'_>) + Send + Sync + 'static) -> Self {
+        self.observer = Some(Arc::new(observer));
+        self
     }
 
     /// Reads time from `clock` instead of tokio's clock (advanced).
@@ -178,6 +187,7 @@ impl LockerBuilder {
         let env = Environment {
             connector: self.connector,
             clock: Arc::clone(&self.clock),
+            observer: self.observer,
         };
         let (requests, receiver) = mpsc::unbounded_channel();
         let driver = driver::start(

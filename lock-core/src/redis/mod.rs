@@ -8,7 +8,8 @@ mod locker;
 mod wire;
 
 pub use connector::{
-    Clock, ConnectFuture, Connector, Entropy, OsEntropy, RedisStream, TcpConnector, TokioClock,
+    Clock, ConnectFuture, Connector, Entropy, Observed, Observer, OsEntropy, RedisStream,
+    TcpConnector, TokioClock,
 };
 pub use error::{AcquireError, ConnectError, ReleaseError};
 pub use locker::{Driver, LockGuard, Locker, LockerBuilder};
