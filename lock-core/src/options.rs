@@ -188,7 +188,7 @@ impl LockOptions {
         if self.ttl.is_zero() {
             return Err(OptionsError::ZeroTtl);
         }
-        if self.ttl.subsec_nanos() % 1_000_000 != 0 {
+        if !self.ttl.subsec_nanos().is_multiple_of(1_000_000) {
             return Err(OptionsError::SubMillisecondTtl { ttl: self.ttl });
         }
         if !(self.drift_factor.is_finite() && (0.0..0.5).contains(&self.drift_factor)) {

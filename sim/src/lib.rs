@@ -5,3 +5,8 @@ pub mod config;
 pub mod history;
 pub mod outcome;
 pub mod world;
+pub mod client;
+pub mod clock;
+pub mod freeze;
+pub mod rng;
+pub mod storage;

@@ -49,7 +49,7 @@ pub(crate) enum Status {
 pub(crate) enum Request {
     Acquire {
         key: String,
-        opts: LockOptions,
+        opts: Box<LockOptions>,
         token: String,
         jitter_seed: u64,
         reply: oneshot::Sender<Result<Granted, AcquireError>>,

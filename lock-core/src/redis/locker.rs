@@ -66,7 +66,7 @@ impl Locker {
         self.requests
             .send(Request::Acquire {
                 key: key.to_owned(),
-                opts: opts.clone(),
+                opts: Box::new(opts.clone()),
                 token,
                 jitter_seed: self.entropy.next_u64(),
                 reply,

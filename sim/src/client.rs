@@ -1,0 +1,317 @@
+//! A simulated client: the production lock adapter, unchanged, over
+//! turmoil's TCP, running a workload that writes to the fenced storage
+//! inside its critical sections.
+//!
+//! The adapter sees three injected things and nothing else: a connector
+//! that dials the current primary (like a Sentinel-aware client), a
+//! [`SimClock`] with this client's drift, and entropy from the seed.
+
+use std::{
+    sync::{
+        Arc, Mutex, PoisonError,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use lock_core::{
+    Event, Fencing, LockOptions, LockerBuilder,
+    redis::{ConnectFuture, Connector, Entropy, Observed, RedisStream},
+};
+
+use crate::{
+    clock::{self, ClockControl, SimClock},
+    config::{DurationRange, FencingMode, Scenario},
+    freeze::{FreezeSwitch, Frozen},
+    history::{Op, Phase, Process, Recorder},
+    rng::Rng,
+    storage::{self, WriteResult},
+};
+
+/// The key every client contends for.
+pub const KEY: &str = "resource";
+
+/// Which Redis node clients should talk to, like a Sentinel's answer.
+#[derive(Debug, Clone, Default)]
+pub struct Discovery {
+    primary: Arc<Mutex<usize>>,
+}
+
+impl Discovery {
+    /// The node clients dial now.
+    pub fn primary(&self) -> usize {
+        *self.primary.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Points clients at `node` from their next connection on.
+    pub fn set_primary(&self, node: usize) {
+        *self.primary.lock().unwrap_or_else(PoisonError::into_inner) = node;
+    }
+}
+
+/// The Redis port every simulated node listens on.
+pub const REDIS_PORT: u16 = 6379;
+
+/// The name of Redis node `index`.
+pub fn redis_host(index: usize) -> String {
+    format!("redis-{index}")
+}
+
+/// The name of client `index`.
+pub fn client_host(index: usize) -> String {
+    format!("client-{index}")
+}
+
+struct SimConnector {
+    discovery: Discovery,
+}
+
+impl Connector for SimConnector {
+    fn connect(&self) -> ConnectFuture<'_> {
+        let host = redis_host(self.discovery.primary());
+        Box::pin(async move {
+            let stream = turmoil::net::TcpStream::connect((host.as_str(), REDIS_PORT)).await?;
+            Ok(Box::new(stream) as Box<dyn RedisStream>)
+        })
+    }
+}
+
+/// splitmix64 from the seed: tokens and jitter replay exactly.
+struct SeededEntropy(AtomicU64);
+
+impl Entropy for SeededEntropy {
+    fn next_u64(&self) -> u64 {
+        let mut z = self
+            .0
+            .fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed)
+            .wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+/// Everything one client needs, built by the world.
+#[derive(Clone)]
+pub struct ClientSetup {
+    /// The client's index.
+    pub index: usize,
+    /// The scenario (for lock options and workload ranges).
+    pub scenario: Arc<Scenario>,
+    /// The seed of this client's randomness.
+    pub seed: u64,
+    /// Where the history goes.
+    pub recorder: Recorder,
+    /// The client's clock model.
+    pub clock: ClockControl,
+    /// Which node is primary.
+    pub discovery: Discovery,
+    /// Test-only: count validity from the reply instead of the send.
+    pub broken_validity: bool,
+}
+
+/// The lock options a scenario asks for.
+pub fn lock_options(scenario: &Scenario) -> LockOptions {
+    let lock = &scenario.lock;
+    let mut opts = LockOptions::new(lock.ttl)
+        .drift_factor(lock.drift_factor)
+        .fencing(match lock.fencing {
+            FencingMode::None => Fencing::None,
+            FencingMode::Counter => Fencing::Counter,
+            FencingMode::TimeMixed => Fencing::TimeMixed,
+        })
+        .wait(lock.wait.unwrap_or(lock.ttl * 2));
+    if let Some(every) = lock.renew_every {
+        opts = opts.renew_every(every);
+    }
+    if lock.wait_replicas > 0 {
+        let renew_every = lock.renew_every.unwrap_or(lock.ttl / 3);
+        opts = opts.wait_replicas(lock.wait_replicas, renew_every / 4);
+    }
+    opts
+}
+
+/// Runs one client host: connect, then acquire-write-hold-write-release
+/// forever, all inside the freeze wrapper.
+pub async fn run(setup: ClientSetup, freeze: FreezeSwitch) -> turmoil::Result {
+    Frozen::new(workload(setup), freeze).await
+}
+
+async fn workload(setup: ClientSetup) -> turmoil::Result {
+    let process = Process::Client(setup.index);
+    let origin = tokio::time::Instant::now().into_std();
+    let sim_clock = SimClock::new(setup.clock.clone(), origin);
+    let record = {
+        let recorder = setup.recorder.clone();
+        let sim_clock = sim_clock.clone();
+        move |op: Op| recorder.record(clock::now(), sim_clock.local_now(), process, op)
+    };
+    let observer = {
+        let record = record.clone();
+        let sim_clock = sim_clock.clone();
+        let broken = setup.broken_validity;
+        move |observed: &Observed<'_>| {
+            let token = observed.token.to_owned();
+            let deadline = |valid_until| {
+                let mut at = sim_clock.true_time_of(valid_until);
+                if broken {
+                    // The deliberately broken rule: validity counted from
+                    // the reply, i.e. the client believes ttl from now.
+                    at = at.max(clock::now());
+                }
+                at
+            };
+            let op = match observed.event {
+                Event::Acquired { fence, valid_until } => Op::AcquireOk {
+                    token,
+                    fence: *fence,
+                    valid_until: deadline(*valid_until),
+                },
+                Event::Renewed { valid_until } => Op::Renewed {
+                    token,
+                    valid_until: deadline(*valid_until),
+                },
+                Event::Lost { reason } => Op::Lost {
+                    token,
+                    reason: reason.to_string(),
+                    valid_until: clock::now(),
+                },
+                Event::Released { outcome } => Op::ReleaseOk {
+                    token,
+                    outcome: format!("{outcome:?}"),
+                },
+                Event::AcquireFailed(failure) => Op::AcquireFail {
+                    error: failure.to_string(),
+                },
+                _ => return,
+            };
+            record(op);
+        }
+    };
+    let entropy = SeededEntropy(AtomicU64::new(setup.seed));
+    let mut rng = Rng::new(setup.seed ^ 0x5EED_C11E);
+    let scenario = Arc::clone(&setup.scenario);
+    let opts = lock_options(&scenario);
+
+    // Connect, retrying: the primary may be down or cut off at start.
+    let (locker, driver) = loop {
+        let builder = LockerBuilder::with_connector(SimConnector {
+            discovery: setup.discovery.clone(),
+        })
+        .clock(sim_clock.clone())
+        .entropy(SeededEntropy(AtomicU64::new(entropy.next_u64())))
+        .redis_settings(redis::RedisConnectionInfo::default().set_skip_set_lib_name())
+        .connect_timeout(scenario.lock.ttl)
+        .observer(observer.clone());
+        match builder.connect().await {
+            Ok(pair) => break pair,
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    };
+    let storage_timeout = scenario.lock.ttl;
+    let mut write_seq = 0u64;
+    // Every write carries a value unique in the run: client index, sequence.
+    let mut write = |token: &str, fence: u64| {
+        write_seq += 1;
+        ((token.to_owned()), fence, (setup.index as u64) << 32 | write_seq)
+    };
+
+    let work = async {
+        loop {
+            record(Op::AcquireInvoke);
+            let guard = match locker.acquire(KEY, &opts).await {
+                Ok(guard) => guard,
+                Err(_) => {
+                    // The observer recorded why; back off a little.
+                    tokio::time::sleep(draw(&mut rng, scenario.clients.think)).await;
+                    continue;
+                }
+            };
+            let token = guard.token().to_owned();
+            let fence = guard.fence();
+
+            // Write once on entry, hold, then write again: the second write
+            // is the one a long pause turns stale.
+            let first = write(&token, fence);
+            fenced_write(&record, first, storage_timeout).await;
+            if scenario.clients.unfenced_register {
+                plain_write(&record, &token, storage_timeout).await;
+            }
+            let hold = draw(&mut rng, scenario.clients.hold);
+            tokio::select! {
+                biased;
+                _ = guard.lost() => {}
+                () = tokio::time::sleep(hold) => {
+                    let second = write(&token, fence);
+                    fenced_write(&record, second, storage_timeout).await;
+                    if scenario.clients.unfenced_register {
+                        plain_write(&record, &token, storage_timeout).await;
+                    }
+                }
+            }
+            record(Op::ReleaseInvoke {
+                token: token.clone(),
+            });
+            // The observer records the outcome.
+            let _ = guard.release().await;
+            tokio::time::sleep(draw(&mut rng, scenario.clients.think)).await;
+        }
+    };
+    tokio::select! {
+        biased;
+        () = driver => {}
+        () = work => {}
+    }
+    Ok(())
+}
+
+async fn fenced_write(
+    record: &impl Fn(Op),
+    (token, fence, value): (String, u64, u64),
+    timeout: Duration,
+) {
+    record(Op::WriteInvoke {
+        token: token.clone(),
+        fence,
+        value,
+    });
+    let line = format!("F {token} {fence} {value}");
+    match storage::request(&line, timeout).await {
+        WriteResult::Accepted => record(Op::WriteOk {
+            token,
+            fence,
+            value,
+            accepted: true,
+        }),
+        WriteResult::Rejected => record(Op::WriteOk {
+            token,
+            fence,
+            value,
+            accepted: false,
+        }),
+        WriteResult::Unknown => record(Op::WriteInfo {
+            token,
+            fence,
+            value,
+        }),
+    }
+}
+
+async fn plain_write(record: &impl Fn(Op), token: &str, timeout: Duration) {
+    record(Op::RegisterWrite {
+        token: token.to_owned(),
+        phase: Phase::Start,
+    });
+    let _ = storage::request(&format!("P {token} 0"), timeout).await;
+    record(Op::RegisterWrite {
+        token: token.to_owned(),
+        phase: Phase::End,
+    });
+}
+
+/// Draws uniformly from `range` (inclusive), in whole microseconds.
+pub fn draw(rng: &mut Rng, range: DurationRange) -> Duration {
+    let min = range.min.as_micros() as u64;
+    let max = range.max.as_micros() as u64;
+    Duration::from_micros(rng.between(min, max.max(min)))
+}

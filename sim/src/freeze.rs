@@ -1,0 +1,76 @@
+//! Process pauses: a wrapper that stops polling a client's whole task tree
+//! until a true sim deadline.
+//!
+//! turmoil cannot stop a host, and a `tokio::spawn`ed task would escape any
+//! wrapper, so a client runs its workload *and* its lock driver inside one
+//! [`Frozen`] future. While frozen nothing of it runs: no renewals, no
+//! timers, no reads. Its timers still come due, so on thawing the client
+//! sees all the time that passed at once, as a paused process would.
+
+use std::{
+    cell::Cell,
+    future::Future,
+    pin::Pin,
+    rc::Rc,
+    task::{Context, Poll},
+    time::Duration,
+};
+
+use crate::clock;
+
+/// The world's handle on one client's pause state.
+#[derive(Debug, Clone, Default)]
+pub struct FreezeSwitch {
+    until: Rc<Cell<Duration>>,
+}
+
+impl FreezeSwitch {
+    /// Freezes the client until true time `until` (extends, never shortens).
+    pub fn freeze_until(&self, until: Duration) {
+        self.until.set(self.until.get().max(until));
+    }
+
+    /// Returns true while the client is frozen at true time `at`.
+    pub fn is_frozen(&self, at: Duration) -> bool {
+        at < self.until.get()
+    }
+}
+
+/// Wraps a future so that it is not polled while its switch is frozen.
+pub struct Frozen<F> {
+    inner: Pin<Box<F>>,
+    switch: FreezeSwitch,
+    thaw: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<F: Future> Frozen<F> {
+    /// Wraps `inner`.
+    pub fn new(inner: F, switch: FreezeSwitch) -> Self {
+        Self {
+            inner: Box::pin(inner),
+            switch,
+            thaw: None,
+        }
+    }
+}
+
+impl<F: Future> Future for Frozen<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let now = clock::now();
+        if self.switch.is_frozen(now) {
+            let remaining = self.switch.until.get() - now;
+            let thaw = self
+                .thaw
+                .insert(Box::pin(tokio::time::sleep(remaining)));
+            // Registers the waker for the thaw; the inner future is not
+            // polled, so nothing it would do happens while frozen.
+            if thaw.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+        }
+        self.thaw = None;
+        self.inner.as_mut().poll(cx)
+    }
+}

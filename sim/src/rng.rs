@@ -1,0 +1,45 @@
+//! The simulation's one source of randomness: splitmix64 from the seed.
+//!
+//! Every draw in a run comes from an `Rng` derived from the run's seed, so
+//! the same seed replays the same run.
+
+/// A small deterministic generator (splitmix64).
+#[derive(Debug, Clone)]
+pub struct Rng {
+    state: u64,
+}
+
+impl Rng {
+    /// A generator seeded with `seed`.
+    pub fn new(seed: u64) -> Self {
+        Self { state: seed }
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A value in `min..=max` (`min` if the range is empty).
+    pub fn between(&mut self, min: u64, max: u64) -> u64 {
+        if max <= min {
+            return min;
+        }
+        let span = max - min;
+        if span == u64::MAX {
+            return self.next_u64();
+        }
+        min + self.next_u64() % (span + 1)
+    }
+
+    /// A fresh generator for a sub-stream (a client, a node), independent of
+    /// how many draws this one has made.
+    pub fn fork(seed: u64, stream: u64) -> Self {
+        let mut mixer = Self::new(seed ^ stream.wrapping_mul(0xD1B5_4A32_D192_ED03));
+        Self::new(mixer.next_u64())
+    }
+}
