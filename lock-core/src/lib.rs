@@ -46,3 +46,9 @@ pub mod redis;
 pub use crate::redis::{
     AcquireError, ConnectError, LockGuard, Locker, LockerBuilder, ReleaseError,
 };
+
+/// The README's examples, compiled and run as doctests (they need a Redis at
+/// `REDIS_URL`; `scripts/test.sh` starts one).
+#[cfg(all(doctest, feature = "redis"))]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
