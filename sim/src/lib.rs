@@ -10,3 +10,4 @@ pub mod clock;
 pub mod freeze;
 pub mod rng;
 pub mod storage;
+pub mod checker;
