@@ -197,6 +197,9 @@ pub struct FaultSpec {
     pub rate: Option<f64>,
     /// Clock-jump offset.
     pub offset: Option<SignedDuration>,
+    /// Latency faults: the extra one-way delay of the target's links, drawn
+    /// per firing (key `delay`).
+    pub delay: Option<DurationRange>,
 }
 
 /// A whole scenario.

@@ -26,6 +26,8 @@ pub struct ConcreteFault {
     pub rate: Option<f64>,
     /// Clock-jump offset.
     pub offset: Option<SignedDuration>,
+    /// Latency faults: the largest extra one-way delay.
+    pub delay: Option<Duration>,
 }
 
 /// One broken property, with the evidence.
