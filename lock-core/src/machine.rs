@@ -202,6 +202,7 @@ struct Timing {
     retry_max: Duration,
     wait_replicas: Option<(u32, Duration)>,
     fencing: crate::Fencing,
+    validity_from_reply: bool,
 }
 
 /// Misuse of the machine by its driver.
@@ -254,6 +255,7 @@ impl LockMachine {
             retry_max: opts.retry_delay.1,
             wait_replicas: opts.replicas(),
             fencing: opts.fencing_mode(),
+            validity_from_reply: opts.validity_from_reply,
         };
         Ok(Self {
             timing,
@@ -477,6 +479,16 @@ impl LockMachine {
         self.commands.push_back((id, command));
     }
 
+    /// The instant validity counts from: the send (timing rule 1). Only the
+    /// `sabotage` feature's deliberately broken mode counts from the reply.
+    fn anchor(&self, sent_at: Instant, replied_at: Instant) -> Instant {
+        if self.timing.validity_from_reply {
+            replied_at
+        } else {
+            sent_at
+        }
+    }
+
     /// The deadline a successful command sent at `sent_at` earns (rules 1 and 5).
     fn validity_from(&self, sent_at: Instant, acquired_at: Instant) -> (Instant, Option<Instant>) {
         // Timing rule 1: from the send, minus the drift margin.
@@ -505,7 +517,7 @@ impl LockMachine {
                         return;
                     }
                 }
-                let (valid_until, cap) = self.validity_from(sent_at, sent_at);
+                let (valid_until, cap) = self.validity_from(self.anchor(sent_at, now), sent_at);
                 if now >= valid_until {
                     // The reply took longer than the whole validity: the key
                     // is no use to us, and may be someone else's soon.
@@ -600,7 +612,8 @@ impl LockMachine {
             Reply::Renewed { replicas } if enough_replicas(replicas) => {
                 // Timing rule 2: a success moves validity to its own send
                 // instant + ttl − drift (rule 1), capped by max_hold (rule 5).
-                let (valid_until, cap) = self.validity_from(sent_at, hold.acquired_at);
+                let anchor = self.anchor(sent_at, now);
+                let (valid_until, cap) = self.validity_from(anchor, hold.acquired_at);
                 hold.valid_until = hold.valid_until.max(valid_until);
                 hold.renew_failures = 0;
                 self.timers[Timer::Expiry as usize] = Some(hold.valid_until);

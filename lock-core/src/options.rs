@@ -49,6 +49,7 @@ pub struct LockOptions {
     pub(crate) fencing: Fencing,
     pub(crate) command_timeout: Option<Duration>,
     pub(crate) retry_delay: (Duration, Duration),
+    pub(crate) validity_from_reply: bool,
 }
 
 impl LockOptions {
@@ -68,6 +69,7 @@ impl LockOptions {
             fencing: Fencing::TimeMixed,
             command_timeout: None,
             retry_delay: (Duration::from_millis(10), Duration::from_millis(200)),
+            validity_from_reply: false,
         }
     }
 
@@ -126,6 +128,16 @@ impl LockOptions {
     /// (default 10 ms to 200 ms).
     pub fn retry_delay(mut self, min: Duration, max: Duration) -> Self {
         self.retry_delay = (min, max);
+        self
+    }
+
+    /// **Breaks timing rule 1 on purpose**: counts validity from the reply
+    /// instead of the send. Exists only with the `sabotage` feature, so the
+    /// simulator can prove its checkers catch a broken core. Never use it.
+    #[cfg(feature = "sabotage")]
+    #[doc(hidden)]
+    pub fn sabotage_validity_from_reply(mut self) -> Self {
+        self.validity_from_reply = true;
         self
     }
 
