@@ -148,7 +148,9 @@ async fn open(
 ) -> Result<Connection, ConnectError> {
     let connect = async {
         let stream = env.connector.connect().await?;
-        let config = redis::AsyncConnectionConfig::new();
+        // Each command carries its own timeout (the lock's command timeout),
+        // so redis-rs's 500 ms default must not cut in first.
+        let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
         let (conn, task) = MultiplexedConnection::new_with_config(&redis, stream, config)
             .await
             .map_err(ConnectError::Handshake)?;
