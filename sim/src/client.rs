@@ -149,18 +149,9 @@ async fn workload(setup: ClientSetup) -> turmoil::Result {
     let observer = {
         let record = record.clone();
         let sim_clock = sim_clock.clone();
-        let broken = setup.broken_validity;
         move |observed: &Observed<'_>| {
             let token = observed.token.to_owned();
-            let deadline = |valid_until| {
-                let mut at = sim_clock.true_time_of(valid_until);
-                if broken {
-                    // The deliberately broken rule: validity counted from
-                    // the reply, i.e. the client believes ttl from now.
-                    at = at.max(clock::now());
-                }
-                at
-            };
+            let deadline = |valid_until| sim_clock.true_time_of(valid_until);
             let op = match observed.event {
                 Event::Acquired { fence, valid_until } => Op::AcquireOk {
                     token,
@@ -191,7 +182,10 @@ async fn workload(setup: ClientSetup) -> turmoil::Result {
     let entropy = SeededEntropy(AtomicU64::new(setup.seed));
     let mut rng = Rng::new(setup.seed ^ 0x5EED_C11E);
     let scenario = Arc::clone(&setup.scenario);
-    let opts = lock_options(&scenario);
+    let mut opts = lock_options(&scenario);
+    if setup.broken_validity {
+        opts = opts.sabotage_validity_from_reply();
+    }
 
     // Connect, retrying: the primary may be down or cut off at start.
     let (locker, driver) = loop {

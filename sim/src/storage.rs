@@ -8,6 +8,11 @@
 
 use std::{cell::RefCell, rc::Rc, time::Duration};
 
+use crate::{
+    clock,
+    history::{Op, Phase, Process, Recorder},
+};
+
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use turmoil::net::{TcpListener, TcpStream};
 
@@ -22,38 +27,62 @@ struct Fenced {
     highest: Option<u64>,
 }
 
-/// Runs the storage host until the simulation ends.
-pub async fn serve() -> turmoil::Result {
+/// Runs the storage host until the simulation ends, recording every
+/// decision it makes (in its own order, which is what S4 checks).
+pub async fn serve(recorder: Recorder) -> turmoil::Result {
     let listener = TcpListener::bind(("0.0.0.0", PORT)).await?;
     let state = Rc::new(RefCell::new(Fenced::default()));
     loop {
         let (stream, _) = listener.accept().await?;
         let state = Rc::clone(&state);
+        let recorder = recorder.clone();
         tokio::task::spawn_local(async move {
             // A connection that breaks mid-request just ends.
-            let _ = handle(stream, state).await;
+            let _ = handle(stream, state, recorder).await;
         });
     }
 }
 
-async fn handle(stream: TcpStream, state: Rc<RefCell<Fenced>>) -> std::io::Result<()> {
+async fn handle(
+    stream: TcpStream,
+    state: Rc<RefCell<Fenced>>,
+    recorder: Recorder,
+) -> std::io::Result<()> {
+    let record = |op| {
+        let now = clock::now();
+        recorder.record(now, now, Process::Storage, op);
+    };
     let (read, mut write) = stream.into_split();
     let mut lines = BufReader::new(read).lines();
     while let Some(line) = lines.next_line().await? {
         let mut words = line.split_whitespace();
-        let answer = match (words.next(), words.nth(1), words.next()) {
-            (Some("F"), Some(fence), Some(_value)) => match fence.parse::<u64>() {
-                Ok(fence) => {
-                    let mut state = state.borrow_mut();
-                    let accepted = state.highest.is_none_or(|highest| fence >= highest);
-                    if accepted {
-                        state.highest = Some(fence);
+        let answer = match (words.next(), words.next(), words.next(), words.next()) {
+            (Some("F"), Some(token), Some(fence), Some(value)) => {
+                match (fence.parse::<u64>(), value.parse::<u64>()) {
+                    (Ok(fence), Ok(value)) => {
+                        let mut state = state.borrow_mut();
+                        let accepted = state.highest.is_none_or(|highest| fence >= highest);
+                        if accepted {
+                            state.highest = Some(fence);
+                        }
+                        record(Op::WriteOk {
+                            token: token.to_owned(),
+                            fence,
+                            value,
+                            accepted,
+                        });
+                        if accepted { "1\n" } else { "0\n" }
                     }
-                    if accepted { "1\n" } else { "0\n" }
+                    _ => "E\n",
                 }
-                Err(_) => "E\n",
-            },
-            (Some("P"), Some(_value), None) => "1\n",
+            }
+            (Some("P"), Some(token), Some(_value), None) => {
+                record(Op::RegisterWrite {
+                    token: token.to_owned(),
+                    phase: Phase::End,
+                });
+                "1\n"
+            }
             _ => "E\n",
         };
         write.write_all(answer.as_bytes()).await?;
