@@ -369,6 +369,14 @@ impl Driver {
         let Some(lock) = self.locks.get_mut(&id) else {
             return;
         };
+        if lock.acquire_reply.as_ref().is_some_and(|reply| reply.is_closed())
+            && matches!(lock.machine.state(), crate::State::Acquiring(_))
+        {
+            // The caller stopped waiting (its acquire future was dropped):
+            // stop trying, and undo an attempt that may have landed.
+            lock.acquire_reply = None;
+            lock.machine.release(self.env.clock.now());
+        }
         let mut commands = Vec::new();
         while let Some(command) = lock.machine.poll_command() {
             commands.push(command);
