@@ -33,12 +33,14 @@ mod command;
 mod event;
 pub mod machine;
 mod options;
+pub mod redlock;
 pub mod scripts;
 
 pub use command::{Command, CommandId, Failure, Reply};
 pub use event::{AcquireFailure, Event, LostReason, ReleaseOutcome};
 pub use machine::{LockMachine, State, UsageError};
 pub use options::{DRIFT_FLOOR, Fencing, LockOptions, OptionsError};
+pub use redlock::{RedlockError, RedlockMachine};
 
 #[cfg(feature = "redis")]
 pub mod redis;

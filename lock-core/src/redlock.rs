@@ -1,0 +1,626 @@
+//! Redlock: one lock over N independent Redis primaries, held while a
+//! majority of them hold it.
+//!
+//! [`RedlockMachine`] composes one single-node [`LockMachine`] per node, all
+//! with the same key and token, so every per-node timing rule still holds
+//! and the Redlock rules follow from them:
+//! - **Validity counts from before the first request**: every node's
+//!   command of a round is handed out at the same `now`, so each node's
+//!   `valid_until` is `sent_at + ttl − drift` (timing rule 1).
+//! - **A grant needs a majority with validity left**: the lock's deadline
+//!   is the latest instant at which at least `N/2 + 1` nodes are still
+//!   valid; a round that ends without a majority, or past that deadline,
+//!   releases every node — including the ones that seemed to fail — and
+//!   retries after a jittered backoff.
+//! - **Renewal needs a majority**: each node renews on its own timer; the
+//!   lock is lost (reason Expired) once fewer than a majority remain valid,
+//!   at the deadline, whether or not any node answers (timing rule 3).
+//! - **Release goes to every node.**
+//!
+//! **Fencing in Redlock mode.** Each node issues its own token. The fence
+//! reported is the highest token among the granting majority. Any two
+//! majorities share a node, and on that node tokens strictly increase, so
+//! the fence is at least the shared node's newer token — but another node
+//! of the older majority may have issued a higher one. With time-mixed
+//! tokens the fence increases across grants only while the nodes' clocks
+//! disagree by less than the time between grants. Do not rely on it for
+//! strict ordering; if writes must be fenced, use a single primary's
+//! token or a dedicated fencing service.
+
+use std::{
+    collections::VecDeque,
+    time::{Duration, Instant},
+};
+
+use crate::{
+    AcquireFailure, Command, CommandId, Event, LockMachine, LockOptions, LostReason, OptionsError,
+    ReleaseOutcome, Reply, State,
+};
+
+/// Why a Redlock could not be set up.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RedlockError {
+    /// The options break a timing rule.
+    #[error("invalid lock options: {0}")]
+    Options(#[from] OptionsError),
+    /// Redlock needs at least one node.
+    #[error("redlock needs at least one node")]
+    NoNodes,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Idle,
+    /// A round is out: waiting for every node to settle.
+    Trying {
+        give_up_at: Instant,
+    },
+    /// Between rounds.
+    BackingOff {
+        give_up_at: Instant,
+        retry_at: Instant,
+    },
+    /// Undoing a round that failed; then retry (or fail).
+    Undoing {
+        give_up_at: Instant,
+        failure: Option<AcquireFailure>,
+    },
+    Held {
+        valid_until: Instant,
+    },
+    Releasing,
+    Lost,
+    Released,
+}
+
+/// The quorum lock machine: see the [module docs](self).
+///
+/// The drain rule is the same as [`LockMachine`]'s: after every input, drain
+/// [`poll_command`](Self::poll_command) (each command names its node),
+/// [`poll_event`](Self::poll_event), and re-arm to
+/// [`poll_timeout`](Self::poll_timeout).
+#[derive(Debug, Clone)]
+pub struct RedlockMachine {
+    opts: LockOptions,
+    key: String,
+    token: String,
+    nodes: Vec<LockMachine>,
+    phase: Phase,
+    round: u64,
+    attempts: u32,
+    events: VecDeque<Event>,
+    jitter_state: u64,
+    lost_emitted: bool,
+    fence: u64,
+    /// Nodes whose release deleted our key, in the current release.
+    deleted: usize,
+}
+
+impl RedlockMachine {
+    /// Creates a machine for `key` over `node_count` nodes, owned by `token`.
+    pub fn new(
+        opts: &LockOptions,
+        key: &str,
+        token: String,
+        node_count: usize,
+        jitter_seed: u64,
+    ) -> Result<Self, RedlockError> {
+        opts.validate()?;
+        if node_count == 0 {
+            return Err(RedlockError::NoNodes);
+        }
+        let mut machine = Self {
+            opts: opts.clone(),
+            key: key.to_owned(),
+            token,
+            nodes: Vec::new(),
+            phase: Phase::Idle,
+            round: 0,
+            attempts: 0,
+            events: VecDeque::new(),
+            jitter_state: jitter_seed,
+            lost_emitted: false,
+            fence: 0,
+            deleted: 0,
+        };
+        machine.nodes = machine.fresh_nodes(node_count)?;
+        Ok(machine)
+    }
+
+    /// Per-node machines for one round: a single attempt each (wait 0); the
+    /// quorum machine owns retries.
+    fn fresh_nodes(&mut self, count: usize) -> Result<Vec<LockMachine>, OptionsError> {
+        let single = self.opts.clone().wait(Duration::ZERO);
+        (0..count)
+            .map(|_| {
+                let seed = self.next_random();
+                LockMachine::new(&single, &self.key, self.token.clone(), seed)
+            })
+            .collect()
+    }
+
+    /// How many nodes form a majority.
+    pub fn quorum(&self) -> usize {
+        self.nodes.len() / 2 + 1
+    }
+
+    /// The number of nodes.
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// The owner token, the same on every node.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// The per-node machine of `node` (its key names, state).
+    pub fn node(&self, node: usize) -> Option<&LockMachine> {
+        self.nodes.get(node)
+    }
+
+    /// Returns true iff a majority holds and `now` is before the deadline.
+    pub fn is_held(&self, now: Instant) -> bool {
+        matches!(self.phase, Phase::Held { valid_until } if now < valid_until)
+    }
+
+    /// The quorum deadline while held.
+    pub fn valid_until(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Held { valid_until } => Some(valid_until),
+            _ => None,
+        }
+    }
+
+    /// The fence of the current grant (see the module docs for its limits).
+    pub fn fence(&self) -> Option<u64> {
+        matches!(self.phase, Phase::Held { .. }).then_some(self.fence)
+    }
+
+    /// Returns true once nothing more will be sent.
+    pub fn is_released(&self) -> bool {
+        self.phase == Phase::Released
+    }
+
+    /// Starts acquiring: the first round goes to every node at once.
+    pub fn acquire(&mut self, now: Instant) -> Result<(), crate::UsageError> {
+        if self.phase != Phase::Idle {
+            return Err(crate::UsageError::AlreadyStarted);
+        }
+        let give_up_at = now + self.opts.effective_wait();
+        self.start_round(now, give_up_at);
+        Ok(())
+    }
+
+    fn start_round(&mut self, now: Instant, give_up_at: Instant) {
+        if self.round > 0 {
+            // Infallible: the options were validated in `new`.
+            if let Ok(nodes) = self.fresh_nodes(self.nodes.len()) {
+                self.nodes = nodes;
+            }
+        }
+        self.round += 1;
+        self.phase = Phase::Trying { give_up_at };
+        // Redlock: T1 is this `now`, shared by every node's first send.
+        for node in &mut self.nodes {
+            let _ = node.acquire(now);
+        }
+        self.settle(now);
+    }
+
+    /// Releases on every node (owner-checked), or cancels an acquisition.
+    pub fn release(&mut self, now: Instant) {
+        match self.phase {
+            Phase::Released | Phase::Releasing => return,
+            Phase::Idle => {
+                self.phase = Phase::Released;
+                self.events.push_back(Event::Released {
+                    outcome: ReleaseOutcome::NotOwner,
+                });
+                return;
+            }
+            Phase::Trying { .. } | Phase::BackingOff { .. } | Phase::Undoing { .. } => {
+                self.phase = Phase::Undoing {
+                    give_up_at: now,
+                    failure: Some(AcquireFailure::Cancelled),
+                };
+            }
+            Phase::Held { .. } | Phase::Lost => self.phase = Phase::Releasing,
+        }
+        self.deleted = 0;
+        for node in &mut self.nodes {
+            node.release(now);
+        }
+        self.settle(now);
+    }
+
+    /// Retries at once if waiting between rounds (a release was announced).
+    pub fn handle_wakeup(&mut self, now: Instant) {
+        if let Phase::BackingOff { give_up_at, .. } = self.phase {
+            self.start_round(now, give_up_at);
+        }
+    }
+
+    /// Feeds node `node`'s answer to its command `id`.
+    pub fn handle_reply(&mut self, now: Instant, node: usize, id: CommandId, reply: Reply) {
+        if let Some(machine) = self.nodes.get_mut(node) {
+            machine.handle_reply(now, id, reply);
+        }
+        self.settle(now);
+    }
+
+    /// Fires every timer due at `now`, on every node and the quorum's own.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        for machine in &mut self.nodes {
+            if machine.poll_timeout().is_some_and(|at| at <= now) {
+                machine.handle_timeout(now);
+            }
+        }
+        if let Phase::BackingOff {
+            give_up_at,
+            retry_at,
+        } = self.phase
+            && retry_at <= now
+        {
+            self.start_round(now, give_up_at);
+            return;
+        }
+        self.settle(now);
+    }
+
+    /// Returns the next command: `(node, id, command)`.
+    #[must_use]
+    pub fn poll_command(&mut self) -> Option<(usize, CommandId, Command)> {
+        self.nodes
+            .iter_mut()
+            .enumerate()
+            .find_map(|(index, node)| node.poll_command().map(|(id, c)| (index, id, c)))
+    }
+
+    /// Returns the next event for the lock's user.
+    #[must_use]
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// Returns the next time at which `handle_timeout` should be called.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let own = match self.phase {
+            Phase::BackingOff { retry_at, .. } => Some(retry_at),
+            Phase::Held { valid_until } => Some(valid_until),
+            _ => None,
+        };
+        self.nodes
+            .iter()
+            .filter_map(LockMachine::poll_timeout)
+            .chain(own)
+            .min()
+    }
+
+    /// The latest instant at which at least a quorum of nodes is valid.
+    fn quorum_deadline(&self, now: Instant) -> Option<Instant> {
+        let mut deadlines: Vec<Instant> = self
+            .nodes
+            .iter()
+            .filter(|node| node.is_held(now))
+            .filter_map(LockMachine::valid_until)
+            .collect();
+        if deadlines.len() < self.quorum() {
+            return None;
+        }
+        deadlines.sort_unstable_by(|a, b| b.cmp(a));
+        deadlines.get(self.quorum() - 1).copied()
+    }
+
+    /// Collects per-node events and moves the quorum's phase on.
+    fn settle(&mut self, now: Instant) {
+        let mut node_events = Vec::new();
+        for node in &mut self.nodes {
+            while let Some(event) = node.poll_event() {
+                node_events.push(event);
+            }
+        }
+        self.deleted += node_events
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e,
+                    Event::Released {
+                        outcome: ReleaseOutcome::Deleted
+                    }
+                )
+            })
+            .count();
+        match self.phase {
+            Phase::Trying { give_up_at } => {
+                let pending = self
+                    .nodes
+                    .iter()
+                    .filter(|node| {
+                        matches!(node.state(), State::Acquiring(_) | State::Releasing(_))
+                    })
+                    .count();
+                if pending > 0 {
+                    return;
+                }
+                match self.quorum_deadline(now) {
+                    Some(valid_until) if now < valid_until => {
+                        self.fence = self
+                            .nodes
+                            .iter()
+                            .filter_map(LockMachine::fence)
+                            .max()
+                            .unwrap_or(0);
+                        self.phase = Phase::Held { valid_until };
+                        self.events.push_back(Event::Acquired {
+                            fence: self.fence,
+                            valid_until,
+                        });
+                    }
+                    _ => {
+                        // No majority (or no validity left): undo everywhere.
+                        let failure = node_events.iter().find_map(|event| match event {
+                            Event::AcquireFailed(AcquireFailure::Failed(f)) => {
+                                Some(AcquireFailure::Failed(*f))
+                            }
+                            _ => None,
+                        });
+                        self.phase = Phase::Undoing {
+                            give_up_at,
+                            failure,
+                        };
+                        for node in &mut self.nodes {
+                            if node.state().is_holding() {
+                                node.release(now);
+                            }
+                        }
+                        self.settle(now);
+                    }
+                }
+            }
+            Phase::Undoing {
+                give_up_at,
+                failure,
+            } => {
+                let busy = self.nodes.iter().any(|node| !node.state().is_released());
+                if busy {
+                    return;
+                }
+                self.attempts += 1;
+                if let Some(failure) = failure {
+                    self.phase = Phase::Released;
+                    self.events.push_back(Event::AcquireFailed(failure));
+                } else if now >= give_up_at {
+                    self.phase = Phase::Released;
+                    self.events
+                        .push_back(Event::AcquireFailed(AcquireFailure::TimedOut {
+                            last_failure: None,
+                        }));
+                } else {
+                    let retry_at = (now + self.backoff()).min(give_up_at);
+                    self.phase = Phase::BackingOff {
+                        give_up_at,
+                        retry_at,
+                    };
+                    self.events.push_back(Event::Contended { retry_at });
+                }
+            }
+            Phase::Held { valid_until } => match self.quorum_deadline(now) {
+                Some(deadline) if now < deadline => {
+                    if deadline != valid_until {
+                        self.phase = Phase::Held {
+                            valid_until: deadline,
+                        };
+                        self.events.push_back(Event::Renewed {
+                            valid_until: deadline,
+                        });
+                    }
+                }
+                _ => {
+                    // Timing rule 3 for the quorum: fewer than a majority
+                    // remain valid, so the lock is gone.
+                    let reason = if node_events.iter().any(|e| {
+                        matches!(
+                            e,
+                            Event::Lost {
+                                reason: LostReason::MaxHold
+                            }
+                        )
+                    }) {
+                        LostReason::MaxHold
+                    } else if node_events.iter().any(|e| {
+                        matches!(
+                            e,
+                            Event::Lost {
+                                reason: LostReason::NotOwner
+                            }
+                        )
+                    }) {
+                        LostReason::NotOwner
+                    } else {
+                        LostReason::Expired
+                    };
+                    self.phase = Phase::Lost;
+                    if !self.lost_emitted {
+                        self.lost_emitted = true;
+                        self.events.push_back(Event::Lost { reason });
+                    }
+                }
+            },
+            Phase::Releasing => {
+                if self.nodes.iter().all(|node| node.state().is_released()) {
+                    self.phase = Phase::Released;
+                    let outcome = if self.deleted >= self.quorum() {
+                        ReleaseOutcome::Deleted
+                    } else {
+                        ReleaseOutcome::Unknown
+                    };
+                    self.events.push_back(Event::Released { outcome });
+                }
+            }
+            Phase::Idle | Phase::BackingOff { .. } | Phase::Lost | Phase::Released => {}
+        }
+    }
+
+    fn backoff(&mut self) -> Duration {
+        let (min, max) = self.opts.retry_delay;
+        let base = min.saturating_mul(1 << self.attempts.min(16)).min(max);
+        let half = base / 2;
+        let span = (base - half).as_nanos() as u64;
+        if span == 0 {
+            return base;
+        }
+        half + Duration::from_nanos(1 + self.next_random() % span)
+    }
+
+    fn next_random(&mut self) -> u64 {
+        self.jitter_state = self.jitter_state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.jitter_state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn machine(nodes: usize) -> (RedlockMachine, Instant) {
+        let opts = LockOptions::new(ms(1_000)).wait(ms(500));
+        let machine = RedlockMachine::new(&opts, "k", "tok".into(), nodes, 1).expect("valid");
+        (machine, Instant::now())
+    }
+
+    /// Answers every pending command with `answer(node, command)`; `None`
+    /// leaves it unanswered.
+    fn answer_all(
+        machine: &mut RedlockMachine,
+        now: Instant,
+        mut answer: impl FnMut(usize, &Command) -> Option<Reply>,
+    ) -> Vec<(usize, Command)> {
+        let mut sent = Vec::new();
+        while let Some((node, id, command)) = machine.poll_command() {
+            sent.push((node, command.clone()));
+            if let Some(reply) = answer(node, &command) {
+                machine.handle_reply(now, node, id, reply);
+            }
+        }
+        sent
+    }
+
+    fn events(machine: &mut RedlockMachine) -> Vec<Event> {
+        std::iter::from_fn(|| machine.poll_event()).collect()
+    }
+
+    fn grant(fence: u64) -> Option<Reply> {
+        Some(Reply::Granted {
+            fence,
+            replicas: None,
+        })
+    }
+
+    #[test]
+    fn majority_grants_with_validity_from_the_first_send() {
+        let (mut m, t0) = machine(3);
+        m.acquire(t0).expect("idle");
+        let sent = answer_all(&mut m, t0 + ms(5), |node, _| {
+            if node == 2 {
+                Some(Reply::Contended {
+                    pttl: Some(ms(800)),
+                })
+            } else {
+                grant(10 + node as u64)
+            }
+        });
+        assert_eq!(sent.len(), 3, "one acquire per node, all at once");
+        let valid_until = t0 + ms(1_000) - ms(12);
+        assert_eq!(
+            events(&mut m),
+            vec![Event::Acquired {
+                fence: 11,
+                valid_until
+            }]
+        );
+        assert!(m.is_held(t0 + ms(5)));
+        assert!(!m.is_held(valid_until));
+    }
+
+    #[test]
+    fn minority_is_undone_on_every_node_and_retried() {
+        let (mut m, t0) = machine(3);
+        m.acquire(t0).expect("idle");
+        let sent = answer_all(&mut m, t0, |node, command| match command {
+            Command::Release => Some(Reply::Released),
+            _ if node == 0 => grant(1),
+            _ => Some(Reply::Contended { pttl: None }),
+        });
+        // The one node that granted is released before anything else.
+        let releases: Vec<_> = sent
+            .iter()
+            .filter(|(_, c)| *c == Command::Release)
+            .collect();
+        assert_eq!(releases, vec![&(0, Command::Release)]);
+        let retry_at = match events(&mut m).as_slice() {
+            [Event::Contended { retry_at }] => *retry_at,
+            other => panic!("expected Contended, got {other:?}"),
+        };
+        assert!(retry_at > t0 && retry_at <= t0 + ms(500));
+        m.handle_timeout(retry_at);
+        let sent = answer_all(&mut m, retry_at, |node, _| grant(node as u64 + 1));
+        assert_eq!(sent.len(), 3, "a new round goes to every node");
+        assert!(matches!(
+            events(&mut m).as_slice(),
+            [Event::Acquired { .. }]
+        ));
+    }
+
+    #[test]
+    fn losing_a_majority_is_lost_and_release_reaches_every_node() {
+        let (mut m, t0) = machine(3);
+        m.acquire(t0).expect("idle");
+        answer_all(&mut m, t0, |_, _| grant(1));
+        let _ = events(&mut m);
+        // First renewal round: node 0 lost its key, the others renew.
+        let renew_at = m.poll_timeout().expect("renewal timer");
+        m.handle_timeout(renew_at);
+        answer_all(&mut m, renew_at, |node, _| {
+            Some(if node == 0 {
+                Reply::NotOwner
+            } else {
+                Reply::Renewed { replicas: None }
+            })
+        });
+        assert!(m.is_held(renew_at), "two of three still hold");
+        assert!(matches!(events(&mut m).as_slice(), [Event::Renewed { .. }]));
+        // From now on nothing answers: the quorum deadline ends it.
+        let deadline = m.valid_until().expect("held");
+        let mut now = renew_at;
+        while now < deadline {
+            now = m.poll_timeout().expect("timers").min(deadline);
+            m.handle_timeout(now);
+            answer_all(&mut m, now, |_, _| None);
+        }
+        assert!(!m.is_held(deadline));
+        assert_eq!(
+            events(&mut m),
+            vec![Event::Lost {
+                reason: LostReason::Expired
+            }]
+        );
+        m.release(now);
+        let sent = answer_all(&mut m, now, |_, _| Some(Reply::NotOwner));
+        assert_eq!(
+            sent.len(),
+            3,
+            "release goes to every node, even failed ones"
+        );
+        assert!(m.is_released());
+    }
+}
