@@ -369,7 +369,10 @@ impl Driver {
         let Some(lock) = self.locks.get_mut(&id) else {
             return;
         };
-        if lock.acquire_reply.as_ref().is_some_and(|reply| reply.is_closed())
+        if lock
+            .acquire_reply
+            .as_ref()
+            .is_some_and(|reply| reply.is_closed())
             && matches!(lock.machine.state(), crate::State::Acquiring(_))
         {
             // The caller stopped waiting (its acquire future was dropped):

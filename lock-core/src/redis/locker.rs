@@ -152,7 +152,10 @@ impl LockerBuilder {
 
     /// Calls `observer` with every event of every lock (acquired, renewed,
     /// contended, lost, released), on the driver, as it happens.
-    pub fn observer(mut self, observer: impl Fn(&super::Observed<'_>) + Send + Sync + 'static) -> Self {
+    pub fn observer(
+        mut self,
+        observer: impl Fn(&super::Observed<'_>) + Send + Sync + 'static,
+    ) -> Self {
         self.observer = Some(Arc::new(observer));
         self
     }
