@@ -65,8 +65,14 @@ impl RedisServer {
     }
 
     fn spawn(port: u16, replica_of: Option<u16>) -> Self {
+        // A replica writes the initial sync's RDB file to its working
+        // directory even with `--save ""`: keep it out of the repository.
+        let dir = std::env::temp_dir().join(format!("redis-lock-test-{port}"));
+        std::fs::create_dir_all(&dir).expect("a scratch directory");
         let mut command = Command::new(binary());
         command
+            .arg("--dir")
+            .arg(&dir)
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
             .stdout(Stdio::null())
