@@ -11,3 +11,4 @@ pub mod freeze;
 pub mod rng;
 pub mod storage;
 pub mod checker;
+pub mod redis;

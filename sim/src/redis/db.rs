@@ -1,0 +1,461 @@
+//! The keyspace of one simulated node, and the plain commands on it.
+//!
+//! # Expiry
+//!
+//! Like Redis, a key's expiry is stored as an **absolute** time on the
+//! node's own clock (Unix milliseconds as that node reads them). A key is
+//! gone once the node's clock reaches that time, whatever true time it is:
+//! a node whose clock jumps forward expires its keys early, and a node whose
+//! clock runs slow keeps them late. Expired keys are treated as missing on
+//! every access (Redis's lazy expiry; its active expiry only frees memory).
+//!
+//! Every write reports its *effects*: the primary streams exactly these to
+//! its replicas, with expiry as an absolute time (what Redis replicates as
+//! `PEXPIREAT`), so a replica with a different clock disagrees about when a
+//! key dies — as a real one would.
+
+use std::collections::BTreeMap;
+
+use redis_protocol::resp2::types::OwnedFrame as Frame;
+
+/// A node's clock reading: Unix time as the node believes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeTime {
+    /// Unix milliseconds.
+    pub ms: i64,
+    /// Unix microseconds.
+    pub us: i64,
+}
+
+/// A stored value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value {
+    /// A string.
+    Str(Vec<u8>),
+    /// A list (only so that WRONGTYPE can be exercised).
+    List(Vec<Vec<u8>>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Stored {
+    value: Value,
+    /// Absolute expiry on this node's clock, in Unix ms.
+    expires_at: Option<i64>,
+}
+
+/// A write as it is replicated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    /// Set a string with an optional absolute expiry.
+    Set {
+        /// The key.
+        key: Vec<u8>,
+        /// The value.
+        value: Vec<u8>,
+        /// Unix ms on the writer's clock.
+        expires_at: Option<i64>,
+    },
+    /// Delete a key.
+    Del {
+        /// The key.
+        key: Vec<u8>,
+    },
+    /// Set an absolute expiry.
+    ExpireAt {
+        /// The key.
+        key: Vec<u8>,
+        /// Unix ms on the writer's clock.
+        at: i64,
+    },
+    /// Prepend to a list.
+    Push {
+        /// The key.
+        key: Vec<u8>,
+        /// The values, in push order.
+        values: Vec<Vec<u8>>,
+    },
+    /// Empty the keyspace.
+    Flush,
+}
+
+/// The error Redis gives for an operation on the wrong type.
+pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+/// An error reply.
+pub fn error(text: &str) -> Frame {
+    Frame::Error(text.to_owned())
+}
+
+/// `+OK`.
+pub fn ok() -> Frame {
+    Frame::SimpleString(b"OK".to_vec())
+}
+
+/// A bulk string.
+pub fn bulk(bytes: &[u8]) -> Frame {
+    Frame::BulkString(bytes.to_vec())
+}
+
+/// The keyspace.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Db {
+    entries: BTreeMap<Vec<u8>, Stored>,
+}
+
+/// Parses a Redis integer argument.
+pub fn parse_i64(arg: &[u8]) -> Option<i64> {
+    std::str::from_utf8(arg).ok()?.parse().ok()
+}
+
+impl Db {
+    fn live(&self, key: &[u8], now: NodeTime) -> Option<&Stored> {
+        self.entries
+            .get(key)
+            .filter(|stored| stored.expires_at.is_none_or(|at| now.ms < at))
+    }
+
+    fn purge(&mut self, key: &[u8], now: NodeTime) {
+        if self.live(key, now).is_none() {
+            self.entries.remove(key);
+        }
+    }
+
+    /// The string at `key`, `Ok(None)` if missing, `Err` on a wrong type.
+    pub fn get(&self, key: &[u8], now: NodeTime) -> Result<Option<&[u8]>, Frame> {
+        match self.live(key, now).map(|stored| &stored.value) {
+            None => Ok(None),
+            Some(Value::Str(bytes)) => Ok(Some(bytes)),
+            Some(Value::List(_)) => Err(error(WRONGTYPE)),
+        }
+    }
+
+    /// Remaining ttl in ms: -2 missing, -1 no expiry (Redis's PTTL).
+    pub fn pttl(&self, key: &[u8], now: NodeTime) -> i64 {
+        match self.live(key, now) {
+            None => -2,
+            Some(Stored {
+                expires_at: None, ..
+            }) => -1,
+            Some(Stored {
+                expires_at: Some(at),
+                ..
+            }) => at - now.ms,
+        }
+    }
+
+    /// Sets a string; returns the effect to replicate.
+    pub fn set(&mut self, key: &[u8], value: &[u8], expires_at: Option<i64>) -> Effect {
+        self.entries.insert(
+            key.to_vec(),
+            Stored {
+                value: Value::Str(value.to_vec()),
+                expires_at,
+            },
+        );
+        Effect::Set {
+            key: key.to_vec(),
+            value: value.to_vec(),
+            expires_at,
+        }
+    }
+
+    /// Deletes a key if live; returns whether it was.
+    pub fn del(&mut self, key: &[u8], now: NodeTime) -> bool {
+        self.purge(key, now);
+        self.entries.remove(key).is_some()
+    }
+
+    /// Sets an absolute expiry on a live key; returns whether it existed.
+    pub fn expire_at(&mut self, key: &[u8], at: i64, now: NodeTime) -> bool {
+        self.purge(key, now);
+        match self.entries.get_mut(key) {
+            Some(stored) => {
+                stored.expires_at = Some(at);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Applies a replicated effect (on a replica, or when loading a sync).
+    pub fn apply(&mut self, effect: &Effect) {
+        match effect {
+            Effect::Set {
+                key,
+                value,
+                expires_at,
+            } => {
+                self.set(key, value, *expires_at);
+            }
+            Effect::Del { key } => {
+                self.entries.remove(key);
+            }
+            Effect::ExpireAt { key, at } => {
+                if let Some(stored) = self.entries.get_mut(key) {
+                    stored.expires_at = Some(*at);
+                }
+            }
+            Effect::Push { key, values } => {
+                let stored = self.entries.entry(key.clone()).or_insert(Stored {
+                    value: Value::List(Vec::new()),
+                    expires_at: None,
+                });
+                if let Value::List(list) = &mut stored.value {
+                    for value in values {
+                        list.insert(0, value.clone());
+                    }
+                }
+            }
+            Effect::Flush => self.entries.clear(),
+        }
+    }
+
+    /// The live keyspace as effects, for a replica's full sync.
+    pub fn snapshot(&self, now: NodeTime) -> Vec<Effect> {
+        let mut effects = vec![Effect::Flush];
+        for (key, stored) in &self.entries {
+            if stored.expires_at.is_some_and(|at| now.ms >= at) {
+                continue;
+            }
+            match &stored.value {
+                Value::Str(value) => effects.push(Effect::Set {
+                    key: key.clone(),
+                    value: value.clone(),
+                    expires_at: stored.expires_at,
+                }),
+                Value::List(values) => effects.push(Effect::Push {
+                    key: key.clone(),
+                    values: values.iter().rev().cloned().collect(),
+                }),
+            }
+        }
+        effects
+    }
+
+    /// Runs a plain data command. Returns `None` for commands that are not
+    /// data commands (the connection layer handles those).
+    pub fn execute(&mut self, args: &[Vec<u8>], now: NodeTime) -> Option<(Frame, Vec<Effect>)> {
+        let name = args.first()?.to_ascii_uppercase();
+        let arity = |min: usize| args.len() >= min;
+        let wrong_args = || {
+            let name = String::from_utf8_lossy(&args[0]).to_lowercase();
+            (error(&format!("ERR wrong number of arguments for '{name}' command")), Vec::new())
+        };
+        let not_integer = || (error("ERR value is not an integer or out of range"), Vec::new());
+        Some(match name.as_slice() {
+            b"GET" => {
+                if args.len() != 2 {
+                    return Some(wrong_args());
+                }
+                match self.get(&args[1], now) {
+                    Ok(Some(value)) => (bulk(value), Vec::new()),
+                    Ok(None) => (Frame::Null, Vec::new()),
+                    Err(frame) => (frame, Vec::new()),
+                }
+            }
+            b"SET" => {
+                if !arity(3) {
+                    return Some(wrong_args());
+                }
+                let (mut nx, mut xx, mut expires_at) = (false, false, None);
+                let mut options = args[3..].iter();
+                while let Some(option) = options.next() {
+                    match option.to_ascii_uppercase().as_slice() {
+                        b"NX" => nx = true,
+                        b"XX" => xx = true,
+                        unit @ (b"PX" | b"EX") => {
+                            let Some(amount) = options.next().and_then(|a| parse_i64(a)) else {
+                                return Some(not_integer());
+                            };
+                            if amount <= 0 {
+                                return Some((
+                                    error("ERR invalid expire time in 'set' command"),
+                                    Vec::new(),
+                                ));
+                            }
+                            let ms = if unit == b"EX" { amount * 1000 } else { amount };
+                            expires_at = Some(now.ms + ms);
+                        }
+                        _ => return Some((error("ERR syntax error"), Vec::new())),
+                    }
+                }
+                if nx && xx {
+                    return Some((error("ERR syntax error"), Vec::new()));
+                }
+                let exists = self.live(&args[1], now).is_some();
+                if (nx && exists) || (xx && !exists) {
+                    return Some((Frame::Null, Vec::new()));
+                }
+                let effect = self.set(&args[1], &args[2], expires_at);
+                (ok(), vec![effect])
+            }
+            b"DEL" => {
+                if !arity(2) {
+                    return Some(wrong_args());
+                }
+                let mut effects = Vec::new();
+                for key in &args[1..] {
+                    if self.del(key, now) {
+                        effects.push(Effect::Del { key: key.clone() });
+                    }
+                }
+                (Frame::Integer(effects.len() as i64), effects)
+            }
+            b"EXISTS" => {
+                if !arity(2) {
+                    return Some(wrong_args());
+                }
+                let count = args[1..].iter().filter(|key| self.live(key, now).is_some()).count();
+                (Frame::Integer(count as i64), Vec::new())
+            }
+            b"PEXPIRE" | b"EXPIRE" => {
+                if args.len() != 3 {
+                    return Some(wrong_args());
+                }
+                let Some(amount) = parse_i64(&args[2]) else {
+                    return Some(not_integer());
+                };
+                let ms = if name == b"EXPIRE" { amount * 1000 } else { amount };
+                let at = now.ms + ms;
+                if self.expire_at(&args[1], at, now) {
+                    (Frame::Integer(1), vec![Effect::ExpireAt { key: args[1].clone(), at }])
+                } else {
+                    (Frame::Integer(0), Vec::new())
+                }
+            }
+            b"PTTL" | b"TTL" => {
+                if args.len() != 2 {
+                    return Some(wrong_args());
+                }
+                let pttl = self.pttl(&args[1], now);
+                let reply = if name == b"TTL" && pttl >= 0 {
+                    (pttl + 500) / 1000
+                } else {
+                    pttl
+                };
+                (Frame::Integer(reply), Vec::new())
+            }
+            b"INCR" => {
+                if args.len() != 2 {
+                    return Some(wrong_args());
+                }
+                match self.incr(&args[1], now) {
+                    Ok((value, effect)) => (Frame::Integer(value), vec![effect]),
+                    Err(frame) => (frame, Vec::new()),
+                }
+            }
+            b"LPUSH" => {
+                if !arity(3) {
+                    return Some(wrong_args());
+                }
+                self.purge(&args[1], now);
+                let values: Vec<Vec<u8>> = args[2..].to_vec();
+                match self.entries.get(&args[1]).map(|s| &s.value) {
+                    Some(Value::Str(_)) => (error(WRONGTYPE), Vec::new()),
+                    _ => {
+                        let effect = Effect::Push {
+                            key: args[1].clone(),
+                            values,
+                        };
+                        self.apply(&effect);
+                        let len = match self.entries.get(&args[1]).map(|s| &s.value) {
+                            Some(Value::List(list)) => list.len(),
+                            _ => 0,
+                        };
+                        (Frame::Integer(len as i64), vec![effect])
+                    }
+                }
+            }
+            b"FLUSHALL" | b"FLUSHDB" => {
+                self.entries.clear();
+                (ok(), vec![Effect::Flush])
+            }
+            b"TIME" => (
+                Frame::Array(vec![
+                    bulk((now.us / 1_000_000).to_string().as_bytes()),
+                    bulk((now.us % 1_000_000).to_string().as_bytes()),
+                ]),
+                Vec::new(),
+            ),
+            _ => return None,
+        })
+    }
+
+    /// INCR: the new value and its effect.
+    pub fn incr(&mut self, key: &[u8], now: NodeTime) -> Result<(i64, Effect), Frame> {
+        let current = match self.get(key, now)? {
+            None => 0,
+            Some(bytes) => parse_i64(bytes)
+                .ok_or_else(|| error("ERR value is not an integer or out of range"))?,
+        };
+        let next = current
+            .checked_add(1)
+            .ok_or_else(|| error("ERR increment or decrement would overflow"))?;
+        let expires_at = self.live(key, now).and_then(|stored| stored.expires_at);
+        Ok((next, self.set(key, next.to_string().as_bytes(), expires_at)))
+    }
+}
+
+/// Whether a command writes (and so is refused by a replica).
+pub fn is_write(name: &[u8]) -> bool {
+    matches!(
+        name.to_ascii_uppercase().as_slice(),
+        b"SET" | b"DEL" | b"PEXPIRE" | b"EXPIRE" | b"INCR" | b"LPUSH" | b"FLUSHALL" | b"FLUSHDB"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(ms: i64) -> NodeTime {
+        NodeTime { ms, us: ms * 1000 }
+    }
+
+    fn run(db: &mut Db, args: &[&str], now: i64) -> Frame {
+        let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_bytes().to_vec()).collect();
+        db.execute(&args, at(now)).expect("a data command").0
+    }
+
+    #[test]
+    fn set_nx_px_expires_on_the_node_clock() {
+        let mut db = Db::default();
+        assert_eq!(run(&mut db, &["SET", "k", "a", "NX", "PX", "100"], 1_000), ok());
+        assert_eq!(run(&mut db, &["SET", "k", "b", "NX", "PX", "100"], 1_050), Frame::Null);
+        assert_eq!(run(&mut db, &["PTTL", "k"], 1_050), Frame::Integer(50));
+        assert_eq!(run(&mut db, &["GET", "k"], 1_099), bulk(b"a"));
+        assert_eq!(run(&mut db, &["GET", "k"], 1_100), Frame::Null, "gone at the deadline");
+        assert_eq!(run(&mut db, &["PTTL", "k"], 1_100), Frame::Integer(-2));
+        assert_eq!(run(&mut db, &["SET", "k", "b", "NX", "PX", "100"], 1_100), ok());
+    }
+
+    #[test]
+    fn wrong_types_and_bad_arguments_are_errors() {
+        let mut db = Db::default();
+        run(&mut db, &["LPUSH", "l", "x"], 0);
+        assert_eq!(run(&mut db, &["GET", "l"], 0), error(WRONGTYPE));
+        assert_eq!(run(&mut db, &["SET", "k", "v", "PX", "soon"], 0), error("ERR value is not an integer or out of range"));
+        assert_eq!(run(&mut db, &["SET", "k", "v", "BOGUS"], 0), error("ERR syntax error"));
+        assert!(matches!(run(&mut db, &["GET"], 0), Frame::Error(_)));
+        run(&mut db, &["SET", "s", "abc"], 0);
+        assert!(matches!(run(&mut db, &["INCR", "s"], 0), Frame::Error(_)));
+    }
+
+    #[test]
+    fn snapshots_replay_into_an_equal_keyspace() {
+        let mut db = Db::default();
+        run(&mut db, &["SET", "a", "1", "PX", "500"], 0);
+        run(&mut db, &["SET", "b", "2"], 0);
+        run(&mut db, &["LPUSH", "l", "x", "y"], 0);
+        run(&mut db, &["SET", "gone", "3", "PX", "5"], 0);
+        let mut replica = Db::default();
+        for effect in db.snapshot(at(10)) {
+            replica.apply(&effect);
+        }
+        assert_eq!(run(&mut replica, &["GET", "a"], 10), bulk(b"1"));
+        assert_eq!(run(&mut replica, &["PTTL", "a"], 10), Frame::Integer(490));
+        assert_eq!(run(&mut replica, &["GET", "gone"], 10), Frame::Null);
+        db.del(b"gone", at(10));
+        assert_eq!(replica, db);
+    }
+}
