@@ -197,15 +197,20 @@ fn server_oracle(history: &History, holds: &[Hold], verdict: &mut Verdict) {
         return;
     }
     for hold in holds {
-        // The owner in force at each instant of [start, end): the last
-        // sample at or before start, then every change inside.
-        let before = timeline.iter().rev().find(|(at, _, _)| *at <= hold.start);
+        // The owner in force at each instant of the hold: the last sample
+        // at or before its start, then every change inside. Samples are
+        // per tick, so a tick of slack at each edge absorbs the sampling.
+        let (start, end) = (hold.start + TICK_SLACK, hold.end.saturating_sub(TICK_SLACK));
+        if end <= start {
+            continue;
+        }
+        let before = timeline.iter().rev().find(|(at, _, _)| *at <= start);
         let inside = timeline
             .iter()
-            .filter(|(at, _, _)| *at > hold.start && *at < hold.end);
+            .filter(|(at, _, _)| *at > start && *at < end);
         for (at, owner, index) in before.into_iter().chain(inside) {
             if *owner != Some(hold.token.as_str()) {
-                let at = (*at).max(hold.start);
+                let at = (*at).max(start);
                 verdict.violations.push(Violation {
                     property: Property::ServerOracle,
                     at,
@@ -484,7 +489,7 @@ fn facts(scenario: &Scenario, history: &History, holds: &[Hold], verdict: &mut V
     if !holds.is_empty() {
         fact("lock-acquired");
     }
-    if holds.iter().any(|h| h.ended_by == HoldEnd::Lost) {
+    if holds.iter().any(|h| h.lost_entry.is_some()) {
         fact("lock-lost-while-held");
     }
     let stopped = stopped_intervals(history);

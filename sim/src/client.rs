@@ -28,6 +28,13 @@ use crate::{
     storage::{self, WriteResult},
 };
 
+/// How long a client takes between checking its lease and sending its
+/// second write.
+const PREPARE: DurationRange = DurationRange {
+    min: Duration::from_millis(10),
+    max: Duration::from_millis(100),
+};
+
 /// The key every client contends for.
 pub const KEY: &str = "resource";
 
@@ -236,10 +243,17 @@ async fn workload(setup: ClientSetup) -> turmoil::Result {
                 biased;
                 _ = guard.lost() => {}
                 () = tokio::time::sleep(hold) => {
-                    let second = write(&token, fence);
-                    fenced_write(&record, second, storage_timeout).await;
-                    if scenario.clients.unfenced_register {
-                        plain_write(&record, &token, storage_timeout).await;
+                    // Check the lease, then take a while to produce the
+                    // write: a process pause in this window is the one no
+                    // lease can catch (Kleppmann's GC pause). Only the
+                    // fence at the storage refuses the stale write.
+                    if guard.is_held() {
+                        tokio::time::sleep(draw(&mut rng, PREPARE)).await;
+                        let second = write(&token, fence);
+                        fenced_write(&record, second, storage_timeout).await;
+                        if scenario.clients.unfenced_register {
+                            plain_write(&record, &token, storage_timeout).await;
+                        }
                     }
                 }
             }

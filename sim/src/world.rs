@@ -135,7 +135,10 @@ pub fn run_with(
             error = Some(failure.to_string());
             break;
         }
-        world.sample_oracle();
+        // Hosts stamp what they do during the step [now, now + TICK) from
+        // `now` on; the state they leave is stamped with the step's start
+        // too, so the oracle never lags a client's view by a tick.
+        world.sample_oracle(now);
     }
     let history = world.recorder.snapshot();
     let mut verdict = checker::check(scenario, schedule, &history);
@@ -416,8 +419,9 @@ impl World<'_> {
         });
     }
 
-    /// Sets the largest one-way delay of every existing link of `host`.
-    /// Links turmoil has not created yet (no traffic so far) keep the base.
+    /// Sets the one-way delay of every existing link of `host` (turmoil
+    /// then delivers each message exactly that late). Links turmoil has
+    /// not created yet (no traffic so far) keep the base latency.
     fn set_latency(&self, host: &str, delay: Duration) {
         let ip = self.sim.lookup(host);
         let mut pairs = Vec::new();
@@ -430,7 +434,7 @@ impl World<'_> {
             }
         });
         for (a, b) in pairs {
-            self.sim.set_link_max_message_latency(a, b, delay);
+            self.sim.set_link_latency(a, b, delay);
         }
     }
 
@@ -466,19 +470,23 @@ impl World<'_> {
 
     /// Records the authoritative primary's view of the lock key whenever it
     /// changes (owner or primary).
-    fn sample_oracle(&mut self) {
-        let now = self.now();
+    fn sample_oracle(&mut self, now: Duration) {
         let primary = self.discovery.primary();
         let peeked = self.nodes[primary].peek(&self.lock_key, now);
         let owner = peeked.as_ref().map(|(owner, _)| owner.clone());
         let current = Some((primary, owner.clone()));
         if current != self.last_oracle {
             self.last_oracle = current;
-            self.record(Op::Oracle {
-                primary,
-                owner,
-                pttl_ms: peeked.and_then(|(_, pttl)| pttl),
-            });
+            self.recorder.record(
+                now,
+                now,
+                Process::Controller,
+                Op::Oracle {
+                    primary,
+                    owner,
+                    pttl_ms: peeked.and_then(|(_, pttl)| pttl),
+                },
+            );
         }
     }
 }

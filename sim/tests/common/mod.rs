@@ -1,0 +1,161 @@
+//! Scenario builders shared by the simulation tests.
+#![allow(dead_code, unreachable_pub)] // each test binary uses a subset
+
+use std::time::Duration;
+
+use sim::{
+    config::{
+        ClientsConfig, DurationRange, Expect, FaultKind, FencingMode, LockConfig, Property,
+        Scenario, Topology,
+    },
+    outcome::{ConcreteFault, SeedOutcome},
+};
+
+pub fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+pub fn range(min: u64, max: u64) -> DurationRange {
+    DurationRange {
+        min: ms(min),
+        max: ms(max),
+    }
+}
+
+/// A small single-Redis scenario: 3 clients, ttl 1 s, 8 s of simulated time.
+pub fn single(name: &str) -> Scenario {
+    Scenario {
+        name: name.to_owned(),
+        description: String::new(),
+        seeds: 1,
+        duration: ms(8_000),
+        expect: Expect::Safe,
+        property: None,
+        topology: Topology::Single,
+        lock: LockConfig {
+            ttl: ms(1_000),
+            renew_every: None,
+            drift_factor: 0.01,
+            fencing: FencingMode::TimeMixed,
+            wait_replicas: 0,
+            wait: None,
+        },
+        clients: ClientsConfig {
+            count: 3,
+            hold: range(10, 400),
+            think: range(0, 100),
+            unfenced_register: true,
+        },
+        faults: Vec::new(),
+    }
+}
+
+/// One primary and one replica with 1–50 ms replication lag.
+pub fn primary_replica(name: &str) -> Scenario {
+    Scenario {
+        topology: Topology::PrimaryReplica {
+            replicas: 1,
+            replication_lag: range(1, 50),
+        },
+        ..single(name)
+    }
+}
+
+pub fn fault(kind: FaultKind, at_ms: u64, target: &str, duration_ms: Option<u64>) -> ConcreteFault {
+    ConcreteFault {
+        kind,
+        at: ms(at_ms),
+        target: target.to_owned(),
+        duration: duration_ms.map(ms),
+        rate: None,
+        offset: None,
+        delay: None,
+    }
+}
+
+/// The properties the outcome violated.
+pub fn violated(outcome: &SeedOutcome) -> Vec<Property> {
+    outcome.verdict.violated().into_iter().collect()
+}
+
+/// Panics with the violations and schedule if any property but `allowed`
+/// was violated.
+pub fn assert_only(outcome: &SeedOutcome, allowed: &[Property]) {
+    let unexpected: Vec<_> = outcome
+        .verdict
+        .violations
+        .iter()
+        .filter(|v| !allowed.contains(&v.property))
+        .collect();
+    assert!(
+        unexpected.is_empty(),
+        "seed {} violated {:#?}\nschedule: {:#?}",
+        outcome.seed,
+        unexpected,
+        outcome.schedule
+    );
+}
+
+/// A schedule in scenario-file form, to paste as a regression scenario.
+pub fn as_toml(schedule: &[ConcreteFault]) -> String {
+    let mut out = String::new();
+    for fault in schedule {
+        out.push_str("[[fault]]\n");
+        out.push_str(&format!("kind = \"{}\"\n", sim::world::kind_name(fault.kind)));
+        out.push_str(&format!("at = \"{}ms\"\n", fault.at.as_millis()));
+        out.push_str(&format!("target = \"{}\"\n", fault.target));
+        if let Some(duration) = fault.duration {
+            out.push_str(&format!("duration = \"{}ms\"\n", duration.as_millis()));
+        }
+        if let Some(delay) = fault.delay {
+            out.push_str(&format!("delay = \"{}ms\"\n", delay.as_millis()));
+        }
+        if let Some(rate) = fault.rate {
+            out.push_str(&format!("rate = {rate}\n"));
+        }
+        if let Some(offset) = fault.offset {
+            let sign = if offset.negative { "-" } else { "" };
+            out.push_str(&format!("offset = \"{sign}{}ms\"\n", offset.magnitude.as_millis()));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Searches schedules from `strategy` (deterministically) for one whose run
+/// violates `property`, lets proptest shrink it, and returns the smallest
+/// schedule with its outcome. Panics if none of `cases` schedules violates.
+pub fn find_violation(
+    scenario: &Scenario,
+    seed: u64,
+    strategy: impl proptest::strategy::Strategy<Value = Vec<ConcreteFault>>,
+    property: Property,
+    cases: u32,
+) -> (Vec<ConcreteFault>, SeedOutcome) {
+    use proptest::test_runner::{Config, RngAlgorithm, TestError, TestRng, TestRunner};
+    let config = Config {
+        cases,
+        failure_persistence: None,
+        max_shrink_iters: 200,
+        ..Config::default()
+    };
+    let rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
+    let mut runner = TestRunner::new_with_rng(config, rng);
+    let result = runner.run(&strategy, |schedule| {
+        let outcome = sim::world::run_schedule(scenario, seed, &schedule);
+        proptest::prop_assert!(!outcome.verdict.violated().contains(&property));
+        Ok(())
+    });
+    match result {
+        Err(TestError::Fail(_, minimal)) => {
+            let outcome = sim::world::run_schedule(scenario, seed, &minimal);
+            assert!(
+                outcome.verdict.violated().contains(&property),
+                "the shrunk schedule must still violate {property:?}"
+            );
+            (minimal, outcome)
+        }
+        Ok(()) => panic!("no schedule out of {cases} violated {property:?}: the harness missed a known-unsafe setup"),
+        Err(error) => panic!("search aborted: {error}"),
+    }
+}
