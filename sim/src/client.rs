@@ -21,7 +21,7 @@ use lock_core::{
 
 use crate::{
     clock::{self, ClockControl, SimClock},
-    config::{DurationRange, FencingMode, Scenario},
+    config::{DurationRange, FencingMode, LockConfig, Scenario},
     freeze::{FreezeSwitch, Frozen},
     history::{Op, Phase, Process, Recorder},
     rng::Rng,
@@ -118,8 +118,7 @@ pub struct ClientSetup {
 }
 
 /// The lock options a scenario asks for.
-pub fn lock_options(scenario: &Scenario) -> LockOptions {
-    let lock = &scenario.lock;
+pub fn lock_options(lock: &LockConfig) -> LockOptions {
     let mut opts = LockOptions::new(lock.ttl)
         .drift_factor(lock.drift_factor)
         .fencing(match lock.fencing {
@@ -189,7 +188,7 @@ async fn workload(setup: ClientSetup) -> turmoil::Result {
     let entropy = SeededEntropy(AtomicU64::new(setup.seed));
     let mut rng = Rng::new(setup.seed ^ 0x5EED_C11E);
     let scenario = Arc::clone(&setup.scenario);
-    let mut opts = lock_options(&scenario);
+    let mut opts = lock_options(&scenario.lock);
     if setup.broken_validity {
         opts = opts.sabotage_validity_from_reply();
     }

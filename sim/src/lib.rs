@@ -12,3 +12,4 @@ pub mod rng;
 pub mod storage;
 pub mod checker;
 pub mod redis;
+pub mod scenario;
