@@ -332,15 +332,16 @@ fn owner_only(history: &History, holds: &[Hold], verdict: &mut Verdict) {
         if outcome != "Deleted" {
             continue;
         }
-        let since = by_token.get(token.as_str()).map_or(Duration::ZERO, |h| h.start);
-        let owned = timeline
+        let since = by_token
+            .get(token.as_str())
+            .map_or(Duration::ZERO, |h| h.start);
+        let owned = timeline.iter().any(|(at, owner, _)| {
+            *at >= since && *at <= entry.at && *owner == Some(token.as_str())
+        }) || timeline
             .iter()
-            .any(|(at, owner, _)| *at >= since && *at <= entry.at && *owner == Some(token.as_str()))
-            || timeline
-                .iter()
-                .rev()
-                .find(|(at, _, _)| *at <= since)
-                .is_some_and(|(_, owner, _)| *owner == Some(token.as_str()));
+            .rev()
+            .find(|(at, _, _)| *at <= since)
+            .is_some_and(|(_, owner, _)| *owner == Some(token.as_str()));
         if !owned {
             verdict.violations.push(Violation {
                 property: Property::OwnerOnly,
@@ -357,7 +358,9 @@ fn owner_only(history: &History, holds: &[Hold], verdict: &mut Verdict) {
 
 /// True-time intervals during which each client was frozen or crashed.
 fn stopped_intervals(history: &History) -> BTreeMap<String, Vec<(Duration, Duration)>> {
-    let mut open: BTreeMap<String, Duration> = BTreeMap::new();
+    // Pauses on one client may overlap (a repeating fault): the client is
+    // stopped from the first start until the last of them ends.
+    let mut open: BTreeMap<String, (Duration, usize)> = BTreeMap::new();
     let mut intervals: BTreeMap<String, Vec<(Duration, Duration)>> = BTreeMap::new();
     for entry in &history.entries {
         let Op::Fault {
@@ -373,17 +376,28 @@ fn stopped_intervals(history: &History) -> BTreeMap<String, Vec<(Duration, Durat
         }
         match phase {
             Phase::Start => {
-                open.insert(target.clone(), entry.at);
+                open.entry(target.clone()).or_insert((entry.at, 0)).1 += 1;
             }
             Phase::End => {
-                if let Some(start) = open.remove(target) {
-                    intervals.entry(target.clone()).or_default().push((start, entry.at));
+                if let Some((start, depth)) = open.get_mut(target) {
+                    *depth -= 1;
+                    if *depth == 0 {
+                        let start = *start;
+                        open.remove(target);
+                        intervals
+                            .entry(target.clone())
+                            .or_default()
+                            .push((start, entry.at));
+                    }
                 }
             }
         }
     }
-    for (target, start) in open {
-        intervals.entry(target).or_default().push((start, Duration::MAX));
+    for (target, (start, _)) in open {
+        intervals
+            .entry(target)
+            .or_default()
+            .push((start, Duration::MAX));
     }
     intervals
 }
@@ -408,7 +422,9 @@ fn timely_loss(history: &History, holds: &[Hold], verdict: &mut Verdict) {
         let lost_at = hold.lost_entry.map(|index| history.entries[index].at);
         let late = lost_at.is_none_or(|at| at > hold.deadline + TICK_SLACK);
         // A hold still open at the end of the run has no Lost to deliver yet.
-        if late && hold.deadline + TICK_SLACK < history.entries.last().map_or(Duration::ZERO, |e| e.at) {
+        if late
+            && hold.deadline + TICK_SLACK < history.entries.last().map_or(Duration::ZERO, |e| e.at)
+        {
             verdict.violations.push(Violation {
                 property: Property::TimelyLoss,
                 at: hold.deadline,
@@ -435,9 +451,9 @@ fn liveness(
     use crate::config::FaultKind;
     // Faults that never heal (a crashed Redis, a restart that wiped the
     // key is fine) leave liveness undefined.
-    let permanent = schedule.iter().any(|fault| {
-        fault.kind == FaultKind::Crash && fault.target.starts_with("redis")
-    });
+    let permanent = schedule
+        .iter()
+        .any(|fault| fault.kind == FaultKind::Crash && fault.target.starts_with("redis"));
     if permanent {
         return;
     }
@@ -462,7 +478,9 @@ fn liveness(
     let progressed = holds
         .iter()
         .any(|hold| hold.start >= healed && hold.start <= bound)
-        || holds.iter().any(|hold| hold.start < healed && hold.end > bound);
+        || holds
+            .iter()
+            .any(|hold| hold.start < healed && hold.end > bound);
     if !progressed {
         let evidence = history
             .entries
@@ -497,7 +515,9 @@ fn facts(scenario: &Scenario, history: &History, holds: &[Hold], verdict: &mut V
         let target = format!("client:{}", hold.client);
         if let Some(intervals) = stopped.get(&target)
             && intervals.iter().any(|(from, to)| {
-                *from >= hold.start && *from < hold.end && to.saturating_sub(*from) > scenario.lock.ttl
+                *from >= hold.start
+                    && *from < hold.end
+                    && to.saturating_sub(*from) > scenario.lock.ttl
             })
         {
             fact("pause-outlived-ttl");
@@ -507,8 +527,15 @@ fn facts(scenario: &Scenario, history: &History, holds: &[Hold], verdict: &mut V
     let mut register = Vec::new();
     for (index, entry) in history.entries.iter().enumerate() {
         match (&entry.process, &entry.op) {
-            (Process::Storage, Op::WriteOk { accepted: false, .. }) => fact("fenced-write-rejected"),
-            (Process::Storage, Op::RegisterWrite { token, .. }) => register.push((index, token.as_str())),
+            (
+                Process::Storage,
+                Op::WriteOk {
+                    accepted: false, ..
+                },
+            ) => fact("fenced-write-rejected"),
+            (Process::Storage, Op::RegisterWrite { token, .. }) => {
+                register.push((index, token.as_str()))
+            }
             (
                 _,
                 Op::Failover {
@@ -563,10 +590,7 @@ mod tests {
     #[test]
     fn overlapping_beliefs_break_lease_exclusion() {
         let history = History {
-            entries: vec![
-                granted(0, 0, "a", 1, 1000),
-                granted(500, 1, "b", 2, 1500),
-            ],
+            entries: vec![granted(0, 0, "a", 1, 1000), granted(500, 1, "b", 2, 1500)],
         };
         let holds = holds(&history, ms(2000));
         let mut verdict = Verdict::default();
@@ -601,7 +625,11 @@ mod tests {
                         valid_until: ms(1300),
                     },
                 ),
-                entry(1200, Process::Client(0), Op::ReleaseInvoke { token: "a".into() }),
+                entry(
+                    1200,
+                    Process::Client(0),
+                    Op::ReleaseInvoke { token: "a".into() },
+                ),
                 granted(1250, 1, "b", 5, 2000),
             ],
         };
@@ -612,7 +640,10 @@ mod tests {
         assert_eq!(verdict.violated().len(), 1);
         let mut verdict = Verdict::default();
         tokens(FencingMode::None, &holds, &mut verdict);
-        assert!(verdict.violations.is_empty(), "no fencing, nothing to check");
+        assert!(
+            verdict.violations.is_empty(),
+            "no fencing, nothing to check"
+        );
     }
 
     #[test]
@@ -659,7 +690,11 @@ mod tests {
             )
         };
         let late = History {
-            entries: vec![granted(0, 0, "a", 1, 1000), lost(1500), granted(2000, 1, "x", 2, 2100)],
+            entries: vec![
+                granted(0, 0, "a", 1, 1000),
+                lost(1500),
+                granted(2000, 1, "x", 2, 2100),
+            ],
         };
         let holds_late = holds(&late, ms(3000));
         let mut verdict = Verdict::default();

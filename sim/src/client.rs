@@ -213,7 +213,11 @@ async fn workload(setup: ClientSetup) -> turmoil::Result {
     // Every write carries a value unique in the run: client index, sequence.
     let mut write = |token: &str, fence: u64| {
         write_seq += 1;
-        ((token.to_owned()), fence, (setup.index as u64) << 32 | write_seq)
+        (
+            (token.to_owned()),
+            fence,
+            (setup.index as u64) << 32 | write_seq,
+        )
     };
 
     let work = async {

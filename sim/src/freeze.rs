@@ -61,9 +61,7 @@ impl<F: Future> Future for Frozen<F> {
         let now = clock::now();
         if self.switch.is_frozen(now) {
             let remaining = self.switch.until.get() - now;
-            let thaw = self
-                .thaw
-                .insert(Box::pin(tokio::time::sleep(remaining)));
+            let thaw = self.thaw.insert(Box::pin(tokio::time::sleep(remaining)));
             // Registers the waker for the thaw; the inner future is not
             // polled, so nothing it would do happens while frozen.
             if thaw.as_mut().poll(cx).is_pending() {

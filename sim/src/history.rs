@@ -196,7 +196,9 @@ impl Recorder {
 /// Locks the entries; a poisoned lock still holds every entry recorded
 /// before the panic, which is exactly what a failing run should report.
 fn lock(entries: &Mutex<Vec<Entry>>) -> std::sync::MutexGuard<'_, Vec<Entry>> {
-    entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    entries
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A finished run's history.
@@ -221,6 +223,8 @@ impl History {
     /// The SHA1 of the JSON lines, in hex: equal histories, equal hashes, on
     /// every platform, run and toolchain (unlike `std`'s hashers).
     pub fn hash(&self) -> String {
-        sha1_smol::Sha1::from(self.to_json_lines()).digest().to_string()
+        sha1_smol::Sha1::from(self.to_json_lines())
+            .digest()
+            .to_string()
     }
 }

@@ -1,15 +1,17 @@
 //! The deterministic simulation harness for `lock-core`: a turmoil world with
 //! a simulated Redis, faults, a history recorder and checkers.
 
-pub mod config;
-pub mod history;
-pub mod outcome;
-pub mod world;
+pub mod checker;
 pub mod client;
 pub mod clock;
+pub mod config;
 pub mod freeze;
-pub mod rng;
-pub mod storage;
-pub mod checker;
+pub mod history;
+pub mod outcome;
 pub mod redis;
+pub mod report;
+pub mod rng;
 pub mod scenario;
+pub mod shrink;
+pub mod storage;
+pub mod world;

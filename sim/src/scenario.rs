@@ -31,7 +31,11 @@ pub struct ScenarioError {
 
 impl fmt::Display for ScenarioError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}: {}", self.file, self.line, self.column, self.message)
+        write!(
+            f,
+            "{}:{}:{}: {}",
+            self.file, self.line, self.column, self.message
+        )
     }
 }
 
@@ -133,7 +137,10 @@ impl Locator<'_> {
         humantime::parse_duration(value.get_ref().trim()).map_err(|error| {
             self.error(
                 value.span(),
-                format!("bad duration {:?}: {error} (write e.g. \"500ms\" or \"2s\")", value.get_ref()),
+                format!(
+                    "bad duration {:?}: {error} (write e.g. \"500ms\" or \"2s\")",
+                    value.get_ref()
+                ),
             )
         })
     }
@@ -146,7 +153,10 @@ impl Locator<'_> {
         };
         let parse = |part: &str| {
             humantime::parse_duration(part.trim()).map_err(|error| {
-                self.error(value.span(), format!("bad range {text:?}: {part:?}: {error}"))
+                self.error(
+                    value.span(),
+                    format!("bad range {text:?}: {part:?}: {error}"),
+                )
             })
         };
         let (min, max) = (parse(min)?, parse(max)?);
@@ -188,7 +198,11 @@ fn one_of<T: Copy>(
             let names: Vec<&str> = choices.iter().map(|(name, _)| *name).collect();
             locator.error(
                 value.span(),
-                format!("unknown {what} {:?}; expected one of: {}", value.get_ref(), names.join(", ")),
+                format!(
+                    "unknown {what} {:?}; expected one of: {}",
+                    value.get_ref(),
+                    names.join(", ")
+                ),
             )
         })
 }
@@ -220,11 +234,18 @@ const FAULT_KINDS: [(&str, FaultKind); 10] = [
 pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
     let locator = Locator { file, text };
     let raw: RawScenario = toml::from_str(text).map_err(|error| {
-        locator.error(error.span().unwrap_or(0..0), error.message().trim().to_owned())
+        locator.error(
+            error.span().unwrap_or(0..0),
+            error.message().trim().to_owned(),
+        )
     })?;
 
     let name = raw.name.get_ref().trim().to_owned();
-    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
         return Err(locator.error(
             raw.name.span(),
             "name must be non-empty and use only letters, digits, '-' and '_' (it names report files)",
@@ -268,7 +289,10 @@ pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
                 1 => {
                     let replicas = topology.replicas.as_ref().map_or(1, |r| *r.get_ref());
                     if replicas == 0 {
-                        let span = topology.replicas.as_ref().map_or(spanned.span(), Spanned::span);
+                        let span = topology
+                            .replicas
+                            .as_ref()
+                            .map_or(spanned.span(), Spanned::span);
                         return Err(locator.error(span, "primary-replica needs at least 1 replica"));
                     }
                     let replication_lag = match &topology.replication_lag {
@@ -301,7 +325,10 @@ pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
 
     let lock_raw = raw.lock.get_ref();
     let ttl = locator.duration(&lock_raw.ttl)?;
-    let drift_factor = lock_raw.drift_factor.as_ref().map_or(0.01, |d| *d.get_ref());
+    let drift_factor = lock_raw
+        .drift_factor
+        .as_ref()
+        .map_or(0.01, |d| *d.get_ref());
     let renew_every = lock_raw
         .renew_every
         .as_ref()
@@ -325,7 +352,11 @@ pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
         .transpose()?
         .unwrap_or(FencingMode::TimeMixed);
     let wait_replicas = lock_raw.wait_replicas.as_ref().map_or(0, |w| *w.get_ref());
-    let wait = lock_raw.wait.as_ref().map(|w| locator.duration(w)).transpose()?;
+    let wait = lock_raw
+        .wait
+        .as_ref()
+        .map(|w| locator.duration(w))
+        .transpose()?;
     let lock = LockConfig {
         ttl,
         renew_every,
@@ -340,7 +371,9 @@ pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
         let span = match error {
             OptionsError::DriftFactor { .. } => lock_raw.drift_factor.as_ref().map(Spanned::span),
             OptionsError::RenewEvery { .. } => lock_raw.renew_every.as_ref().map(Spanned::span),
-            OptionsError::WaitReplicasTimeout { .. } => lock_raw.wait_replicas.as_ref().map(Spanned::span),
+            OptionsError::WaitReplicasTimeout { .. } => {
+                lock_raw.wait_replicas.as_ref().map(Spanned::span)
+            }
             _ => None,
         }
         .unwrap_or_else(|| lock_raw.ttl.span());
@@ -376,7 +409,9 @@ pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
                 min: Duration::ZERO,
                 max: Duration::from_millis(200),
             }),
-        unfenced_register: clients_raw.and_then(|c| c.unfenced_register).unwrap_or(true),
+        unfenced_register: clients_raw
+            .and_then(|c| c.unfenced_register)
+            .unwrap_or(true),
     };
     if clients.count == 0 || clients.count > 64 {
         let span = count.map_or(0..0, Spanned::span);
@@ -385,7 +420,13 @@ pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
 
     let mut faults = Vec::new();
     for spanned in &raw.fault {
-        faults.push(fault(&locator, spanned, &topology, clients.count, duration)?);
+        faults.push(fault(
+            &locator,
+            spanned,
+            &topology,
+            clients.count,
+            duration,
+        )?);
     }
 
     Ok(Scenario {
@@ -424,29 +465,52 @@ fn fault(
     if redis_only && !is_redis {
         return Err(locator.error(
             raw.target.span(),
-            format!("a {} fault targets a Redis node (redis:N or redis:primary)", raw.kind.get_ref()),
+            format!(
+                "a {} fault targets a Redis node (redis:N or redis:primary)",
+                raw.kind.get_ref()
+            ),
         ));
     }
     if kind == FaultKind::Pause && !matches!(target, Target::Client(_) | Target::AnyClient) {
-        return Err(locator.error(raw.target.span(), "a pause targets a client (client:N or client:any)"));
+        return Err(locator.error(
+            raw.target.span(),
+            "a pause targets a client (client:N or client:any)",
+        ));
     }
     if kind == FaultKind::Failover && !matches!(topology, Topology::PrimaryReplica { .. }) {
-        return Err(locator.error(raw.kind.span(), "failover needs topology kind = \"primary-replica\""));
+        return Err(locator.error(
+            raw.kind.span(),
+            "failover needs topology kind = \"primary-replica\"",
+        ));
     }
     let needs_duration = matches!(
         kind,
-        FaultKind::Pause | FaultKind::Partition | FaultKind::PartitionOneway | FaultKind::Latency | FaultKind::Busy
+        FaultKind::Pause
+            | FaultKind::Partition
+            | FaultKind::PartitionOneway
+            | FaultKind::Latency
+            | FaultKind::Busy
     );
-    let duration = raw.duration.as_ref().map(|d| locator.range(d)).transpose()?;
+    let duration = raw
+        .duration
+        .as_ref()
+        .map(|d| locator.range(d))
+        .transpose()?;
     if needs_duration && duration.is_none() {
-        return Err(locator.error(spanned.span(), format!("a {} fault needs `duration`", raw.kind.get_ref())));
+        return Err(locator.error(
+            spanned.span(),
+            format!("a {} fault needs `duration`", raw.kind.get_ref()),
+        ));
     }
     let rate = raw.rate.as_ref().map(|r| *r.get_ref());
     if kind == FaultKind::ClockDrift {
         match &raw.rate {
             None => return Err(locator.error(spanned.span(), "a clock-drift fault needs `rate`")),
             Some(r) if !(r.get_ref().is_finite() && r.get_ref().abs() < 0.5) => {
-                return Err(locator.error(r.span(), "rate must be a relative error between -0.5 and 0.5"));
+                return Err(locator.error(
+                    r.span(),
+                    "rate must be a relative error between -0.5 and 0.5",
+                ));
             }
             Some(_) => {}
         }
@@ -490,15 +554,24 @@ fn parse_target(
         Some(("redis", "primary")) => Ok(Target::Primary),
         Some(("client", n)) => match n.parse::<usize>() {
             Ok(n) if n < clients => Ok(Target::Client(n)),
-            Ok(n) => bad(format!("target client:{n} does not exist: there are {clients} clients (client:0 to client:{})", clients - 1)),
-            Err(_) => bad(format!("bad target {text:?}: expected client:N or client:any")),
+            Ok(n) => bad(format!(
+                "target client:{n} does not exist: there are {clients} clients (client:0 to client:{})",
+                clients - 1
+            )),
+            Err(_) => bad(format!(
+                "bad target {text:?}: expected client:N or client:any"
+            )),
         },
         Some(("redis", n)) => {
             let nodes = topology.node_count();
             match n.parse::<usize>() {
                 Ok(n) if n < nodes => Ok(Target::Redis(n)),
-                Ok(n) => bad(format!("target redis:{n} does not exist: the topology has {nodes} node(s)")),
-                Err(_) => bad(format!("bad target {text:?}: expected redis:N or redis:primary")),
+                Ok(n) => bad(format!(
+                    "target redis:{n} does not exist: the topology has {nodes} node(s)"
+                )),
+                Err(_) => bad(format!(
+                    "bad target {text:?}: expected redis:N or redis:primary"
+                )),
             }
         }
         None if text == "storage" => Ok(Target::Storage),
@@ -546,24 +619,82 @@ target = "redis:primary"
         assert_eq!(scenario.seeds, 20);
         assert_eq!(scenario.faults.len(), 1);
         assert_eq!(scenario.faults[0].target, Target::Primary);
-        assert!(matches!(scenario.topology, Topology::PrimaryReplica { replicas: 1, .. }));
+        assert!(matches!(
+            scenario.topology,
+            Topology::PrimaryReplica { replicas: 1, .. }
+        ));
     }
 
     #[test]
     fn mistakes_point_at_their_line_and_column() {
         let cases = [
             ("seeds = 20", "seeds = \"twenty\"", 4, "invalid type"),
-            ("duration = \"10s\"", "duration = \"10 parsecs\"", 5, "bad duration"),
-            ("at = \"2s..8s\"", "at = \"8s..2s\"", 26, "start is after the end"),
-            ("kind = \"failover\"", "kind = \"meteor\"", 25, "unknown fault kind"),
-            ("target = \"redis:primary\"", "target = \"redis:7\"", 27, "does not exist"),
-            ("renew_every = \"300ms\"", "renew_every = \"2s\"", 16, "invalid lock options"),
-            ("expect = \"violation\"", "expect = \"maybe\"", 6, "unknown expectation"),
-            ("property = \"lease-exclusion\"", "property = \"vibes\"", 7, "unknown property"),
-            ("count = 3", "count = 3\ncolour = \"red\"", 22, "unknown field"),
-            ("kind = \"primary-replica\"", "kind = \"mesh\"", 10, "unknown topology kind"),
-            ("fencing = \"time-mixed\"", "fencing = \"sometimes\"", 18, "unknown fencing"),
-            ("ttl = \"1s\"", "ttl = \"1500us\"", 15, "whole number of milliseconds"),
+            (
+                "duration = \"10s\"",
+                "duration = \"10 parsecs\"",
+                5,
+                "bad duration",
+            ),
+            (
+                "at = \"2s..8s\"",
+                "at = \"8s..2s\"",
+                26,
+                "start is after the end",
+            ),
+            (
+                "kind = \"failover\"",
+                "kind = \"meteor\"",
+                25,
+                "unknown fault kind",
+            ),
+            (
+                "target = \"redis:primary\"",
+                "target = \"redis:7\"",
+                27,
+                "does not exist",
+            ),
+            (
+                "renew_every = \"300ms\"",
+                "renew_every = \"2s\"",
+                16,
+                "invalid lock options",
+            ),
+            (
+                "expect = \"violation\"",
+                "expect = \"maybe\"",
+                6,
+                "unknown expectation",
+            ),
+            (
+                "property = \"lease-exclusion\"",
+                "property = \"vibes\"",
+                7,
+                "unknown property",
+            ),
+            (
+                "count = 3",
+                "count = 3\ncolour = \"red\"",
+                22,
+                "unknown field",
+            ),
+            (
+                "kind = \"primary-replica\"",
+                "kind = \"mesh\"",
+                10,
+                "unknown topology kind",
+            ),
+            (
+                "fencing = \"time-mixed\"",
+                "fencing = \"sometimes\"",
+                18,
+                "unknown fencing",
+            ),
+            (
+                "ttl = \"1s\"",
+                "ttl = \"1500us\"",
+                15,
+                "whole number of milliseconds",
+            ),
         ];
         for (from, to, _, needle) in cases {
             let text = GOOD.replacen(from, to, 1);
@@ -573,14 +704,22 @@ target = "redis:primary"
             let error = parse("bad.toml", &text).expect_err(to);
             assert_eq!(error.line, line, "{to}: {error}");
             assert!(error.message.contains(needle), "{to}: {error}");
-            assert!(error.to_string().starts_with(&format!("bad.toml:{line}:")), "{error}");
+            assert!(
+                error.to_string().starts_with(&format!("bad.toml:{line}:")),
+                "{error}"
+            );
         }
     }
 
     #[test]
     fn faults_need_their_parameters() {
         let drift = GOOD.replace("kind = \"failover\"", "kind = \"clock-drift\"");
-        assert!(parse("f.toml", &drift).expect_err("rate").message.contains("needs `rate`"));
+        assert!(
+            parse("f.toml", &drift)
+                .expect_err("rate")
+                .message
+                .contains("needs `rate`")
+        );
         let pause = GOOD.replace("kind = \"failover\"", "kind = \"pause\"");
         assert!(parse("f.toml", &pause).is_err());
     }

@@ -224,7 +224,9 @@ impl World<'_> {
         }
 
         let storage_recorder = recorder.clone();
-        sim.host(storage::HOST, move || storage::serve(storage_recorder.clone()));
+        sim.host(storage::HOST, move || {
+            storage::serve(storage_recorder.clone())
+        });
         hosts.push(storage::HOST.to_owned());
 
         let mut client_clocks = Vec::new();
@@ -243,7 +245,9 @@ impl World<'_> {
             };
             let host = client_host(index);
             let switch = freeze.clone();
-            sim.host(host.as_str(), move || client::run(setup.clone(), switch.clone()));
+            sim.host(host.as_str(), move || {
+                client::run(setup.clone(), switch.clone())
+            });
             hosts.push(host);
             client_clocks.push(clock);
             freezes.push(freeze);
@@ -359,7 +363,11 @@ impl World<'_> {
             FaultKind::ClockJump => {
                 if let (Some(clock), Some(offset)) = (self.clock_of(&target), fault.offset) {
                     let magnitude = offset.magnitude.as_nanos() as i128;
-                    let signed = if offset.negative { -magnitude } else { magnitude };
+                    let signed = if offset.negative {
+                        -magnitude
+                    } else {
+                        magnitude
+                    };
                     // A client's clock is monotonic: it never steps back.
                     if !(target.starts_with("client") && signed < 0) {
                         clock.jump(now, signed);
@@ -443,11 +451,14 @@ impl World<'_> {
     fn failover(&mut self) {
         let now = self.now();
         let old = self.discovery.primary();
-        let Some(new) = (0..self.nodes.len()).find(|&n| n != old && self.sim.is_host_running(redis_host(n).as_str()))
+        let Some(new) = (0..self.nodes.len())
+            .find(|&n| n != old && self.sim.is_host_running(redis_host(n).as_str()))
         else {
             return;
         };
-        let old_owner = self.nodes[old].peek(&self.lock_key, now).map(|(owner, _)| owner);
+        let old_owner = self.nodes[old]
+            .peek(&self.lock_key, now)
+            .map(|(owner, _)| owner);
         let old_host = redis_host(old);
         for other in self.others(&old_host) {
             self.sim.partition(old_host.as_str(), other.as_str());
@@ -460,7 +471,9 @@ impl World<'_> {
             }
         }
         self.discovery.set_primary(new);
-        let new_owner = self.nodes[new].peek(&self.lock_key, now).map(|(owner, _)| owner);
+        let new_owner = self.nodes[new]
+            .peek(&self.lock_key, now)
+            .map(|(owner, _)| owner);
         self.record(Op::Failover {
             new_primary: new,
             old_owner,

@@ -119,7 +119,9 @@ pub async fn handle(node: NodeHandle, stream: TcpStream) {
     for subscribers in state.subscribers.values_mut() {
         subscribers.remove(&id);
     }
-    state.subscribers.retain(|_, subscribers| !subscribers.is_empty());
+    state
+        .subscribers
+        .retain(|_, subscribers| !subscribers.is_empty());
 }
 
 /// Runs one command and returns its reply frames (SUBSCRIBE answers one per
@@ -209,7 +211,10 @@ fn info(node: &NodeHandle) -> Frame {
 }
 
 fn script_command(node: &NodeHandle, args: &[Vec<u8>]) -> Frame {
-    let sub = args.get(1).map(|s| s.to_ascii_uppercase()).unwrap_or_default();
+    let sub = args
+        .get(1)
+        .map(|s| s.to_ascii_uppercase())
+        .unwrap_or_default();
     let mut state = node.0.borrow_mut();
     match sub.as_slice() {
         b"LOAD" if args.len() == 3 => {
@@ -355,7 +360,9 @@ async fn wait(node: &NodeHandle, replicas: &[u8], timeout: &[u8]) -> Frame {
         return error("ERR timeout is negative");
     }
     if node.0.borrow().role != Role::Primary {
-        return error("ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.");
+        return error(
+            "ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.",
+        );
     }
     let target = node.0.borrow().offset;
     let started = clock::now();
@@ -385,11 +392,18 @@ mod tests {
         let command = Frame::Array(vec![bulk(b"SET"), bulk(b"k"), bulk(b"v")]);
         let bytes = to_bytes(&command);
         let mut buffer = bytes[..5].to_vec();
-        assert_eq!(next_frame(&mut buffer), Ok(None), "half a frame is not a frame");
+        assert_eq!(
+            next_frame(&mut buffer),
+            Ok(None),
+            "half a frame is not a frame"
+        );
         buffer.extend_from_slice(&bytes[5..]);
         buffer.extend_from_slice(b"*1\r\n$4\r\nPING\r\n");
         let frame = next_frame(&mut buffer).expect("valid").expect("whole");
-        assert_eq!(arguments(frame), Some(vec![b"SET".to_vec(), b"k".to_vec(), b"v".to_vec()]));
+        assert_eq!(
+            arguments(frame),
+            Some(vec![b"SET".to_vec(), b"k".to_vec(), b"v".to_vec()])
+        );
         assert_eq!(
             arguments(next_frame(&mut buffer).expect("valid").expect("whole")),
             Some(vec![b"PING".to_vec()])

@@ -239,9 +239,19 @@ impl Db {
         let arity = |min: usize| args.len() >= min;
         let wrong_args = || {
             let name = String::from_utf8_lossy(&args[0]).to_lowercase();
-            (error(&format!("ERR wrong number of arguments for '{name}' command")), Vec::new())
+            (
+                error(&format!(
+                    "ERR wrong number of arguments for '{name}' command"
+                )),
+                Vec::new(),
+            )
         };
-        let not_integer = || (error("ERR value is not an integer or out of range"), Vec::new());
+        let not_integer = || {
+            (
+                error("ERR value is not an integer or out of range"),
+                Vec::new(),
+            )
+        };
         Some(match name.as_slice() {
             b"GET" => {
                 if args.len() != 2 {
@@ -305,7 +315,10 @@ impl Db {
                 if !arity(2) {
                     return Some(wrong_args());
                 }
-                let count = args[1..].iter().filter(|key| self.live(key, now).is_some()).count();
+                let count = args[1..]
+                    .iter()
+                    .filter(|key| self.live(key, now).is_some())
+                    .count();
                 (Frame::Integer(count as i64), Vec::new())
             }
             b"PEXPIRE" | b"EXPIRE" => {
@@ -315,10 +328,20 @@ impl Db {
                 let Some(amount) = parse_i64(&args[2]) else {
                     return Some(not_integer());
                 };
-                let ms = if name == b"EXPIRE" { amount * 1000 } else { amount };
+                let ms = if name == b"EXPIRE" {
+                    amount * 1000
+                } else {
+                    amount
+                };
                 let at = now.ms + ms;
                 if self.expire_at(&args[1], at, now) {
-                    (Frame::Integer(1), vec![Effect::ExpireAt { key: args[1].clone(), at }])
+                    (
+                        Frame::Integer(1),
+                        vec![Effect::ExpireAt {
+                            key: args[1].clone(),
+                            at,
+                        }],
+                    )
                 } else {
                     (Frame::Integer(0), Vec::new())
                 }
@@ -420,13 +443,26 @@ mod tests {
     #[test]
     fn set_nx_px_expires_on_the_node_clock() {
         let mut db = Db::default();
-        assert_eq!(run(&mut db, &["SET", "k", "a", "NX", "PX", "100"], 1_000), ok());
-        assert_eq!(run(&mut db, &["SET", "k", "b", "NX", "PX", "100"], 1_050), Frame::Null);
+        assert_eq!(
+            run(&mut db, &["SET", "k", "a", "NX", "PX", "100"], 1_000),
+            ok()
+        );
+        assert_eq!(
+            run(&mut db, &["SET", "k", "b", "NX", "PX", "100"], 1_050),
+            Frame::Null
+        );
         assert_eq!(run(&mut db, &["PTTL", "k"], 1_050), Frame::Integer(50));
         assert_eq!(run(&mut db, &["GET", "k"], 1_099), bulk(b"a"));
-        assert_eq!(run(&mut db, &["GET", "k"], 1_100), Frame::Null, "gone at the deadline");
+        assert_eq!(
+            run(&mut db, &["GET", "k"], 1_100),
+            Frame::Null,
+            "gone at the deadline"
+        );
         assert_eq!(run(&mut db, &["PTTL", "k"], 1_100), Frame::Integer(-2));
-        assert_eq!(run(&mut db, &["SET", "k", "b", "NX", "PX", "100"], 1_100), ok());
+        assert_eq!(
+            run(&mut db, &["SET", "k", "b", "NX", "PX", "100"], 1_100),
+            ok()
+        );
     }
 
     #[test]
@@ -434,8 +470,14 @@ mod tests {
         let mut db = Db::default();
         run(&mut db, &["LPUSH", "l", "x"], 0);
         assert_eq!(run(&mut db, &["GET", "l"], 0), error(WRONGTYPE));
-        assert_eq!(run(&mut db, &["SET", "k", "v", "PX", "soon"], 0), error("ERR value is not an integer or out of range"));
-        assert_eq!(run(&mut db, &["SET", "k", "v", "BOGUS"], 0), error("ERR syntax error"));
+        assert_eq!(
+            run(&mut db, &["SET", "k", "v", "PX", "soon"], 0),
+            error("ERR value is not an integer or out of range")
+        );
+        assert_eq!(
+            run(&mut db, &["SET", "k", "v", "BOGUS"], 0),
+            error("ERR syntax error")
+        );
         assert!(matches!(run(&mut db, &["GET"], 0), Frame::Error(_)));
         run(&mut db, &["SET", "s", "abc"], 0);
         assert!(matches!(run(&mut db, &["INCR", "s"], 0), Frame::Error(_)));

@@ -32,7 +32,7 @@ use super::{
     conn::{arguments, next_frame, to_bytes},
     db::{Db, Effect, bulk, parse_i64},
 };
-use crate::{clock, client::draw};
+use crate::{client::draw, clock};
 
 fn encode_effect(effect: &Effect) -> Frame {
     let parts: Vec<Vec<u8>> = match effect {
@@ -44,11 +44,18 @@ fn encode_effect(effect: &Effect) -> Frame {
             b"SET".to_vec(),
             key.clone(),
             value.clone(),
-            expires_at.map(|at| at.to_string()).unwrap_or_default().into_bytes(),
+            expires_at
+                .map(|at| at.to_string())
+                .unwrap_or_default()
+                .into_bytes(),
         ],
         Effect::Del { key } => vec![b"DEL".to_vec(), key.clone()],
         Effect::ExpireAt { key, at } => {
-            vec![b"PEXPIREAT".to_vec(), key.clone(), at.to_string().into_bytes()]
+            vec![
+                b"PEXPIREAT".to_vec(),
+                key.clone(),
+                at.to_string().into_bytes(),
+            ]
         }
         Effect::Push { key, values } => {
             let mut parts = vec![b"LPUSH".to_vec(), key.clone()];
@@ -183,8 +190,12 @@ pub async fn run_replica(node: NodeHandle) {
 
 /// Follows one primary until the link breaks or the node's role changes.
 async fn follow(node: &NodeHandle, primary: &str, stream: TcpStream) {
-    let still_following =
-        |node: &NodeHandle| node.role() == (Role::Replica { of: primary.to_owned() });
+    let still_following = |node: &NodeHandle| {
+        node.role()
+            == (Role::Replica {
+                of: primary.to_owned(),
+            })
+    };
     let (mut reader, mut writer) = stream.into_split();
     let hello = Frame::Array(vec![bulk(b"REPLSYNC")]);
     if writer.write_all(&to_bytes(&hello)).await.is_err() {
@@ -201,7 +212,8 @@ async fn follow(node: &NodeHandle, primary: &str, stream: TcpStream) {
         }
         let next_apply = queue.front().map(|(at, _, _)| *at);
         let wait = next_apply.map_or(Duration::from_millis(5), |at| {
-            at.saturating_sub(clock::now()).min(Duration::from_millis(5))
+            at.saturating_sub(clock::now())
+                .min(Duration::from_millis(5))
         });
         tokio::select! {
             biased;

@@ -147,7 +147,10 @@ fn acquire(run: &mut Run<'_>, keys: &[Vec<u8>], args: &[Vec<u8>]) -> Result<Fram
     };
     let ttl = ttl_arg(ttl)?;
     run.set(lock, token, Some(run.now.ms + ttl))?;
-    Ok(Frame::Array(vec![Frame::Integer(1), bulk(fence.as_bytes())]))
+    Ok(Frame::Array(vec![
+        Frame::Integer(1),
+        bulk(fence.as_bytes()),
+    ]))
 }
 
 /// renew.lua
@@ -172,7 +175,11 @@ fn release(run: &mut Run<'_>, keys: &[Vec<u8>], args: &[Vec<u8>]) -> Result<Fram
 }
 
 /// The channel a successful release publishes on (`ARGV[2]`), if any.
-pub fn release_channel(script: scripts::Script, reply: &Frame, args: &[Vec<u8>]) -> Option<Vec<u8>> {
+pub fn release_channel(
+    script: scripts::Script,
+    reply: &Frame,
+    args: &[Vec<u8>],
+) -> Option<Vec<u8>> {
     (script.name == "release" && *reply == Frame::Integer(1)).then(|| arg(args, 1).to_vec())
 }
 
@@ -199,23 +206,77 @@ mod tests {
     fn every_path_of_every_script() {
         let mut db = Db::default();
         let keys = ["{l}", "{l}:fence"];
-        let granted = call(&mut db, scripts::ACQUIRE, &keys, &["a", "1000", "time-mixed"], 5_000);
-        assert_eq!(granted, Frame::Array(vec![Frame::Integer(1), bulk(b"5000007")]));
+        let granted = call(
+            &mut db,
+            scripts::ACQUIRE,
+            &keys,
+            &["a", "1000", "time-mixed"],
+            5_000,
+        );
+        assert_eq!(
+            granted,
+            Frame::Array(vec![Frame::Integer(1), bulk(b"5000007")])
+        );
         // Held by another owner: contended with its pttl.
-        let held = call(&mut db, scripts::ACQUIRE, &keys, &["b", "1000", "time-mixed"], 5_400);
-        assert_eq!(held, Frame::Array(vec![Frame::Integer(0), Frame::Integer(600)]));
+        let held = call(
+            &mut db,
+            scripts::ACQUIRE,
+            &keys,
+            &["b", "1000", "time-mixed"],
+            5_400,
+        );
+        assert_eq!(
+            held,
+            Frame::Array(vec![Frame::Integer(0), Frame::Integer(600)])
+        );
         // Our own retry refreshes the ttl and returns the same fence.
-        let again = call(&mut db, scripts::ACQUIRE, &keys, &["a", "1000", "time-mixed"], 5_500);
-        assert_eq!(again, Frame::Array(vec![Frame::Integer(1), bulk(b"5000007")]));
-        assert_eq!(call(&mut db, scripts::RENEW, &["{l}"], &["b", "1000"], 5_600), Frame::Integer(0));
-        assert_eq!(call(&mut db, scripts::RENEW, &["{l}"], &["a", "1000"], 5_600), Frame::Integer(1));
-        assert_eq!(call(&mut db, scripts::RELEASE, &["{l}"], &["b", "ch"], 5_700), Frame::Integer(0));
-        assert_eq!(call(&mut db, scripts::RELEASE, &["{l}"], &["a", "ch"], 5_700), Frame::Integer(1));
-        assert_eq!(call(&mut db, scripts::RELEASE, &["{l}"], &["a", "ch"], 5_700), Frame::Integer(0));
-        assert_eq!(call(&mut db, scripts::RENEW, &["{l}"], &["a", "1000"], 5_800), Frame::Integer(0));
+        let again = call(
+            &mut db,
+            scripts::ACQUIRE,
+            &keys,
+            &["a", "1000", "time-mixed"],
+            5_500,
+        );
+        assert_eq!(
+            again,
+            Frame::Array(vec![Frame::Integer(1), bulk(b"5000007")])
+        );
+        assert_eq!(
+            call(&mut db, scripts::RENEW, &["{l}"], &["b", "1000"], 5_600),
+            Frame::Integer(0)
+        );
+        assert_eq!(
+            call(&mut db, scripts::RENEW, &["{l}"], &["a", "1000"], 5_600),
+            Frame::Integer(1)
+        );
+        assert_eq!(
+            call(&mut db, scripts::RELEASE, &["{l}"], &["b", "ch"], 5_700),
+            Frame::Integer(0)
+        );
+        assert_eq!(
+            call(&mut db, scripts::RELEASE, &["{l}"], &["a", "ch"], 5_700),
+            Frame::Integer(1)
+        );
+        assert_eq!(
+            call(&mut db, scripts::RELEASE, &["{l}"], &["a", "ch"], 5_700),
+            Frame::Integer(0)
+        );
+        assert_eq!(
+            call(&mut db, scripts::RENEW, &["{l}"], &["a", "1000"], 5_800),
+            Frame::Integer(0)
+        );
         // The next grant's fence is above the last even if time went back.
-        let next = call(&mut db, scripts::ACQUIRE, &keys, &["c", "1000", "time-mixed"], 1_000);
-        assert_eq!(next, Frame::Array(vec![Frame::Integer(1), bulk(b"5000008")]));
+        let next = call(
+            &mut db,
+            scripts::ACQUIRE,
+            &keys,
+            &["c", "1000", "time-mixed"],
+            1_000,
+        );
+        assert_eq!(
+            next,
+            Frame::Array(vec![Frame::Integer(1), bulk(b"5000008")])
+        );
     }
 
     #[test]
@@ -224,10 +285,19 @@ mod tests {
         let keys = ["{l}", "{l}:fence"];
         for expected in ["1", "2"] {
             let reply = call(&mut db, scripts::ACQUIRE, &keys, &["a", "10", "counter"], 0);
-            assert_eq!(reply, Frame::Array(vec![Frame::Integer(1), bulk(expected.as_bytes())]));
+            assert_eq!(
+                reply,
+                Frame::Array(vec![Frame::Integer(1), bulk(expected.as_bytes())])
+            );
             call(&mut db, scripts::RELEASE, &["{l}"], &["a", "ch"], 0);
         }
-        let reply = call(&mut db, scripts::ACQUIRE, &["{m}", "{m}:fence"], &["a", "10", "none"], 0);
+        let reply = call(
+            &mut db,
+            scripts::ACQUIRE,
+            &["{m}", "{m}:fence"],
+            &["a", "10", "none"],
+            0,
+        );
         assert_eq!(reply, Frame::Array(vec![Frame::Integer(1), bulk(b"0")]));
     }
 
