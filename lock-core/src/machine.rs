@@ -772,3 +772,6 @@ impl LockMachine {
         z ^ (z >> 31)
     }
 }
+
+#[cfg(test)]
+mod tests;
