@@ -18,5 +18,9 @@ fn same_seed_same_history_hash() {
     assert_eq!(first.history.hash(), second.history.hash());
     assert_eq!(first.history, second.history);
     let other = world::run_schedule(&scenario, 43, &schedule);
-    assert_ne!(first.history.hash(), other.history.hash(), "the seed matters");
+    assert_ne!(
+        first.history.hash(),
+        other.history.hash(),
+        "the seed matters"
+    );
 }

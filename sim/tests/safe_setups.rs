@@ -40,9 +40,8 @@ fn target() -> impl Strategy<Value = String> {
 }
 
 fn timed(kind: FaultKind, max_ms: u64) -> impl Strategy<Value = ConcreteFault> {
-    (500u64..7_000, target(), 1u64..max_ms).prop_map(move |(at, target, duration)| {
-        common::fault(kind, at, &target, Some(duration))
-    })
+    (500u64..7_000, target(), 1u64..max_ms)
+        .prop_map(move |(at, target, duration)| common::fault(kind, at, &target, Some(duration)))
 }
 
 /// A client pause shorter than the renewal margin: ttl 1 s renews every
@@ -134,5 +133,9 @@ fn a_replayed_schedule_hashes_the_same() {
     let first = world::run_schedule(&scenario, BASE_SEED, &schedule);
     let second = world::run_schedule(&scenario, BASE_SEED, &schedule);
     assert_eq!(first.history.hash(), second.history.hash());
-    assert!(first.verdict.facts.contains("lock-lost-while-held"), "the partition bit: {:?}", first.verdict.facts);
+    assert!(
+        first.verdict.facts.contains("lock-lost-while-held"),
+        "the partition bit: {:?}",
+        first.verdict.facts
+    );
 }

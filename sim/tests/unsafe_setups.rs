@@ -64,7 +64,11 @@ fn failover_without_wait_breaks_lease_exclusion() {
     );
     assert_small(&schedule);
     assert!(schedule.iter().any(|f| f.kind == FaultKind::Failover));
-    assert!(outcome.verdict.facts.contains("failover-lost-lock-key"), "{:?}", outcome.verdict.facts);
+    assert!(
+        outcome.verdict.facts.contains("failover-lost-lock-key"),
+        "{:?}",
+        outcome.verdict.facts
+    );
 }
 
 #[test]
@@ -81,19 +85,38 @@ fn long_pause_without_fencing_writes_stale_but_fencing_refuses_it() {
         },
         ..scenario.clone()
     };
-    let (schedule, outcome) =
-        common::find_violation(&unfenced, SEED, with_noise(pause), Property::FencedWrites, 300);
+    let (schedule, outcome) = common::find_violation(
+        &unfenced,
+        SEED,
+        with_noise(pause),
+        Property::FencedWrites,
+        300,
+    );
     assert_small(&schedule);
     assert!(outcome.verdict.facts.contains("pause-outlived-ttl"));
-    assert!(outcome.verdict.facts.contains("unfenced-register-stale-write"));
+    assert!(
+        outcome
+            .verdict
+            .facts
+            .contains("unfenced-register-stale-write")
+    );
 
     // The same schedule with fencing: the stale write is refused, S4 holds,
     // and the lease itself was never shared (S1 holds: the deadline ended
     // the paused client's belief).
     let fenced = world::run_schedule(&scenario, SEED, &schedule);
     common::assert_only(&fenced, &[Property::Liveness, Property::ServerOracle]);
-    assert!(fenced.verdict.facts.contains("fenced-write-rejected"), "{:?}", fenced.verdict.facts);
-    assert!(fenced.verdict.facts.contains("unfenced-register-stale-write"));
+    assert!(
+        fenced.verdict.facts.contains("fenced-write-rejected"),
+        "{:?}",
+        fenced.verdict.facts
+    );
+    assert!(
+        fenced
+            .verdict
+            .facts
+            .contains("unfenced-register-stale-write")
+    );
 }
 
 #[test]
@@ -107,17 +130,21 @@ fn server_clock_jump_forward_breaks_lease_exclusion() {
         });
         fault
     });
-    let (schedule, _) =
-        common::find_violation(&scenario, SEED, with_noise(jump), Property::LeaseExclusion, 300);
+    let (schedule, _) = common::find_violation(
+        &scenario,
+        SEED,
+        with_noise(jump),
+        Property::LeaseExclusion,
+        300,
+    );
     assert_small(&schedule);
 }
 
 #[test]
 fn restart_without_persistence_breaks_lease_exclusion() {
     let scenario = common::single("restart");
-    let restart = (1_000u64..7_000, 1u64..300).prop_map(|(at, down)| {
-        common::fault(FaultKind::Restart, at, "redis:0", Some(down))
-    });
+    let restart = (1_000u64..7_000, 1u64..300)
+        .prop_map(|(at, down)| common::fault(FaultKind::Restart, at, "redis:0", Some(down)));
     let (schedule, _) = common::find_violation(
         &scenario,
         SEED,
@@ -144,7 +171,12 @@ fn time_mixed_fencing_holds_within_its_skew_bound_and_fails_beyond() {
     let scenario = common::primary_replica("time-mixed-failover");
     // Within the bound (clocks agree): many failovers, no token regression.
     for at in (1_000..7_000).step_by(250) {
-        let schedule = vec![common::fault(FaultKind::Failover, at, "redis:primary", None)];
+        let schedule = vec![common::fault(
+            FaultKind::Failover,
+            at,
+            "redis:primary",
+            None,
+        )];
         let outcome = world::run_schedule(&scenario, SEED + at, &schedule);
         assert!(
             !outcome.verdict.violated().contains(&Property::Tokens),
@@ -160,7 +192,10 @@ fn time_mixed_fencing_holds_within_its_skew_bound_and_fails_beyond() {
             negative: true,
             magnitude: common::ms(5_000),
         });
-        vec![skew, common::fault(FaultKind::Failover, at, "redis:primary", None)]
+        vec![
+            skew,
+            common::fault(FaultKind::Failover, at, "redis:primary", None),
+        ]
     });
     let (schedule, _) = common::find_violation(&scenario, SEED, behind, Property::Tokens, 300);
     assert_small(&schedule);
@@ -177,7 +212,12 @@ fn a_deliberately_broken_core_is_caught() {
     slow.delay = Some(common::ms(60));
     let mut schedule = vec![slow];
     for (at, client) in [(1_000u64, 0usize), (2_500, 1), (4_000, 2), (5_500, 0)] {
-        schedule.push(common::fault(FaultKind::Partition, at, &format!("client:{client}"), Some(1_500)));
+        schedule.push(common::fault(
+            FaultKind::Partition,
+            at,
+            &format!("client:{client}"),
+            Some(1_500),
+        ));
     }
     let honest = world::run_schedule(&scenario, SEED, &schedule);
     common::assert_only(&honest, &[Property::Liveness]);

@@ -101,7 +101,10 @@ pub fn as_toml(schedule: &[ConcreteFault]) -> String {
     let mut out = String::new();
     for fault in schedule {
         out.push_str("[[fault]]\n");
-        out.push_str(&format!("kind = \"{}\"\n", sim::world::kind_name(fault.kind)));
+        out.push_str(&format!(
+            "kind = \"{}\"\n",
+            sim::world::kind_name(fault.kind)
+        ));
         out.push_str(&format!("at = \"{}ms\"\n", fault.at.as_millis()));
         out.push_str(&format!("target = \"{}\"\n", fault.target));
         if let Some(duration) = fault.duration {
@@ -115,7 +118,10 @@ pub fn as_toml(schedule: &[ConcreteFault]) -> String {
         }
         if let Some(offset) = fault.offset {
             let sign = if offset.negative { "-" } else { "" };
-            out.push_str(&format!("offset = \"{sign}{}ms\"\n", offset.magnitude.as_millis()));
+            out.push_str(&format!(
+                "offset = \"{sign}{}ms\"\n",
+                offset.magnitude.as_millis()
+            ));
         }
         out.push('\n');
     }
@@ -155,7 +161,9 @@ pub fn find_violation(
             );
             (minimal, outcome)
         }
-        Ok(()) => panic!("no schedule out of {cases} violated {property:?}: the harness missed a known-unsafe setup"),
+        Ok(()) => panic!(
+            "no schedule out of {cases} violated {property:?}: the harness missed a known-unsafe setup"
+        ),
         Err(error) => panic!("search aborted: {error}"),
     }
 }
