@@ -97,7 +97,7 @@ pub fn run(
     }
 }
 
-fn arg<'a>(list: &'a [Vec<u8>], index: usize) -> &'a [u8] {
+fn arg(list: &[Vec<u8>], index: usize) -> &[u8] {
     // A missing KEYS[i]/ARGV[i] is nil in Lua; the lock's scripts always
     // get theirs, and nil compares unequal to every string, as "" does here
     // for any real token.
