@@ -54,7 +54,8 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 
 step "scenario suite (simulation)"
 if compgen -G "scenarios/*.toml" >/dev/null; then
-  cargo run --release -p sim -- run scenarios/ ${SIM_CI_SEEDS:+--seeds "$SIM_CI_SEEDS"}
+  # The CI seed budget: 600 seeds for each scenario (over 10,000 in all).
+  cargo run --release -p sim -- run scenarios/ --seeds "${SIM_CI_SEEDS:-600}"
 else
   echo "no scenario files yet"
 fi
