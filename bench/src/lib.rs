@@ -1,1 +1,148 @@
 //! Benchmarks of `lock-core` against real Redis and its peers.
+//!
+//! [`redis_for_bench`] finds a Redis by the first route that works, and
+//! says which: `REDIS_URL`; a testcontainers container (the `redis:5.0`
+//! image; `scripts/redis-image.sh` builds it locally where no registry is
+//! reachable); a `redis-server` spawned on a free loopback port.
+
+use std::{
+    net::TcpListener,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use testcontainers::{ContainerAsync, runners::AsyncRunner};
+use testcontainers_modules::redis::Redis;
+
+/// How the Redis under test was obtained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// `REDIS_URL` from the environment.
+    Env,
+    /// A testcontainers container.
+    Container,
+    /// A `redis-server` child process.
+    Spawned,
+}
+
+/// A running Redis for a benchmark; dropping it stops what it started.
+pub struct RedisUnderTest {
+    /// `redis://host:port/`.
+    pub url: String,
+    /// How it was obtained.
+    pub route: Route,
+    _container: Option<ContainerAsync<Redis>>,
+    child: Option<Child>,
+}
+
+impl Drop for RedisUnderTest {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.child {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+const HOW_TO_GET_REDIS: &str = "no Redis reachable: set REDIS_URL, run scripts/redis-image.sh \
+    (Docker), or `apt-get install redis-server`";
+
+/// The first Redis that works: `REDIS_URL`, then testcontainers, then a
+/// spawned `redis-server`. Prints the route. Panics with how to get one.
+pub async fn redis_for_bench() -> RedisUnderTest {
+    if let Ok(url) = std::env::var("REDIS_URL")
+        && !url.is_empty()
+    {
+        eprintln!("bench: Redis from REDIS_URL ({url})");
+        return RedisUnderTest {
+            url,
+            route: Route::Env,
+            _container: None,
+            child: None,
+        };
+    }
+    match redis_container().await {
+        Ok(redis) => return redis,
+        Err(error) => eprintln!("bench: testcontainers unavailable ({error}); trying redis-server"),
+    }
+    match spawn_redis_server() {
+        Ok(redis) => redis,
+        Err(error) => panic!("{HOW_TO_GET_REDIS} ({error})"),
+    }
+}
+
+/// Redis from testcontainers (the `redis:5.0` image).
+pub async fn redis_container() -> Result<RedisUnderTest, String> {
+    let container = Redis::default().start().await.map_err(|e| e.to_string())?;
+    let host = container.get_host().await.map_err(|e| e.to_string())?;
+    let port = container
+        .get_host_port_ipv4(6379)
+        .await
+        .map_err(|e| e.to_string())?;
+    let url = format!("redis://{host}:{port}/");
+    eprintln!("bench: Redis from testcontainers ({url})");
+    Ok(RedisUnderTest {
+        url,
+        route: Route::Container,
+        _container: Some(container),
+        child: None,
+    })
+}
+
+/// A `redis-server` on a free loopback port, without persistence.
+pub fn spawn_redis_server() -> Result<RedisUnderTest, String> {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| e.to_string())?
+        .port();
+    let dir = std::env::temp_dir().join(format!("redis-lock-bench-{port}"));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let child = Command::new("redis-server")
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .arg("--dir")
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start redis-server: {e}"))?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if Instant::now() > deadline {
+            return Err("redis-server did not start within 10 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let url = format!("redis://127.0.0.1:{port}/");
+    eprintln!("bench: Redis from a spawned redis-server ({url})");
+    Ok(RedisUnderTest {
+        url,
+        route: Route::Spawned,
+        _container: None,
+        child: Some(child),
+    })
+}
+
+/// A multiplexed redis-rs connection with `TCP_NODELAY`, the baseline
+/// client every lock operation is compared with.
+pub async fn raw_connection(url: &str) -> redis::aio::MultiplexedConnection {
+    use redis::IntoConnectionInfo;
+    // redis-rs leaves TCP_NODELAY off by default; every client here sets it.
+    let info = url
+        .into_connection_info()
+        .expect("a valid url")
+        .set_tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true));
+    let client = redis::Client::open(info).expect("a valid url");
+    client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect to the bench Redis")
+}

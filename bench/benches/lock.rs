@@ -1,0 +1,276 @@
+//! The lock against real Redis, with its baselines and its peer measured in
+//! the same run, on a single-threaded tokio runtime (a multi-threaded one
+//! adds a cross-thread wake of ~20 µs per command on 2 cores).
+//!
+//! Each group holds the lock operation, the raw redis-rs commands it is
+//! built from (PING, SET NX PX, EVALSHA of the same script) on the same kind
+//! of connection, and rslock doing the same work. Compare medians within a
+//! run; across runs this machine varies by up to 2×.
+
+use std::{
+    sync::atomic::{AtomicU64, Ordering},
+    time::{Duration, Instant},
+};
+
+use bench::{raw_connection, redis_for_bench};
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use lock_core::{LockOptions, Locker, scripts};
+use redis::aio::MultiplexedConnection;
+use tokio::runtime::Runtime;
+
+static KEY: AtomicU64 = AtomicU64::new(0);
+
+fn fresh_key(prefix: &str) -> String {
+    format!("{prefix}:{}", KEY.fetch_add(1, Ordering::Relaxed))
+}
+
+fn runtime() -> Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a current-thread runtime")
+}
+
+async fn ping(conn: &mut MultiplexedConnection) {
+    let _: String = redis::cmd("PING").query_async(conn).await.expect("PING");
+}
+
+async fn set_nx_px(conn: &mut MultiplexedConnection, key: &str) {
+    let _: Option<String> = redis::cmd("SET")
+        .arg(key)
+        .arg("token")
+        .arg("NX")
+        .arg("PX")
+        .arg(30_000)
+        .query_async(conn)
+        .await
+        .expect("SET NX PX");
+}
+
+async fn evalsha(
+    conn: &mut MultiplexedConnection,
+    script: scripts::Script,
+    key: &str,
+    args: &[&str],
+) {
+    let _: redis::Value = redis::cmd("EVALSHA")
+        .arg(script.sha1)
+        .arg(1)
+        .arg(key)
+        .arg(args)
+        .query_async(conn)
+        .await
+        .expect("EVALSHA");
+}
+
+fn benches(c: &mut Criterion) {
+    let rt = runtime();
+    let redis = rt.block_on(redis_for_bench());
+    let url = redis.url.clone();
+    let (locker, conn, rslock) = rt.block_on(async {
+        let locker = Locker::connect(&url).await.expect("locker");
+        let mut conn = raw_connection(&url).await;
+        for script in scripts::ALL {
+            let _: String = redis::cmd("SCRIPT")
+                .arg("LOAD")
+                .arg(script.source)
+                .query_async(&mut conn)
+                .await
+                .expect("SCRIPT LOAD");
+        }
+        let rslock = rslock::LockManager::new(vec![url.clone()]);
+        (locker, conn, rslock)
+    });
+    let opts = LockOptions::new(Duration::from_secs(30)).wait(Duration::from_secs(5));
+
+    let mut group = c.benchmark_group("acquire");
+    group
+        .measurement_time(Duration::from_secs(4))
+        .sample_size(60);
+    group.bench_function("baseline: PING", |b| {
+        b.to_async(&rt).iter(|| {
+            let mut conn = conn.clone();
+            async move { ping(&mut conn).await }
+        })
+    });
+    group.bench_function("baseline: raw SET NX PX", |b| {
+        b.to_async(&rt).iter(|| async {
+            let key = fresh_key("raw");
+            set_nx_px(&mut conn.clone(), &key).await;
+        })
+    });
+    group.bench_function("lock-core try_acquire", |b| {
+        // Timed: the acquire. Untimed: forgetting the guard's key.
+        b.to_async(&rt).iter_custom(|iters| {
+            let locker = locker.clone();
+            let opts = opts.clone();
+            async move {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let key = fresh_key("lc");
+                    let started = Instant::now();
+                    let guard = locker.try_acquire(&key, &opts).await.expect("acquire");
+                    total += started.elapsed();
+                    drop(guard);
+                }
+                total
+            }
+        })
+    });
+    group.bench_function("rslock lock", |b| {
+        b.to_async(&rt).iter(|| async {
+            let key = fresh_key("rs");
+            let _ = rslock
+                .lock(key.as_bytes(), Duration::from_secs(30))
+                .await
+                .expect("rslock");
+        })
+    });
+    group.finish();
+
+    let mut group = c.benchmark_group("renew");
+    group
+        .measurement_time(Duration::from_secs(3))
+        .sample_size(50);
+    group.bench_function("baseline: raw EVALSHA renew", |b| {
+        rt.block_on(set_nx_px(&mut conn.clone(), "renew-me"));
+        b.to_async(&rt).iter(|| async {
+            evalsha(
+                &mut conn.clone(),
+                scripts::RENEW,
+                "renew-me",
+                &["token", "30000"],
+            )
+            .await
+        })
+    });
+    group.finish();
+
+    let mut group = c.benchmark_group("acquire+release");
+    group
+        .measurement_time(Duration::from_secs(4))
+        .sample_size(60);
+    group.bench_function("baseline: raw SET NX PX + EVALSHA release", |b| {
+        b.to_async(&rt).iter(|| async {
+            let key = fresh_key("raw");
+            set_nx_px(&mut conn.clone(), &key).await;
+            evalsha(&mut conn.clone(), scripts::RELEASE, &key, &["token", "ch"]).await;
+        })
+    });
+    group.bench_function("lock-core acquire + release", |b| {
+        b.to_async(&rt).iter(|| async {
+            let guard = locker.acquire("cycle", &opts).await.expect("acquire");
+            guard.release().await.expect("release");
+        })
+    });
+    group.bench_function("rslock lock + unlock", |b| {
+        b.to_async(&rt).iter(|| async {
+            let lock = rslock
+                .lock(b"rs-cycle".as_slice(), Duration::from_secs(30))
+                .await
+                .expect("rslock");
+            rslock.unlock(&lock).await;
+        })
+    });
+    group.finish();
+
+    let mut group = c.benchmark_group("throughput");
+    group
+        .measurement_time(Duration::from_secs(4))
+        .sample_size(20);
+    for tasks in [1u64, 8, 64] {
+        group.throughput(criterion::Throughput::Elements(tasks));
+        group.bench_with_input(
+            BenchmarkId::new("raw SET NX PX + release", tasks),
+            &tasks,
+            |b, &tasks| {
+                b.to_async(&rt).iter(|| {
+                    let conn = conn.clone();
+                    async move {
+                        let mut handles = Vec::new();
+                        for _ in 0..tasks {
+                            let mut conn = conn.clone();
+                            handles.push(tokio::spawn(async move {
+                                let key = fresh_key("tp-raw");
+                                set_nx_px(&mut conn, &key).await;
+                                evalsha(&mut conn, scripts::RELEASE, &key, &["token", "ch"]).await;
+                            }));
+                        }
+                        for handle in handles {
+                            handle.await.expect("task");
+                        }
+                    }
+                })
+            },
+        );
+        group.bench_with_input(
+            BenchmarkId::new("lock-core acquire + release", tasks),
+            &tasks,
+            |b, &tasks| {
+                b.to_async(&rt).iter(|| {
+                    let (locker, opts) = (locker.clone(), opts.clone());
+                    async move {
+                        let mut handles = Vec::new();
+                        for _ in 0..tasks {
+                            let (locker, opts) = (locker.clone(), opts.clone());
+                            handles.push(tokio::spawn(async move {
+                                let key = fresh_key("tp-lc");
+                                let guard = locker.acquire(&key, &opts).await.expect("acquire");
+                                guard.release().await.expect("release");
+                            }));
+                        }
+                        for handle in handles {
+                            handle.await.expect("task");
+                        }
+                    }
+                })
+            },
+        );
+    }
+    group.finish();
+
+    let mut group = c.benchmark_group("contended handoff");
+    group
+        .measurement_time(Duration::from_secs(4))
+        .sample_size(30);
+    group.bench_function("baseline: PING", |b| {
+        b.to_async(&rt).iter(|| {
+            let mut conn = conn.clone();
+            async move { ping(&mut conn).await }
+        })
+    });
+    group.bench_function("lock-core release → waiter granted (pub/sub)", |b| {
+        b.to_async(&rt).iter_custom(|iters| {
+            let (locker, opts) = (locker.clone(), opts.clone());
+            async move {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let key = fresh_key("handoff");
+                    let holder = locker.acquire(&key, &opts).await.expect("holder");
+                    let (granted, at) = tokio::sync::oneshot::channel();
+                    let waiter = {
+                        let (locker, opts, key) = (locker.clone(), opts.clone(), key.clone());
+                        tokio::spawn(async move {
+                            let guard = locker.acquire(&key, &opts).await.expect("waiter");
+                            let _ = granted.send(Instant::now());
+                            guard.release().await.expect("release");
+                        })
+                    };
+                    // Let the waiter find the lock taken and subscribe.
+                    tokio::time::sleep(Duration::from_millis(30)).await;
+                    let released = Instant::now();
+                    holder.release().await.expect("release");
+                    let granted_at = at.await.expect("granted");
+                    total += granted_at.saturating_duration_since(released);
+                    waiter.await.expect("waiter task");
+                }
+                total
+            }
+        })
+    });
+    group.finish();
+    drop(redis);
+}
+
+criterion_group!(lock_benches, benches);
+criterion_main!(lock_benches);

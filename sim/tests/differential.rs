@@ -1,0 +1,297 @@
+//! The simulated Redis answers like a real `redis-server`: the same command
+//! sequences (every path of every lock script, expiry, wrong types, missing
+//! scripts) go to both, and the replies are compared. This is what holds
+//! the simulation's model of Redis to reality.
+
+use std::{
+    cell::RefCell,
+    net::TcpListener,
+    process::{Child, Command, Stdio},
+    rc::Rc,
+    time::{Duration, Instant},
+};
+
+use lock_core::scripts;
+use redis::Value;
+use sim::redis::{NodeConfig, NodeHandle};
+
+#[derive(Debug, Clone)]
+enum Step {
+    Cmd(Vec<String>),
+    Sleep(u64),
+}
+
+fn cmd(parts: &[&str]) -> Step {
+    Step::Cmd(parts.iter().map(|p| (*p).to_owned()).collect())
+}
+
+fn eval(script: scripts::Script, keys: &[&str], args: &[&str]) -> Step {
+    let mut parts = vec!["EVALSHA", script.sha1];
+    let count = keys.len().to_string();
+    parts.push(&count);
+    parts.extend_from_slice(keys);
+    parts.extend_from_slice(args);
+    cmd(&parts)
+}
+
+/// Every sequence the comparison runs; each starts from an empty keyspace.
+fn sequences() -> Vec<(&'static str, Vec<Step>)> {
+    let lock = ["{l}", "{l}:fence"];
+    let load: Vec<Step> = scripts::ALL
+        .iter()
+        .map(|s| cmd(&["SCRIPT", "LOAD", s.source]))
+        .collect();
+    let with_load = |steps: Vec<Step>| {
+        let mut all = load.clone();
+        all.extend(steps);
+        all
+    };
+    let mut out = vec![
+        (
+            "acquire, contend, retry, renew, release (time-mixed)",
+            with_load(vec![
+                eval(scripts::ACQUIRE, &lock, &["a", "1000", "time-mixed"]),
+                eval(scripts::ACQUIRE, &lock, &["b", "1000", "time-mixed"]),
+                eval(scripts::ACQUIRE, &lock, &["a", "1000", "time-mixed"]),
+                cmd(&["GET", "{l}"]),
+                eval(scripts::RENEW, &["{l}"], &["b", "1000"]),
+                eval(scripts::RENEW, &["{l}"], &["a", "1000"]),
+                eval(scripts::RELEASE, &["{l}"], &["b", "ch"]),
+                cmd(&["GET", "{l}"]),
+                eval(scripts::RELEASE, &["{l}"], &["a", "ch"]),
+                eval(scripts::RELEASE, &["{l}"], &["a", "ch"]),
+                eval(scripts::RENEW, &["{l}"], &["a", "1000"]),
+                cmd(&["EXISTS", "{l}"]),
+                eval(scripts::ACQUIRE, &lock, &["c", "1000", "time-mixed"]),
+            ]),
+        ),
+        (
+            "counter and none fencing",
+            with_load(vec![
+                eval(scripts::ACQUIRE, &lock, &["a", "1000", "counter"]),
+                eval(scripts::RELEASE, &["{l}"], &["a", "ch"]),
+                eval(scripts::ACQUIRE, &lock, &["b", "1000", "counter"]),
+                cmd(&["GET", "{l}:fence"]),
+                eval(
+                    scripts::ACQUIRE,
+                    &["{m}", "{m}:fence"],
+                    &["a", "1000", "none"],
+                ),
+                cmd(&["EXISTS", "{m}:fence"]),
+            ]),
+        ),
+        (
+            "expiry on the server's clock",
+            with_load(vec![
+                eval(scripts::ACQUIRE, &lock, &["a", "60", "time-mixed"]),
+                Step::Sleep(150),
+                cmd(&["GET", "{l}"]),
+                eval(scripts::RENEW, &["{l}"], &["a", "1000"]),
+                eval(scripts::ACQUIRE, &lock, &["b", "60", "time-mixed"]),
+                cmd(&["SET", "plain", "v", "NX", "PX", "60"]),
+                cmd(&["SET", "plain", "w", "NX", "PX", "60"]),
+                Step::Sleep(150),
+                cmd(&["GET", "plain"]),
+                cmd(&["PTTL", "plain"]),
+                cmd(&["SET", "forever", "v"]),
+                cmd(&["PTTL", "forever"]),
+            ]),
+        ),
+        (
+            "wrong types, missing scripts, bad arguments",
+            with_load(vec![
+                cmd(&["LPUSH", "{l}", "x"]),
+                eval(scripts::ACQUIRE, &lock, &["a", "1000", "time-mixed"]),
+                eval(scripts::RENEW, &["{l}"], &["a", "1000"]),
+                eval(scripts::RELEASE, &["{l}"], &["a", "ch"]),
+                cmd(&["GET", "{l}"]),
+                cmd(&["EVALSHA", "0123456789012345678901234567890123456789", "0"]),
+                cmd(&["SET", "k", "v", "PX", "soon"]),
+                cmd(&["SET", "k", "v", "BOGUS"]),
+                cmd(&["INCR", "k"]),
+                cmd(&["SET", "k", "1"]),
+                cmd(&["INCR", "k"]),
+                cmd(&["DEL", "k", "k", "nothing"]),
+                cmd(&["PEXPIRE", "nothing", "100"]),
+            ]),
+        ),
+    ];
+    out.push((
+        "scripts are missing until loaded",
+        vec![
+            eval(scripts::ACQUIRE, &lock, &["a", "1000", "time-mixed"]),
+            cmd(&[
+                "SCRIPT",
+                "EXISTS",
+                scripts::ACQUIRE.sha1,
+                scripts::RENEW.sha1,
+            ]),
+            cmd(&["SCRIPT", "LOAD", scripts::ACQUIRE.source]),
+            cmd(&[
+                "SCRIPT",
+                "EXISTS",
+                scripts::ACQUIRE.sha1,
+                scripts::RENEW.sha1,
+            ]),
+            cmd(&["PING"]),
+        ],
+    ));
+    out
+}
+
+/// Makes replies comparable: fences issued from server time become
+/// "<time-fence>", positive ttls "<ttl>", and errors keep only their code.
+fn normalise(value: Value) -> String {
+    match value {
+        Value::Array(items) => {
+            let inner: Vec<String> = items.into_iter().map(normalise).collect();
+            format!("[{}]", inner.join(", "))
+        }
+        Value::BulkString(bytes) => {
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            match text.parse::<u64>() {
+                Ok(n) if n > 1_000_000_000_000 => "<time-fence>".to_owned(),
+                _ => format!("{text:?}"),
+            }
+        }
+        Value::Int(n) if n > 0 && n <= 60_000 && n != 1 => "<ttl>".to_owned(),
+        Value::ServerError(error) => format!("error {}", error.code()),
+        Value::Okay => "OK".to_owned(),
+        Value::SimpleString(text) => text,
+        other => format!("{other:?}"),
+    }
+}
+
+fn as_cmd(parts: &[String]) -> redis::Cmd {
+    let mut command = redis::cmd(&parts[0]);
+    for part in &parts[1..] {
+        command.arg(part);
+    }
+    command
+}
+
+fn reply_or_error(result: redis::RedisResult<Value>) -> String {
+    match result {
+        Ok(value) => normalise(value),
+        Err(error) => format!("error {}", error.code().unwrap_or("?")),
+    }
+}
+
+fn real_replies(port: u16, steps: &[Step]) -> Vec<String> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).expect("url");
+    let mut conn = client.get_connection().expect("connect to redis-server");
+    let _: () = redis::cmd("FLUSHALL").query(&mut conn).expect("flush");
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query(&mut conn)
+        .expect("script flush");
+    let mut replies = Vec::new();
+    for step in steps {
+        match step {
+            Step::Cmd(parts) => replies.push(reply_or_error(as_cmd(parts).query(&mut conn))),
+            Step::Sleep(ms) => std::thread::sleep(Duration::from_millis(*ms)),
+        }
+    }
+    replies
+}
+
+fn sim_replies(steps: &[Step]) -> Vec<String> {
+    let replies = Rc::new(RefCell::new(Vec::new()));
+    let mut builder = turmoil::Builder::new();
+    builder
+        .rng_seed(1)
+        .epoch(std::time::UNIX_EPOCH)
+        .simulation_duration(Duration::from_secs(60));
+    let mut sim = builder.build();
+    let node = NodeHandle::new(NodeConfig {
+        index: 0,
+        replica_of: None,
+        replication_lag: None,
+        seed: 1,
+    });
+    sim.host("redis-0", move || sim::redis::serve(node.clone()));
+    let (steps, out) = (steps.to_vec(), Rc::clone(&replies));
+    sim.client("tester", async move {
+        let stream = turmoil::net::TcpStream::connect(("redis-0", 6379)).await?;
+        let info = redis::RedisConnectionInfo::default().set_skip_set_lib_name();
+        let config = redis::AsyncConnectionConfig::new();
+        let connect = redis::aio::MultiplexedConnection::new_with_config(&info, stream, config);
+        let (mut conn, driver) = tokio::time::timeout(Duration::from_secs(1), connect).await??;
+        tokio::task::spawn_local(driver);
+        for step in steps {
+            match step {
+                Step::Cmd(parts) => {
+                    let reply = as_cmd(&parts).query_async::<Value>(&mut conn).await;
+                    out.borrow_mut().push(reply_or_error(reply));
+                }
+                Step::Sleep(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
+            }
+        }
+        Ok(())
+    });
+    sim.run().expect("the simulated exchange completes");
+    replies.take()
+}
+
+struct RealRedis {
+    port: u16,
+    child: Child,
+}
+
+impl Drop for RealRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_real_redis() -> RealRedis {
+    let binary = std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".into());
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let dir = std::env::temp_dir().join(format!("redis-lock-diff-{port}"));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let child = Command::new(&binary)
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .arg("--dir")
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|error| {
+            panic!(
+                "the differential test needs a real redis-server ({error}): \
+                 `apt-get install redis-server` (scripts/test.sh does), or set REDIS_SERVER_BIN"
+            )
+        });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "redis-server did not start");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    RealRedis { port, child }
+}
+
+#[test]
+fn simulated_redis_answers_like_redis_server() {
+    let real = start_real_redis();
+    for (name, steps) in sequences() {
+        let expected = real_replies(real.port, &steps);
+        let actual = sim_replies(&steps);
+        assert_eq!(
+            actual, expected,
+            "sequence {name:?} differs (left: sim, right: redis-server)"
+        );
+    }
+}
