@@ -4,7 +4,17 @@
 //! simulator plugs in its own network, a skewed per-node clock and a seeded
 //! random source; nothing else about the adapter changes.
 
-use std::{fmt, future::Future, io, pin::Pin, sync::Arc, time::Instant};
+use std::{
+    fmt,
+    future::Future,
+    io,
+    pin::Pin,
+    sync::{
+        Arc, OnceLock,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Instant,
+};
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
@@ -84,14 +94,29 @@ impl Clock for TokioClock {
     }
 }
 
-/// Draws from the operating system's random source (through `uuid`).
+/// Random bits for tokens and jitter: one draw from the operating system's
+/// random source per process (through `uuid`), then splitmix64 over a
+/// counter. splitmix64 is a bijection, so no two draws in a process repeat;
+/// the token adds the pid and host, so none repeat across processes. No
+/// syscall per lock.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct OsEntropy;
 
 impl Entropy for OsEntropy {
     fn next_u64(&self) -> u64 {
-        uuid::Uuid::new_v4().as_u64_pair().0
+        static STATE: OnceLock<AtomicU64> = OnceLock::new();
+        let state = STATE.get_or_init(|| AtomicU64::new(uuid::Uuid::new_v4().as_u64_pair().0));
+        splitmix64(state.fetch_add(GOLDEN_GAMMA, Ordering::Relaxed))
     }
+}
+
+const GOLDEN_GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+
+fn splitmix64(state: u64) -> u64 {
+    let mut z = state.wrapping_add(GOLDEN_GAMMA);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 /// One event of one lock, as an observer sees it.
@@ -131,7 +156,13 @@ pub(crate) fn owner_token(entropy: &dyn Entropy) -> String {
     let (high, low) = (entropy.next_u64(), entropy.next_u64());
     let bytes = ((u128::from(high) << 64) | u128::from(low)).to_be_bytes();
     let uuid = uuid::Builder::from_random_bytes(bytes).into_uuid();
-    format!("{uuid}:{}:{}", std::process::id(), host_name())
+    format!("{uuid}:{}", process_suffix())
+}
+
+/// `pid:host`, read once per process.
+fn process_suffix() -> &'static str {
+    static SUFFIX: OnceLock<String> = OnceLock::new();
+    SUFFIX.get_or_init(|| format!("{}:{}", std::process::id(), host_name()))
 }
 
 fn host_name() -> String {
@@ -146,7 +177,6 @@ fn host_name() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicU64, Ordering};
 
     struct Counter(AtomicU64);
 
