@@ -94,3 +94,57 @@ fn malformed_url_is_a_connect_error() {
         );
     }
 }
+
+#[tokio::test]
+async fn flushed_scripts_are_reloaded_on_noscript() {
+    let server = support::RedisServer::start();
+    let locker = Locker::connect(&server.url()).await.expect("connect");
+    let opts = LockOptions::new(Duration::from_secs(1));
+    locker
+        .acquire("a", &opts)
+        .await
+        .expect("first")
+        .release()
+        .await
+        .expect("release");
+    server.cmd(&["SCRIPT", "FLUSH"]);
+    let guard = locker
+        .acquire("b", &opts)
+        .await
+        .expect("NOSCRIPT is handled by reloading");
+    guard.release().await.expect("release after reload");
+}
+
+#[test]
+fn the_public_types_cross_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>(_: &T) {}
+    send_sync::<Locker>();
+    send_sync::<lock_core::LockGuard>();
+    send_sync::<AcquireError>();
+    let opts = LockOptions::new(Duration::from_secs(1));
+    // The futures are Send, so they run inside tokio::spawn on any runtime.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("rt");
+    runtime.block_on(async {
+        let server = support::RedisServer::start();
+        let locker = Locker::connect(&server.url()).await.expect("connect");
+        let acquire = locker.acquire("send", &opts);
+        send(&acquire);
+        let guard = tokio::spawn({
+            let locker = locker.clone();
+            let opts = opts.clone();
+            async move { locker.acquire("spawned", &opts).await }
+        })
+        .await
+        .expect("task")
+        .expect("acquire in a spawned task");
+        send(&guard.lost());
+        let release = guard.release();
+        send(&release);
+        release.await.expect("release");
+        drop(acquire);
+    });
+}
