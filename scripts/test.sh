@@ -1,35 +1,50 @@
 #!/usr/bin/env bash
 # The project's test command (README): installs what it needs, then runs
-# every check CI runs. Exits non-zero at the first failure.
+# every check CI runs, in order. Exits non-zero at the first failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-
 step "redis-server"
-if ! command -v redis-server >/dev/null 2>&1; then
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server >/dev/null
+if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  $SUDO apt-get update
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y redis-server
 fi
 redis-server --version
 
-step "redis image for testcontainers"
+step "Redis image for testcontainers"
 if docker info >/dev/null 2>&1; then
-  if [ -x scripts/redis-image.sh ]; then bash scripts/redis-image.sh; fi
+  bash scripts/redis-image.sh
 else
-  echo "docker is not reachable: benchmarks will fall back to a spawned redis-server"
+  echo "docker is not reachable: the benchmarks will fall back to a spawned redis-server"
 fi
 
-# A Redis for the README doctests (integration tests start their own).
+# The README's doctests need a Redis at REDIS_URL; the integration tests
+# start their own servers.
 if [ -z "${REDIS_URL:-}" ]; then
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-  redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --daemonize yes \
-    --pidfile "/tmp/redis-lock-test-$port.pid" >/dev/null
-  trap 'kill "$(cat /tmp/redis-lock-test-'"$port"'.pid)" 2>/dev/null || true' EXIT
+  step "redis-server for the README doctests"
+  port=$((20000 + RANDOM % 20000))
+  # Something answers on this port already: try another.
+  while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do port=$((20000 + RANDOM % 20000)); done
+  doctest_redis_dir="$(mktemp -d)"
+  redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
+    --dir "$doctest_redis_dir" --logfile "$doctest_redis_dir/redis.log" &
+  doctest_redis_pid=$!
+  trap 'kill "$doctest_redis_pid" 2>/dev/null || true; rm -rf "$doctest_redis_dir"' EXIT
+  for _ in $(seq 100); do
+    if redis-cli -p "$port" ping >/dev/null 2>&1; then break; fi
+    sleep 0.1
+  done
+  if ! redis-cli -p "$port" ping >/dev/null 2>&1; then
+    cat "$doctest_redis_dir/redis.log" >&2
+    echo "redis-server on port $port did not start" >&2
+    exit 1
+  fi
   export REDIS_URL="redis://127.0.0.1:$port/"
+  echo "REDIS_URL=$REDIS_URL"
 fi
 
 step "cargo fmt --check"
@@ -38,18 +53,27 @@ cargo fmt --all --check
 step "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 
-step "lock-core without tokio or redis"
+step "lock-core builds without its redis feature"
 cargo build -p lock-core --no-default-features
-if cargo tree -p lock-core --no-default-features -e normal | grep -E "tokio|redis"; then
-  echo "lock-core --no-default-features must not depend on tokio or redis" >&2
+
+step "lock-core without its redis feature depends on neither tokio nor redis"
+# One crate name per line, so a path that happens to contain "redis" (the
+# checkout's own directory, say) cannot match.
+core_deps="$(cargo tree -p lock-core --no-default-features -e normal --prefix none --format '{p}')"
+if forbidden="$(grep -E '^(tokio|redis)' <<<"$core_deps")"; then
+  echo "FAILED: lock-core --no-default-features must not depend on tokio or redis, but it pulls in:" >&2
+  echo "$forbidden" >&2
   exit 1
 fi
-cargo test -p lock-core --no-default-features
+echo "ok: neither tokio nor redis"
 
 step "cargo test --workspace"
 cargo test --workspace
 
-step "cargo doc"
+step "cargo test -p lock-core --no-default-features"
+cargo test -p lock-core --no-default-features
+
+step "cargo doc -D warnings"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 
 step "scenario suite (simulation)"
@@ -57,7 +81,7 @@ if compgen -G "scenarios/*.toml" >/dev/null; then
   # The CI seed budget: 600 seeds for each scenario (over 10,000 in all).
   cargo run --release -p sim -- run scenarios/ --seeds "${SIM_CI_SEEDS:-600}"
 else
-  echo "no scenario files yet"
+  echo "SKIPPED: the scenario suite, because scenarios/ holds no *.toml files yet"
 fi
 
 step "benchmarks build"

@@ -1,10 +1,16 @@
 //! Real `redis-server` processes for integration tests, each on its own
 //! free loopback port, so a test can freeze, kill, restart or fail over
 //! its server without touching anyone else's.
-// Each test binary uses a different subset of this module.
+//!
+//! There is no skipping: a test that cannot start a server fails and says
+//! how to get one.
+// Each test binary uses a different subset of this module, and `pub` here
+// only means "visible to the test file that declares `mod support;`".
 #![allow(dead_code, unreachable_pub)]
 
 use std::{
+    cell::Cell,
+    fs,
     net::TcpListener,
     path::PathBuf,
     process::{Child, Command, Stdio},
@@ -15,17 +21,22 @@ use std::{
 const HOW_TO_GET_REDIS: &str = "redis-server not found: install it with \
     `apt-get install redis-server` (scripts/test.sh does), or set REDIS_SERVER_BIN";
 
+/// How long a server may take to answer its first command.
+const STARTUP: Duration = Duration::from_secs(10);
+
+/// How many free ports `start` tries before giving up.
+const PORT_ATTEMPTS: usize = 5;
+
 fn binary() -> PathBuf {
     if let Ok(path) = std::env::var("REDIS_SERVER_BIN") {
         return PathBuf::from(path);
     }
-    for dir in std::env::var("PATH").unwrap_or_default().split(':') {
-        let candidate = PathBuf::from(dir).join("redis-server");
-        if candidate.is_file() {
-            return candidate;
-        }
-    }
-    panic!("{HOW_TO_GET_REDIS}");
+    std::env::var("PATH")
+        .unwrap_or_default()
+        .split(':')
+        .map(|dir| PathBuf::from(dir).join("redis-server"))
+        .find(|candidate| candidate.is_file())
+        .unwrap_or_else(|| panic!("{HOW_TO_GET_REDIS}"))
 }
 
 fn free_port() -> u16 {
@@ -38,69 +49,145 @@ fn free_port() -> u16 {
 /// One `redis-server` process owned by a test. Killed on drop.
 pub struct RedisServer {
     port: u16,
+    /// The primary's port while this server is a replica; `promote` clears it.
+    replica_of: Cell<Option<u16>>,
+    /// Scratch directory for the log and a replica's sync file, so nothing
+    /// lands in the repository. Removed on drop.
+    dir: PathBuf,
     child: Option<Child>,
-    replica_of: Option<u16>,
 }
 
 impl RedisServer {
-    /// Starts a server with no persistence on a free port and waits for PING.
+    /// Starts a server with no persistence on a free port and waits until it
+    /// answers.
     pub fn start() -> Self {
-        Self::spawn(free_port(), None)
+        Self::start_on_free_port(None)
     }
 
-    /// Starts a replica of `primary` (asynchronous replication).
+    /// Starts a replica of `primary` and waits until it acknowledges a
+    /// write, so later writes stream to it (asynchronously, as in
+    /// production) and `WAIT` counts it without delay.
     pub fn replica_of(primary: &Self) -> Self {
-        let replica = Self::spawn(free_port(), Some(primary.port));
-        // Wait until the initial sync is done, so later writes stream.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let info: String = replica.query(&["INFO", "replication"]);
-            if info.contains("master_link_status:up") {
-                break;
-            }
-            assert!(Instant::now() < deadline, "replica never synced:\n{info}");
-            thread::sleep(Duration::from_millis(20));
-        }
-        replica
+        Self::replica_linked_through(primary, primary.port)
     }
 
-    fn spawn(port: u16, replica_of: Option<u16>) -> Self {
-        // A replica writes the initial sync's RDB file to its working
-        // directory even with `--save ""`: keep it out of the repository.
-        let dir = std::env::temp_dir().join(format!("redis-lock-test-{port}"));
-        std::fs::create_dir_all(&dir).expect("a scratch directory");
+    /// A replica of `primary` that connects to `link_port`, which is the
+    /// primary's own port or a relay to it.
+    fn replica_linked_through(primary: &Self, link_port: u16) -> Self {
+        let replica = Self::start_on_free_port(Some(link_port));
+        let online = format!("port={},state=online", replica.port);
+        let deadline = Instant::now() + STARTUP;
+        let mut info = String::new();
+        while !info.contains(&online) {
+            assert!(
+                Instant::now() < deadline,
+                "the primary never counted the replica on port {} online:\n{info}",
+                replica.port
+            );
+            thread::sleep(Duration::from_millis(20));
+            info = primary.query(&["INFO", "replication"]);
+        }
+        // Even online, a replica that synced without disk gets the command
+        // stream (and WAIT's GETACK) only after its first periodic ACK, up
+        // to a second later: a test's first WAIT could time out on it. A
+        // write that every replica has acknowledged proves the stream flows.
+        let replicas = info.matches("state=online").count();
+        let mut conn = primary.connection().expect("connect to the primary");
+        loop {
+            let acked: usize = redis::pipe()
+                .cmd("SET")
+                .arg("fixture:replica-sync")
+                .arg(1)
+                .ignore()
+                .cmd("DEL")
+                .arg("fixture:replica-sync")
+                .ignore()
+                .cmd("WAIT")
+                .arg(replicas)
+                .arg(500)
+                .query::<(usize,)>(&mut conn)
+                .expect("SET, DEL, WAIT on the primary")
+                .0;
+            if acked >= replicas {
+                return replica;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the replica on port {} never acknowledged a write",
+                replica.port
+            );
+        }
+    }
+
+    fn start_on_free_port(replica_of: Option<u16>) -> Self {
+        // A port that was free when probed can be taken before redis-server
+        // binds it (by another test's server, or as the local end of an
+        // outgoing connection): then try another one.
+        let mut last_log = String::new();
+        for _ in 0..PORT_ATTEMPTS {
+            let port = free_port();
+            let mut server = Self {
+                port,
+                replica_of: Cell::new(replica_of),
+                dir: std::env::temp_dir()
+                    .join(format!("redis-lock-test-{}-{port}", std::process::id())),
+                child: None,
+            };
+            match server.launch() {
+                Ok(()) => return server,
+                Err(log) if log.contains("Address already in use") => last_log = log,
+                Err(log) => panic!("redis-server on port {port} exited at startup:\n{log}"),
+            }
+        }
+        panic!("redis-server found no free port in {PORT_ATTEMPTS} attempts:\n{last_log}");
+    }
+
+    /// Starts the process on `self.port` with an empty dataset and waits
+    /// until it answers. `Err` carries the log of a process that exited.
+    fn launch(&mut self) -> Result<(), String> {
+        // A fresh directory: a replica's old sync file must not be loaded.
+        let _ = fs::remove_dir_all(&self.dir);
+        fs::create_dir_all(&self.dir).expect("a scratch directory");
+        let log = self.dir.join("redis.log");
         let mut command = Command::new(binary());
         command
             .arg("--dir")
-            .arg(&dir)
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .arg(&self.dir)
+            .arg("--logfile")
+            .arg(&log)
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+            // A primary otherwise waits 5 s for more replicas before a sync.
+            .args(["--repl-diskless-sync-delay", "0"])
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        if let Some(primary) = replica_of {
+        if let Some(primary) = self.replica_of.get() {
             command.args(["--replicaof", "127.0.0.1", &primary.to_string()]);
         }
         let child = command
             .spawn()
             .unwrap_or_else(|error| panic!("{HOW_TO_GET_REDIS} ({error})"));
-        let server = Self {
-            port,
-            child: Some(child),
-            replica_of,
-        };
-        server.wait_ready();
-        server
-    }
+        let pid = child.id();
+        self.child = Some(child);
 
-    fn wait_ready(&self) {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        // Ready means *this* process answers: if another server holds the
+        // port, ours is about to exit and must not be mistaken for it.
+        let ours = format!("process_id:{pid}\r\n");
+        let deadline = Instant::now() + STARTUP;
         loop {
-            if self.try_query::<String>(&["PING"]).is_ok() {
-                return;
+            let child = self.child.as_mut().expect("spawned above");
+            if let Some(status) = child.try_wait().expect("wait on redis-server") {
+                self.child = None;
+                let log = fs::read_to_string(&log).unwrap_or_default();
+                return Err(format!("{status}\n{log}"));
+            }
+            let info = self.try_query::<String>(&["INFO", "server"]);
+            if info.is_ok_and(|info| info.contains(&ours)) {
+                return Ok(());
             }
             assert!(
                 Instant::now() < deadline,
-                "redis-server on port {} did not answer PING within 10 s",
+                "redis-server on port {} did not answer within {STARTUP:?}",
                 self.port
             );
             thread::sleep(Duration::from_millis(10));
@@ -117,16 +204,14 @@ impl RedisServer {
         self.port
     }
 
-    fn pid(&self) -> u32 {
-        self.child.as_ref().expect("the server is running").id()
-    }
-
     fn signal(&self, signal: &str) {
+        let pid = self.child.as_ref().expect("the server is running").id();
+        // kill(1) rather than libc: the workspace forbids unsafe code.
         let status = Command::new("kill")
-            .args([signal, &self.pid().to_string()])
+            .args([signal, &pid.to_string()])
             .status()
             .expect("kill(1) runs");
-        assert!(status.success(), "kill {signal} failed");
+        assert!(status.success(), "kill {signal} {pid} failed");
     }
 
     /// Freezes the process (SIGSTOP): connections stay open, nothing answers.
@@ -139,7 +224,8 @@ impl RedisServer {
         self.signal("-CONT");
     }
 
-    /// Kills the process (SIGKILL) and waits for it.
+    /// Kills the process (SIGKILL, which also ends a paused one) and waits
+    /// for it.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
@@ -147,30 +233,42 @@ impl RedisServer {
         }
     }
 
-    /// Kills and starts the server again on the same port, empty.
+    /// Kills the server and starts it again on the same port with an empty
+    /// dataset, as a primary if it was promoted, else in its first role.
     pub fn restart(&mut self) {
         self.kill();
-        let fresh = Self::spawn(self.port, self.replica_of);
-        *self = fresh;
+        if let Err(log) = self.launch() {
+            panic!("redis-server did not restart on port {}:\n{log}", self.port);
+        }
     }
 
     /// Makes a replica a primary (`REPLICAOF NO ONE`), as a failover would.
     pub fn promote(&self) {
         let _: String = self.query(&["REPLICAOF", "NO", "ONE"]);
+        self.replica_of.set(None);
     }
 
-    fn try_query<T: redis::FromRedisValue>(&self, args: &[&str]) -> redis::RedisResult<T> {
-        let client = redis::Client::open(self.url())?;
-        let mut conn = client.get_connection_with_timeout(Duration::from_secs(1))?;
-        conn.set_read_timeout(Some(Duration::from_secs(2)))?;
-        let mut command = redis::cmd(args[0]);
-        for arg in &args[1..] {
+    /// Runs a command on a fresh blocking connection (1 s to connect, 2 s
+    /// for the reply) and converts the reply.
+    pub fn try_query<T: redis::FromRedisValue>(&self, args: &[&str]) -> redis::RedisResult<T> {
+        let mut conn = self.connection()?;
+        let (name, rest) = args.split_first().expect("a command name");
+        let mut command = redis::cmd(name);
+        for arg in rest {
             command.arg(*arg);
         }
         command.query(&mut conn)
     }
 
-    /// Runs a command on a fresh blocking connection and converts the reply.
+    /// A blocking connection: 1 s to connect, 2 s for each reply.
+    fn connection(&self) -> redis::RedisResult<redis::Connection> {
+        let client = redis::Client::open(self.url())?;
+        let conn = client.get_connection_with_timeout(Duration::from_secs(1))?;
+        conn.set_read_timeout(Some(Duration::from_secs(2)))?;
+        Ok(conn)
+    }
+
+    /// Like [`Self::try_query`], but panics on an error.
     pub fn query<T: redis::FromRedisValue>(&self, args: &[&str]) -> T {
         self.try_query(args)
             .unwrap_or_else(|error| panic!("{args:?} on port {}: {error}", self.port))
@@ -184,14 +282,8 @@ impl RedisServer {
 
 impl Drop for RedisServer {
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            // A paused process must be thawed to die promptly on some kernels.
-            let _ = Command::new("kill")
-                .args(["-CONT", &child.id().to_string()])
-                .status();
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.kill();
+        let _ = fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -298,12 +390,7 @@ impl RedisServer {
     /// [`LinkProxy`] the test can cut.
     pub fn replica_via(primary: &Self) -> (Self, LinkProxy) {
         let proxy = LinkProxy::start(primary.port);
-        let fake_primary = Self {
-            port: proxy.port,
-            child: None,
-            replica_of: None,
-        };
-        let replica = Self::replica_of(&fake_primary);
+        let replica = Self::replica_linked_through(primary, proxy.port);
         (replica, proxy)
     }
 }
