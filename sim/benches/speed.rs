@@ -32,16 +32,31 @@ fn scenario() -> Scenario {
         },
         clients: ClientsConfig {
             count: 5,
-            hold: DurationRange { min: ms(10), max: ms(500) },
-            think: DurationRange { min: ms(0), max: ms(200) },
+            hold: DurationRange {
+                min: ms(10),
+                max: ms(500),
+            },
+            think: DurationRange {
+                min: ms(0),
+                max: ms(200),
+            },
             unfenced_register: true,
         },
         faults: vec![FaultSpec {
             kind: FaultKind::Partition,
-            at: DurationRange { min: ms(1_000), max: ms(5_000) },
+            at: DurationRange {
+                min: ms(1_000),
+                max: ms(5_000),
+            },
             target: Target::AnyClient,
-            duration: Some(DurationRange { min: ms(500), max: ms(2_000) }),
-            every: Some(DurationRange { min: ms(3_000), max: ms(6_000) }),
+            duration: Some(DurationRange {
+                min: ms(500),
+                max: ms(2_000),
+            }),
+            every: Some(DurationRange {
+                min: ms(3_000),
+                max: ms(6_000),
+            }),
             rate: None,
             offset: None,
             delay: None,

@@ -33,7 +33,11 @@ duration = "300ms"
 fn a_malformed_file_fails_with_its_location() {
     let dir = scratch("bad");
     let file = dir.join("bad.toml");
-    std::fs::write(&file, GOOD.replace("target = \"client:any\"", "target = \"client:9\"")).expect("write");
+    std::fs::write(
+        &file,
+        GOOD.replace("target = \"client:any\"", "target = \"client:9\""),
+    )
+    .expect("write");
     let output = sim().arg("run").arg(&file).output().expect("run sim");
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -57,11 +61,22 @@ fn a_run_prints_the_table_and_writes_json() {
         .output()
         .expect("run sim");
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
-    assert!(stdout.contains("scenario") && stdout.contains("tiny"), "{stdout}");
-    assert!(stdout.contains("1 of 1 scenarios met their expectation"), "{stdout}");
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.contains("scenario") && stdout.contains("tiny"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("1 of 1 scenarios met their expectation"),
+        "{stdout}"
+    );
     let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).expect("json written")).expect("valid json");
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("json written"))
+            .expect("valid json");
     assert_eq!(summary[0]["name"], "tiny");
     assert_eq!(summary[0]["seeds"], 2);
     assert_eq!(summary[0]["met"], true);
