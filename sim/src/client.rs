@@ -83,10 +83,15 @@ impl Connector for SimConnector {
     }
 }
 
-/// splitmix64 from the seed: tokens and jitter replay exactly.
-struct SeededEntropy(AtomicU64);
+/// splitmix64 from the seed: tokens and jitter replay exactly. Tokens end
+/// in the client's name instead of a pid and host, which differ per run.
+struct SeededEntropy(AtomicU64, String);
 
 impl Entropy for SeededEntropy {
+    fn owner_suffix(&self) -> &str {
+        &self.1
+    }
+
     fn next_u64(&self) -> u64 {
         let mut z = self
             .0
@@ -185,7 +190,7 @@ async fn workload(setup: ClientSetup) -> turmoil::Result {
             record(op);
         }
     };
-    let entropy = SeededEntropy(AtomicU64::new(setup.seed));
+    let entropy = SeededEntropy(AtomicU64::new(setup.seed), client_host(setup.index));
     let mut rng = Rng::new(setup.seed ^ 0x5EED_C11E);
     let scenario = Arc::clone(&setup.scenario);
     let mut opts = lock_options(&scenario.lock);
@@ -199,7 +204,10 @@ async fn workload(setup: ClientSetup) -> turmoil::Result {
             discovery: setup.discovery.clone(),
         })
         .clock(sim_clock.clone())
-        .entropy(SeededEntropy(AtomicU64::new(entropy.next_u64())))
+        .entropy(SeededEntropy(
+            AtomicU64::new(entropy.next_u64()),
+            format!("{}:sim", client_host(setup.index)),
+        ))
         .redis_settings(redis::RedisConnectionInfo::default().set_skip_set_lib_name())
         .connect_timeout(scenario.lock.ttl)
         .observer(observer.clone());

@@ -53,6 +53,12 @@ pub trait Clock: Send + Sync + 'static {
 pub trait Entropy: Send + Sync + 'static {
     /// Returns 64 random bits.
     fn next_u64(&self) -> u64;
+
+    /// What follows the uuid in an owner token: `pid:host` by default. A
+    /// simulator returns something stable so that runs replay exactly.
+    fn owner_suffix(&self) -> &str {
+        process_suffix()
+    }
 }
 
 /// Connects over TCP with `TCP_NODELAY` set (redis-rs leaves it off).
@@ -156,7 +162,7 @@ pub(crate) fn owner_token(entropy: &dyn Entropy) -> String {
     let (high, low) = (entropy.next_u64(), entropy.next_u64());
     let bytes = ((u128::from(high) << 64) | u128::from(low)).to_be_bytes();
     let uuid = uuid::Builder::from_random_bytes(bytes).into_uuid();
-    format!("{uuid}:{}", process_suffix())
+    format!("{uuid}:{}", entropy.owner_suffix())
 }
 
 /// `pid:host`, read once per process.
