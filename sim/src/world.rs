@@ -446,13 +446,17 @@ impl World<'_> {
         }
     }
 
-    /// Kills the primary silently and promotes the first live replica, as a
-    /// Sentinel would; clients find the new primary on their next connect.
+    /// Kills the primary silently and promotes the most up-to-date live
+    /// replica, as a Sentinel would; clients find the new primary on their
+    /// next connect.
     fn failover(&mut self) {
         let now = self.now();
         let old = self.discovery.primary();
+        // Like Sentinel, promote the live replica that applied the most of
+        // the old primary's stream (ties: the lowest index).
         let Some(new) = (0..self.nodes.len())
-            .find(|&n| n != old && self.sim.is_host_running(redis_host(n).as_str()))
+            .filter(|&n| n != old && self.sim.is_host_running(redis_host(n).as_str()))
+            .max_by_key(|&n| (self.nodes[n].offset(), std::cmp::Reverse(n)))
         else {
             return;
         };

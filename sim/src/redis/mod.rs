@@ -127,6 +127,11 @@ impl NodeHandle {
         self.0.borrow().role.clone()
     }
 
+    /// The replication offset: writes produced (primary) or applied (replica).
+    pub fn offset(&self) -> u64 {
+        self.0.borrow().offset
+    }
+
     /// Makes the node a primary: it stops replicating and accepts writes.
     pub fn promote(&self) {
         self.0.borrow_mut().role = Role::Primary;
