@@ -87,5 +87,13 @@ fi
 step "benchmarks build"
 cargo bench --workspace --no-run
 
+step "configuration comparison (quick; its table's shape is checked, not its timings)"
+cargo run --release -p bench --bin compare -- --quick --out target/compare.md
+rows=$(grep -c '^| ttl' target/compare.md || true)
+if [ "$rows" -lt 4 ]; then
+  echo "compare --quick produced $rows configuration rows, expected 4" >&2
+  exit 1
+fi
+
 echo
 echo "all checks passed"

@@ -146,3 +146,4 @@ pub async fn raw_connection(url: &str) -> redis::aio::MultiplexedConnection {
         .await
         .expect("connect to the bench Redis")
 }
+pub mod compare;

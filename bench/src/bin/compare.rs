@@ -1,0 +1,115 @@
+//! Compares lock configurations on real Redis (latency) and in simulation
+//! (availability and safety), and prints a markdown table of medians and
+//! ratios to a baseline measured in the same run.
+//!
+//! `cargo run --release -p bench --bin compare -- [--quick] [--out FILE]`
+
+use std::{path::PathBuf, time::Instant};
+
+use bench::{compare, raw_connection, redis_for_bench};
+use lock_core::Locker;
+
+fn main() {
+    let mut quick = false;
+    let mut out = PathBuf::from("target/compare.md");
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--quick" => quick = true,
+            "--out" => match args.next() {
+                Some(path) => out = PathBuf::from(path),
+                None => {
+                    eprintln!("--out needs a file");
+                    std::process::exit(2);
+                }
+            },
+            other => {
+                eprintln!("unknown argument {other:?}; usage: compare [--quick] [--out FILE]");
+                std::process::exit(2);
+            }
+        }
+    }
+    let samples = if quick { 200 } else { 2_000 };
+    let sim_seeds = if quick { 4 } else { 40 };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a current-thread runtime");
+    let measured = runtime.block_on(async {
+        let redis = redis_for_bench().await;
+        let locker = Locker::connect(&redis.url).await.expect("connect");
+        let mut conn = raw_connection(&redis.url).await;
+        // The baseline: a raw SET NX PX + DEL cycle on the same kind of connection.
+        let baseline = compare::median(samples, || {
+            let mut conn = conn.clone();
+            async move {
+                let started = Instant::now();
+                let _: Option<String> = redis::cmd("SET")
+                    .arg("compare:raw")
+                    .arg("x")
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(30_000)
+                    .query_async(&mut conn)
+                    .await
+                    .expect("SET");
+                let _: i64 = redis::cmd("DEL")
+                    .arg("compare:raw")
+                    .query_async(&mut conn)
+                    .await
+                    .expect("DEL");
+                started.elapsed()
+            }
+        })
+        .await;
+        let _: String = redis::cmd("PING")
+            .query_async(&mut conn)
+            .await
+            .expect("PING");
+        let mut rows = Vec::new();
+        for config in compare::configurations() {
+            let opts = config.options();
+            let cycle = compare::median(samples, || {
+                let (locker, opts) = (locker.clone(), opts.clone());
+                async move {
+                    let started = Instant::now();
+                    let guard = locker
+                        .acquire("compare:lock", &opts)
+                        .await
+                        .expect("acquire");
+                    guard.release().await.expect("release");
+                    started.elapsed()
+                }
+            })
+            .await;
+            rows.push((config, cycle, baseline));
+        }
+        drop(redis);
+        rows
+    });
+    // turmoil runs its own runtimes: simulate outside tokio's.
+    let rows: Vec<compare::Row> = measured
+        .into_iter()
+        .map(|(config, cycle, baseline)| {
+            let sim = compare::simulate(&config, sim_seeds);
+            compare::Row {
+                config,
+                cycle,
+                baseline,
+                sim,
+            }
+        })
+        .collect();
+    let table = compare::table(&rows);
+    println!("{table}");
+    if let Some(parent) = out.parent() {
+        let _ = std::fs::create_dir_all(parent);
+    }
+    match std::fs::write(&out, &table) {
+        Ok(()) => eprintln!("written to {}", out.display()),
+        Err(error) => {
+            eprintln!("cannot write {}: {error}", out.display());
+            std::process::exit(1);
+        }
+    }
+}
