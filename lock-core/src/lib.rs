@@ -31,6 +31,7 @@
 
 mod command;
 mod event;
+mod jitter;
 pub mod machine;
 mod options;
 pub mod redlock;

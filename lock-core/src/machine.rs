@@ -47,7 +47,7 @@ use std::{
 
 use crate::{
     AcquireFailure, Command, CommandId, Event, Failure, LockOptions, LostReason, OptionsError,
-    ReleaseOutcome, Reply, scripts::KeyNames,
+    ReleaseOutcome, Reply, jitter::Jitter, scripts::KeyNames,
 };
 
 /// How many times a release is sent before its outcome is left unknown.
@@ -228,7 +228,7 @@ pub struct LockMachine {
     commands: VecDeque<(CommandId, Command)>,
     events: VecDeque<Event>,
     lost_emitted: bool,
-    jitter_state: u64,
+    jitter: Jitter,
 }
 
 impl LockMachine {
@@ -268,7 +268,7 @@ impl LockMachine {
             commands: VecDeque::new(),
             events: VecDeque::new(),
             lost_emitted: false,
-            jitter_state: jitter_seed,
+            jitter: Jitter::new(jitter_seed),
         })
     }
 
@@ -731,45 +731,17 @@ impl LockMachine {
         self.timers = [None; 4];
     }
 
-    /// Jittered exponential backoff for the `attempt`-th retry: uniform in
-    /// (base/2, base], base = min(retry_max, retry_min × 2^attempt).
+    /// Jittered exponential backoff for the `attempt`-th retry (timing rule 6).
     fn backoff(&mut self, attempt: u32) -> Duration {
-        let base = self
-            .timing
-            .retry_min
-            .saturating_mul(1 << attempt.min(16))
-            .min(self.timing.retry_max);
-        self.jitter(base)
+        self.jitter
+            .backoff(self.timing.retry_min, self.timing.retry_max, attempt)
     }
 
     /// Backoff between renewal retries: short at first, never more than half a period.
     fn renew_backoff(&mut self, failures: u32) -> Duration {
-        let base = self
-            .timing
-            .retry_min
-            .saturating_mul(1 << failures.min(16))
-            .min(self.timing.renew_every / 2)
-            .max(Duration::from_millis(1));
-        self.jitter(base)
-    }
-
-    fn jitter(&mut self, base: Duration) -> Duration {
-        let half = base / 2;
-        let span = (base - half).as_nanos() as u64;
-        if span == 0 {
-            return base;
-        }
-        half + Duration::from_nanos(1 + self.next_random() % span)
-    }
-
-    /// splitmix64 over the caller's seed: a deterministic sequence, not an
-    /// entropy source (the machine has no randomness of its own).
-    fn next_random(&mut self) -> u64 {
-        self.jitter_state = self.jitter_state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.jitter_state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        let cap = (self.timing.renew_every / 2).max(Duration::from_millis(1));
+        self.jitter
+            .backoff(self.timing.retry_min.min(cap), cap, failures)
     }
 }
 

@@ -34,7 +34,7 @@ use std::{
 
 use crate::{
     AcquireFailure, Command, CommandId, Event, LockMachine, LockOptions, LostReason, OptionsError,
-    ReleaseOutcome, Reply, State,
+    ReleaseOutcome, Reply, State, jitter::Jitter,
 };
 
 /// Why a Redlock could not be set up.
@@ -90,7 +90,7 @@ pub struct RedlockMachine {
     round: u64,
     attempts: u32,
     events: VecDeque<Event>,
-    jitter_state: u64,
+    jitter: Jitter,
     lost_emitted: bool,
     fence: u64,
     /// Nodes whose release deleted our key, in the current release.
@@ -119,7 +119,7 @@ impl RedlockMachine {
             round: 0,
             attempts: 0,
             events: VecDeque::new(),
-            jitter_state: jitter_seed,
+            jitter: Jitter::new(jitter_seed),
             lost_emitted: false,
             fence: 0,
             deleted: 0,
@@ -134,7 +134,7 @@ impl RedlockMachine {
         let single = self.opts.clone().wait(Duration::ZERO);
         (0..count)
             .map(|_| {
-                let seed = self.next_random();
+                let seed = self.jitter.seed();
                 LockMachine::new(&single, &self.key, self.token.clone(), seed)
             })
             .collect()
@@ -466,21 +466,7 @@ impl RedlockMachine {
 
     fn backoff(&mut self) -> Duration {
         let (min, max) = self.opts.retry_delay;
-        let base = min.saturating_mul(1 << self.attempts.min(16)).min(max);
-        let half = base / 2;
-        let span = (base - half).as_nanos() as u64;
-        if span == 0 {
-            return base;
-        }
-        half + Duration::from_nanos(1 + self.next_random() % span)
-    }
-
-    fn next_random(&mut self) -> u64 {
-        self.jitter_state = self.jitter_state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.jitter_state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.jitter.backoff(min, max, self.attempts)
     }
 }
 

@@ -217,7 +217,8 @@ const PROPERTIES: [(&str, Property); 7] = [
     ("liveness", Property::Liveness),
 ];
 
-const FAULT_KINDS: [(&str, FaultKind); 10] = [
+/// Every fault kind with its scenario-file name.
+pub const FAULT_KINDS: [(&str, FaultKind); 10] = [
     ("pause", FaultKind::Pause),
     ("partition", FaultKind::Partition),
     ("partition-oneway", FaultKind::PartitionOneway),

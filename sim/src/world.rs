@@ -510,16 +510,8 @@ impl World<'_> {
 
 /// The scenario-file name of a fault kind.
 pub fn kind_name(kind: FaultKind) -> &'static str {
-    match kind {
-        FaultKind::Pause => "pause",
-        FaultKind::Partition => "partition",
-        FaultKind::PartitionOneway => "partition-oneway",
-        FaultKind::Latency => "latency",
-        FaultKind::Failover => "failover",
-        FaultKind::Restart => "restart",
-        FaultKind::ClockDrift => "clock-drift",
-        FaultKind::ClockJump => "clock-jump",
-        FaultKind::Busy => "busy",
-        FaultKind::Crash => "crash",
-    }
+    crate::scenario::FAULT_KINDS
+        .iter()
+        .find(|(_, k)| *k == kind)
+        .map_or("unknown", |(name, _)| name)
 }

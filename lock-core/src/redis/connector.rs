@@ -18,6 +18,8 @@ use std::{
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
+use crate::jitter::{GOLDEN_GAMMA, splitmix64};
+
 /// A byte stream to a Redis server.
 pub trait RedisStream: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
 
@@ -114,15 +116,6 @@ impl Entropy for OsEntropy {
         let state = STATE.get_or_init(|| AtomicU64::new(uuid::Uuid::new_v4().as_u64_pair().0));
         splitmix64(state.fetch_add(GOLDEN_GAMMA, Ordering::Relaxed))
     }
-}
-
-const GOLDEN_GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
-
-fn splitmix64(state: u64) -> u64 {
-    let mut z = state.wrapping_add(GOLDEN_GAMMA);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 /// One event of one lock, as an observer sees it.

@@ -98,34 +98,7 @@ pub fn assert_only(outcome: &SeedOutcome, allowed: &[Property]) {
 
 /// A schedule in scenario-file form, to paste as a regression scenario.
 pub fn as_toml(schedule: &[ConcreteFault]) -> String {
-    let mut out = String::new();
-    for fault in schedule {
-        out.push_str("[[fault]]\n");
-        out.push_str(&format!(
-            "kind = \"{}\"\n",
-            sim::world::kind_name(fault.kind)
-        ));
-        out.push_str(&format!("at = \"{}ms\"\n", fault.at.as_millis()));
-        out.push_str(&format!("target = \"{}\"\n", fault.target));
-        if let Some(duration) = fault.duration {
-            out.push_str(&format!("duration = \"{}ms\"\n", duration.as_millis()));
-        }
-        if let Some(delay) = fault.delay {
-            out.push_str(&format!("delay = \"{}ms\"\n", delay.as_millis()));
-        }
-        if let Some(rate) = fault.rate {
-            out.push_str(&format!("rate = {rate}\n"));
-        }
-        if let Some(offset) = fault.offset {
-            let sign = if offset.negative { "-" } else { "" };
-            out.push_str(&format!(
-                "offset = \"{sign}{}ms\"\n",
-                offset.magnitude.as_millis()
-            ));
-        }
-        out.push('\n');
-    }
-    out
+    sim::shrink::schedule_toml(schedule)
 }
 
 /// Searches schedules from `strategy` (deterministically) for one whose run
