@@ -41,7 +41,8 @@ impl fmt::Display for ScenarioError {
 
 impl std::error::Error for ScenarioError {}
 
-/// Reads and checks the scenario file at `path`.
+/// Reads and checks the scenario file at `path`; errors name the file as
+/// given.
 pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
     let label = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|error| ScenarioError {
@@ -50,7 +51,7 @@ pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
         column: 1,
         message: format!("cannot read the file: {error}"),
     })?;
-    parse(&label, &text)
+    parse_scenario(&label, &text)
 }
 
 #[derive(Deserialize)]
@@ -231,8 +232,8 @@ pub const FAULT_KINDS: [(&str, FaultKind); 10] = [
     ("crash", FaultKind::Crash),
 ];
 
-/// Parses a scenario from `text`; `file` labels its errors.
-pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
+/// Parses and checks a scenario from `text`; `file` labels its errors.
+pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
     let locator = Locator { file, text };
     let raw: RawScenario = toml::from_str(text).map_err(|error| {
         locator.error(
@@ -277,51 +278,7 @@ pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
 
     let topology = match &raw.topology {
         None => Topology::Single,
-        Some(spanned) => {
-            let topology = spanned.get_ref();
-            let kind = one_of(
-                &locator,
-                &topology.kind,
-                "topology kind",
-                &[("single", 0), ("primary-replica", 1), ("redlock", 2)],
-            )?;
-            match kind {
-                0 => Topology::Single,
-                1 => {
-                    let replicas = topology.replicas.as_ref().map_or(1, |r| *r.get_ref());
-                    if replicas == 0 {
-                        let span = topology
-                            .replicas
-                            .as_ref()
-                            .map_or(spanned.span(), Spanned::span);
-                        return Err(locator.error(span, "primary-replica needs at least 1 replica"));
-                    }
-                    let replication_lag = match &topology.replication_lag {
-                        Some(lag) => locator.range(lag)?,
-                        None => DurationRange {
-                            min: Duration::from_millis(1),
-                            max: Duration::from_millis(20),
-                        },
-                    };
-                    Topology::PrimaryReplica {
-                        replicas,
-                        replication_lag,
-                    }
-                }
-                _ => {
-                    let Some(nodes) = &topology.nodes else {
-                        return Err(locator.error(spanned.span(), "redlock needs `nodes`"));
-                    };
-                    if *nodes.get_ref() < 1 {
-                        return Err(locator.error(nodes.span(), "redlock needs at least 1 node"));
-                    }
-                    return Err(locator.error(
-                        topology.kind.span(),
-                        "the redlock topology is not simulated yet (its core machine exists; the adapter and world do not)",
-                    ));
-                }
-            }
-        }
+        Some(spanned) => topology(&locator, spanned)?,
     };
 
     let lock_raw = raw.lock.get_ref();
@@ -380,13 +337,18 @@ pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
         .unwrap_or_else(|| lock_raw.ttl.span());
         return Err(locator.error(span, format!("invalid lock options: {error}")));
     }
-    if let Topology::PrimaryReplica { replicas, .. } = topology
-        && wait_replicas as usize > replicas
+    let replicas = match topology {
+        Topology::PrimaryReplica { replicas, .. } => replicas,
+        Topology::Single | Topology::Redlock { .. } => 0,
+    };
+    if wait_replicas as usize > replicas
         && let Some(w) = &lock_raw.wait_replicas
     {
         return Err(locator.error(
             w.span(),
-            format!("wait_replicas = {wait_replicas} but the topology has {replicas} replicas"),
+            format!(
+                "wait_replicas = {wait_replicas} but the topology has {replicas} replica(s): WAIT would never be satisfied"
+            ),
         ));
     }
 
@@ -444,6 +406,67 @@ pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
     })
 }
 
+fn topology(
+    locator: &Locator<'_>,
+    spanned: &Spanned<RawTopology>,
+) -> Result<Topology, ScenarioError> {
+    let raw = spanned.get_ref();
+    let kind = one_of(
+        locator,
+        &raw.kind,
+        "topology kind",
+        &[("single", 0), ("primary-replica", 1), ("redlock", 2)],
+    )?;
+    // A key that belongs to another kind is a mistake, not a no-op.
+    let stray = |key: &str, span: Range<usize>| {
+        Err(locator.error(
+            span,
+            format!(
+                "`{key}` does not apply to topology kind {:?}",
+                raw.kind.get_ref()
+            ),
+        ))
+    };
+    if kind != 1 {
+        if let Some(replicas) = &raw.replicas {
+            return stray("replicas", replicas.span());
+        }
+        if let Some(lag) = &raw.replication_lag {
+            return stray("replication_lag", lag.span());
+        }
+    }
+    if kind != 2
+        && let Some(nodes) = &raw.nodes
+    {
+        return stray("nodes", nodes.span());
+    }
+    match kind {
+        0 => Ok(Topology::Single),
+        1 => {
+            let replicas = raw.replicas.as_ref().map_or(1, |r| *r.get_ref());
+            if replicas == 0 || replicas > 8 {
+                let span = raw.replicas.as_ref().map_or(spanned.span(), Spanned::span);
+                return Err(locator.error(span, "primary-replica needs 1 to 8 replicas"));
+            }
+            let replication_lag = match &raw.replication_lag {
+                Some(lag) => locator.range(lag)?,
+                None => DurationRange {
+                    min: Duration::from_millis(1),
+                    max: Duration::from_millis(20),
+                },
+            };
+            Ok(Topology::PrimaryReplica {
+                replicas,
+                replication_lag,
+            })
+        }
+        _ => Err(locator.error(
+            raw.kind.span(),
+            "the redlock topology is not simulated yet (its core machine exists; the adapter and world do not)",
+        )),
+    }
+}
+
 fn fault(
     locator: &Locator<'_>,
     spanned: &Spanned<RawFault>,
@@ -453,78 +476,126 @@ fn fault(
 ) -> Result<FaultSpec, ScenarioError> {
     let raw = spanned.get_ref();
     let kind = one_of(locator, &raw.kind, "fault kind", &FAULT_KINDS)?;
+    let name = raw.kind.get_ref();
     let at = locator.range(&raw.at)?;
     if at.min >= run {
         return Err(locator.error(raw.at.span(), "the fault starts after the run ends"));
     }
     let target = parse_target(locator, &raw.target, topology, clients)?;
-    let redis_only = matches!(
-        kind,
-        FaultKind::Failover | FaultKind::Restart | FaultKind::Busy | FaultKind::ClockJump
-    );
-    let is_redis = matches!(target, Target::Primary | Target::Redis(_));
-    if redis_only && !is_redis {
+    let on_client = matches!(target, Target::Client(_) | Target::AnyClient);
+    let on_redis = matches!(target, Target::Primary | Target::Redis(_));
+    let wrong_target = match kind {
+        FaultKind::Pause => (!on_client).then_some("a client (client:N or client:any)"),
+        // A client reads a monotonic clock, which never steps.
+        FaultKind::Failover | FaultKind::Restart | FaultKind::Busy | FaultKind::ClockJump => {
+            (!on_redis).then_some("a Redis node (redis:N or redis:primary)")
+        }
+        FaultKind::ClockDrift => {
+            (!on_client && !on_redis).then_some("a client or a Redis node (storage has no clock)")
+        }
+        FaultKind::Partition
+        | FaultKind::PartitionOneway
+        | FaultKind::Latency
+        | FaultKind::Crash => None,
+    };
+    if let Some(wanted) = wrong_target {
         return Err(locator.error(
             raw.target.span(),
-            format!(
-                "a {} fault targets a Redis node (redis:N or redis:primary)",
-                raw.kind.get_ref()
-            ),
+            format!("a {name} fault targets {wanted}"),
         ));
     }
-    if kind == FaultKind::Pause && !matches!(target, Target::Client(_) | Target::AnyClient) {
-        return Err(locator.error(
-            raw.target.span(),
-            "a pause targets a client (client:N or client:any)",
-        ));
+    if kind == FaultKind::Failover {
+        if !matches!(topology, Topology::PrimaryReplica { .. }) {
+            return Err(locator.error(
+                raw.kind.span(),
+                "failover needs topology kind = \"primary-replica\"",
+            ));
+        }
+        if target != Target::Primary {
+            // The world fails over whichever node is primary; naming one
+            // would promise something it does not do.
+            return Err(locator.error(
+                raw.target.span(),
+                "a failover fault targets redis:primary (the node that is primary when it fires)",
+            ));
+        }
     }
-    if kind == FaultKind::Failover && !matches!(topology, Topology::PrimaryReplica { .. }) {
-        return Err(locator.error(
-            raw.kind.span(),
-            "failover needs topology kind = \"primary-replica\"",
-        ));
-    }
-    let needs_duration = matches!(
-        kind,
-        FaultKind::Pause
-            | FaultKind::Partition
-            | FaultKind::PartitionOneway
-            | FaultKind::Latency
-            | FaultKind::Busy
-    );
+
+    // Each parameter belongs to some kinds: required for some, optional
+    // for others, and a mistake anywhere else.
     let duration = raw
         .duration
         .as_ref()
         .map(|d| locator.range(d))
         .transpose()?;
-    if needs_duration && duration.is_none() {
-        return Err(locator.error(
-            spanned.span(),
-            format!("a {} fault needs `duration`", raw.kind.get_ref()),
-        ));
-    }
     let rate = raw.rate.as_ref().map(|r| *r.get_ref());
-    if kind == FaultKind::ClockDrift {
-        match &raw.rate {
-            None => return Err(locator.error(spanned.span(), "a clock-drift fault needs `rate`")),
-            Some(r) if !(r.get_ref().is_finite() && r.get_ref().abs() < 0.5) => {
-                return Err(locator.error(
-                    r.span(),
-                    "rate must be a relative error between -0.5 and 0.5",
-                ));
+    let offset = raw.offset.as_ref().map(|o| locator.signed(o)).transpose()?;
+    let delay = raw.delay.as_ref().map(|d| locator.range(d)).transpose()?;
+    let every = raw.every.as_ref().map(|e| locator.range(e)).transpose()?;
+    let duration_use = match kind {
+        FaultKind::Pause
+        | FaultKind::Partition
+        | FaultKind::PartitionOneway
+        | FaultKind::Latency
+        | FaultKind::Busy => Use::Required,
+        FaultKind::Restart | FaultKind::ClockDrift => Use::Optional,
+        FaultKind::Failover | FaultKind::ClockJump | FaultKind::Crash => Use::Never,
+    };
+    let only = |wanted: FaultKind| {
+        if kind == wanted {
+            Use::Required
+        } else {
+            Use::Never
+        }
+    };
+    let parameters = [
+        (
+            "duration",
+            duration_use,
+            raw.duration.as_ref().map(Spanned::span),
+        ),
+        (
+            "rate",
+            only(FaultKind::ClockDrift),
+            raw.rate.as_ref().map(Spanned::span),
+        ),
+        (
+            "offset",
+            only(FaultKind::ClockJump),
+            raw.offset.as_ref().map(Spanned::span),
+        ),
+        (
+            "delay",
+            only(FaultKind::Latency),
+            raw.delay.as_ref().map(Spanned::span),
+        ),
+    ];
+    for (key, use_, span) in parameters {
+        match (use_, span) {
+            (Use::Required, None) => {
+                return Err(locator.error(spanned.span(), format!("a {name} fault needs `{key}`")));
             }
-            Some(_) => {}
+            (Use::Never, Some(span)) => {
+                return Err(
+                    locator.error(span, format!("`{key}` does not apply to a {name} fault"))
+                );
+            }
+            _ => {}
         }
     }
-    let offset = raw.offset.as_ref().map(|o| locator.signed(o)).transpose()?;
-    if kind == FaultKind::ClockJump && offset.is_none() {
-        return Err(locator.error(spanned.span(), "a clock-jump fault needs `offset`"));
+    if let Some(r) = &raw.rate
+        && !(r.get_ref().is_finite() && r.get_ref().abs() < 0.5)
+    {
+        return Err(locator.error(
+            r.span(),
+            "rate must be a relative error between -0.5 and 0.5",
+        ));
     }
-    let delay = raw.delay.as_ref().map(|d| locator.range(d)).transpose()?;
-    if kind == FaultKind::Latency && delay.is_none() {
-        return Err(locator.error(spanned.span(), "a latency fault needs `delay`"));
+    if let (Some(o), Some(offset)) = (&raw.offset, offset)
+        && offset.magnitude.is_zero()
+    {
+        return Err(locator.error(o.span(), "a clock jump of zero does nothing"));
     }
-    let every = raw.every.as_ref().map(|e| locator.range(e)).transpose()?;
     if let (Some(every), Some(raw_every)) = (every, &raw.every)
         && every.min.is_zero()
     {
@@ -540,6 +611,14 @@ fn fault(
         offset,
         delay,
     })
+}
+
+/// Whether a fault kind takes a parameter.
+#[derive(Clone, Copy)]
+enum Use {
+    Required,
+    Optional,
+    Never,
 }
 
 fn parse_target(
@@ -582,6 +661,154 @@ fn parse_target(
     }
 }
 
+/// A duration in the file format, exact to the nanosecond ("1s 500ms").
+pub fn duration_text(duration: Duration) -> String {
+    humantime::format_duration(duration).to_string()
+}
+
+/// A range in the file format: one value when fixed, else "min..max".
+pub fn range_text(range: DurationRange) -> String {
+    if range.min == range.max {
+        duration_text(range.min)
+    } else {
+        format!("{}..{}", duration_text(range.min), duration_text(range.max))
+    }
+}
+
+/// A quoted TOML string.
+pub fn quoted(text: &str) -> String {
+    toml::Value::String(text.to_owned()).to_string()
+}
+
+/// The name a fault kind has in scenario files.
+pub fn kind_name(kind: FaultKind) -> &'static str {
+    FAULT_KINDS
+        .iter()
+        .find(|(_, k)| *k == kind)
+        .map_or("unknown", |(name, _)| name)
+}
+
+/// The name a property has in scenario files.
+pub fn property_name(property: Property) -> &'static str {
+    PROPERTIES
+        .iter()
+        .find(|(_, p)| *p == property)
+        .map_or("unknown", |(name, _)| name)
+}
+
+/// Writes `scenario` back in the file format, every key explicit;
+/// [`parse_scenario`] reads it back to an equal scenario.
+pub fn to_toml(scenario: &Scenario) -> String {
+    let mut out = String::new();
+    let mut line = |text: String| {
+        out.push_str(&text);
+        out.push('\n');
+    };
+    line(format!("name = {}", quoted(&scenario.name)));
+    line(format!("description = {}", quoted(&scenario.description)));
+    line(format!("seeds = {}", scenario.seeds));
+    line(format!(
+        "duration = {}",
+        quoted(&duration_text(scenario.duration))
+    ));
+    let expect = match scenario.expect {
+        Expect::Safe => "safe",
+        Expect::Violation => "violation",
+    };
+    line(format!("expect = {}", quoted(expect)));
+    if let Some(property) = scenario.property {
+        line(format!("property = {}", quoted(property_name(property))));
+    }
+    line(String::new());
+    line("[topology]".to_owned());
+    match &scenario.topology {
+        Topology::Single => line("kind = \"single\"".to_owned()),
+        Topology::PrimaryReplica {
+            replicas,
+            replication_lag,
+        } => {
+            line("kind = \"primary-replica\"".to_owned());
+            line(format!("replicas = {replicas}"));
+            line(format!(
+                "replication_lag = {}",
+                quoted(&range_text(*replication_lag))
+            ));
+        }
+        Topology::Redlock { nodes } => {
+            line("kind = \"redlock\"".to_owned());
+            line(format!("nodes = {nodes}"));
+        }
+    }
+    line(String::new());
+    let lock = &scenario.lock;
+    line("[lock]".to_owned());
+    line(format!("ttl = {}", quoted(&duration_text(lock.ttl))));
+    if let Some(renew_every) = lock.renew_every {
+        line(format!(
+            "renew_every = {}",
+            quoted(&duration_text(renew_every))
+        ));
+    }
+    // Debug keeps a decimal point, so the value reads back as a float.
+    line(format!("drift_factor = {:?}", lock.drift_factor));
+    let fencing = match lock.fencing {
+        FencingMode::None => "none",
+        FencingMode::Counter => "counter",
+        FencingMode::TimeMixed => "time-mixed",
+    };
+    line(format!("fencing = {}", quoted(fencing)));
+    line(format!("wait_replicas = {}", lock.wait_replicas));
+    if let Some(wait) = lock.wait {
+        line(format!("wait = {}", quoted(&duration_text(wait))));
+    }
+    line(String::new());
+    let clients = &scenario.clients;
+    line("[clients]".to_owned());
+    line(format!("count = {}", clients.count));
+    line(format!("hold = {}", quoted(&range_text(clients.hold))));
+    line(format!("think = {}", quoted(&range_text(clients.think))));
+    line(format!("unfenced_register = {}", clients.unfenced_register));
+    for fault in &scenario.faults {
+        line(String::new());
+        line("[[fault]]".to_owned());
+        line(format!("kind = {}", quoted(kind_name(fault.kind))));
+        line(format!("at = {}", quoted(&range_text(fault.at))));
+        line(format!("target = {}", quoted(&target_text(fault.target))));
+        if let Some(duration) = fault.duration {
+            line(format!("duration = {}", quoted(&range_text(duration))));
+        }
+        if let Some(every) = fault.every {
+            line(format!("every = {}", quoted(&range_text(every))));
+        }
+        if let Some(rate) = fault.rate {
+            line(format!("rate = {rate:?}"));
+        }
+        if let Some(offset) = fault.offset {
+            line(format!("offset = {}", quoted(&offset_text(offset))));
+        }
+        if let Some(delay) = fault.delay {
+            line(format!("delay = {}", quoted(&range_text(delay))));
+        }
+    }
+    out
+}
+
+/// A clock-jump offset in the file format ("-3s").
+pub fn offset_text(offset: SignedDuration) -> String {
+    let sign = if offset.negative { "-" } else { "" };
+    format!("{sign}{}", duration_text(offset.magnitude))
+}
+
+fn target_text(target: Target) -> String {
+    match target {
+        Target::Client(n) => format!("client:{n}"),
+        Target::AnyClient => "client:any".to_owned(),
+        Target::Primary => "redis:primary".to_owned(),
+        Target::Redis(n) => format!("redis:{n}"),
+        Target::Storage => "storage".to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -616,7 +843,7 @@ target = "redis:primary"
 
     #[test]
     fn a_complete_file_parses() {
-        let scenario = parse("good.toml", GOOD).expect("valid");
+        let scenario = parse_scenario("good.toml", GOOD).expect("valid");
         assert_eq!(scenario.seeds, 20);
         assert_eq!(scenario.faults.len(), 1);
         assert_eq!(scenario.faults[0].target, Target::Primary);
@@ -702,7 +929,7 @@ target = "redis:primary"
             // The line holding the last line of the replacement.
             let at = text.find(to).expect("replaced") + to.rfind('\n').map_or(0, |i| i + 1);
             let line = text[..at].matches('\n').count() + 1;
-            let error = parse("bad.toml", &text).expect_err(to);
+            let error = parse_scenario("bad.toml", &text).expect_err(to);
             assert_eq!(error.line, line, "{to}: {error}");
             assert!(error.message.contains(needle), "{to}: {error}");
             assert!(
@@ -716,12 +943,48 @@ target = "redis:primary"
     fn faults_need_their_parameters() {
         let drift = GOOD.replace("kind = \"failover\"", "kind = \"clock-drift\"");
         assert!(
-            parse("f.toml", &drift)
+            parse_scenario("f.toml", &drift)
                 .expect_err("rate")
                 .message
                 .contains("needs `rate`")
         );
         let pause = GOOD.replace("kind = \"failover\"", "kind = \"pause\"");
-        assert!(parse("f.toml", &pause).is_err());
+        assert!(parse_scenario("f.toml", &pause).is_err());
+    }
+
+    #[test]
+    fn every_scenario_file_survives_a_round_trip_through_to_toml() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .expect("the scenarios directory")
+            .filter_map(|entry| entry.ok().map(|e| e.path()))
+            .filter(|path| path.extension().is_some_and(|e| e == "toml"))
+            .collect();
+        files.sort();
+        assert!(
+            files.len() > 10,
+            "found only {} scenario files",
+            files.len()
+        );
+        for file in files {
+            let scenario = load(&file).expect("a valid scenario");
+            let text = to_toml(&scenario);
+            let back = parse_scenario("round-trip.toml", &text)
+                .unwrap_or_else(|error| panic!("{error}\n{text}"));
+            assert_eq!(back, scenario, "{}", file.display());
+        }
+    }
+
+    #[test]
+    fn stray_parameters_are_errors() {
+        let stray = GOOD.replace(
+            "target = \"redis:primary\"",
+            "target = \"redis:primary\"\nrate = 0.1",
+        );
+        let error = parse_scenario("f.toml", &stray).expect_err("rate on a failover");
+        assert!(error.message.contains("does not apply"), "{error}");
+        let nodes = GOOD.replace("replicas = 1", "replicas = 1\nnodes = 3");
+        let error = parse_scenario("f.toml", &nodes).expect_err("nodes on primary-replica");
+        assert!(error.message.contains("does not apply"), "{error}");
     }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::{
     config::{Property, Scenario},
     outcome::{ConcreteFault, SeedOutcome},
-    world,
+    scenario, world,
 };
 
 /// The most re-runs one shrink may spend.
@@ -63,27 +63,26 @@ pub fn shrink(scenario: &Scenario, failing: &SeedOutcome, property: Property) ->
 /// A schedule in scenario-file form (`[[fault]]` tables), ready to paste
 /// into a file as a regression scenario.
 pub fn schedule_toml(schedule: &[ConcreteFault]) -> String {
-    let ms = |d: Duration| format!("\"{}ms\"", d.as_millis());
+    let text = |d: Duration| scenario::quoted(&scenario::duration_text(d));
     let mut out = String::new();
     for fault in schedule {
         out.push_str("[[fault]]\n");
-        out.push_str(&format!("kind = \"{}\"\n", world::kind_name(fault.kind)));
-        out.push_str(&format!("at = {}\n", ms(fault.at)));
-        out.push_str(&format!("target = \"{}\"\n", fault.target));
+        out.push_str(&format!("kind = \"{}\"\n", scenario::kind_name(fault.kind)));
+        out.push_str(&format!("at = {}\n", text(fault.at)));
+        out.push_str(&format!("target = {}\n", scenario::quoted(&fault.target)));
         if let Some(duration) = fault.duration {
-            out.push_str(&format!("duration = {}\n", ms(duration)));
+            out.push_str(&format!("duration = {}\n", text(duration)));
         }
         if let Some(delay) = fault.delay {
-            out.push_str(&format!("delay = {}\n", ms(delay)));
+            out.push_str(&format!("delay = {}\n", text(delay)));
         }
         if let Some(rate) = fault.rate {
-            out.push_str(&format!("rate = {rate}\n"));
+            out.push_str(&format!("rate = {rate:?}\n"));
         }
         if let Some(offset) = fault.offset {
-            let sign = if offset.negative { "-" } else { "" };
             out.push_str(&format!(
-                "offset = \"{sign}{}ms\"\n",
-                offset.magnitude.as_millis()
+                "offset = {}\n",
+                scenario::quoted(&scenario::offset_text(offset))
             ));
         }
         out.push('\n');

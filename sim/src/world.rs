@@ -322,7 +322,7 @@ impl World<'_> {
             return;
         };
         self.record(Op::Fault {
-            kind: kind_name(fault.kind).to_owned(),
+            kind: crate::scenario::kind_name(fault.kind).to_owned(),
             target: target.clone(),
             phase: Phase::Start,
         });
@@ -421,7 +421,7 @@ impl World<'_> {
             FaultKind::Failover | FaultKind::ClockJump | FaultKind::Crash => return,
         }
         self.record(Op::Fault {
-            kind: kind_name(fault.kind).to_owned(),
+            kind: crate::scenario::kind_name(fault.kind).to_owned(),
             target,
             phase: Phase::End,
         });
@@ -506,12 +506,4 @@ impl World<'_> {
             );
         }
     }
-}
-
-/// The scenario-file name of a fault kind.
-pub fn kind_name(kind: FaultKind) -> &'static str {
-    crate::scenario::FAULT_KINDS
-        .iter()
-        .find(|(_, k)| *k == kind)
-        .map_or("unknown", |(name, _)| name)
 }
