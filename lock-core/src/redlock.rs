@@ -49,6 +49,11 @@ pub enum RedlockError {
     NoNodes,
 }
 
+/// Command ids carry the round in their high bits, so that a late answer to
+/// an earlier round's command never reaches this round's machine.
+const ROUND_SHIFT: u32 = 40;
+const INNER_MASK: u64 = (1 << ROUND_SHIFT) - 1;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Idle,
@@ -183,6 +188,24 @@ impl RedlockMachine {
         self.phase == Phase::Released
     }
 
+    /// Returns true while acquiring (a round out, between rounds, or undoing
+    /// a failed round), and not yet cancelled.
+    pub fn is_acquiring(&self) -> bool {
+        match self.phase {
+            Phase::Trying { .. } | Phase::BackingOff { .. } => true,
+            Phase::Undoing { failure, .. } => failure != Some(AcquireFailure::Cancelled),
+            Phase::Idle | Phase::Held { .. } | Phase::Releasing | Phase::Lost | Phase::Released => {
+                false
+            }
+        }
+    }
+
+    /// The Redis key names, the same on every node.
+    pub fn keys(&self) -> &crate::scripts::KeyNames {
+        // `new` refuses zero nodes and rounds replace nodes one for one.
+        self.nodes[0].keys()
+    }
+
     /// Starts acquiring: the first round goes to every node at once.
     pub fn acquire(&mut self, now: Instant) -> Result<(), crate::UsageError> {
         if self.phase != Phase::Idle {
@@ -242,10 +265,13 @@ impl RedlockMachine {
         }
     }
 
-    /// Feeds node `node`'s answer to its command `id`.
+    /// Feeds node `node`'s answer to its command `id`. Answers to an
+    /// earlier round's commands are ignored (that round's machines are gone).
     pub fn handle_reply(&mut self, now: Instant, node: usize, id: CommandId, reply: Reply) {
-        if let Some(machine) = self.nodes.get_mut(node) {
-            machine.handle_reply(now, id, reply);
+        if id.0 >> ROUND_SHIFT == self.round
+            && let Some(machine) = self.nodes.get_mut(node)
+        {
+            machine.handle_reply(now, CommandId(id.0 & INNER_MASK), reply);
         }
         self.settle(now);
     }
@@ -272,10 +298,11 @@ impl RedlockMachine {
     /// Returns the next command: `(node, id, command)`.
     #[must_use]
     pub fn poll_command(&mut self) -> Option<(usize, CommandId, Command)> {
-        self.nodes
-            .iter_mut()
-            .enumerate()
-            .find_map(|(index, node)| node.poll_command().map(|(id, c)| (index, id, c)))
+        let round = self.round << ROUND_SHIFT;
+        self.nodes.iter_mut().enumerate().find_map(|(index, node)| {
+            node.poll_command()
+                .map(|(id, c)| (index, CommandId(round | (id.0 & INNER_MASK)), c))
+        })
     }
 
     /// Returns the next event for the lock's user.
@@ -608,5 +635,54 @@ mod tests {
             "release goes to every node, even failed ones"
         );
         assert!(m.is_released());
+    }
+
+    #[test]
+    fn a_late_answer_from_an_earlier_round_is_ignored() {
+        let (mut m, t0) = machine(3);
+        m.acquire(t0).expect("idle");
+        // Round 1: node 2's acquire stays out; the others are contended.
+        let mut late = None;
+        while let Some((node, id, command)) = m.poll_command() {
+            if node == 2 && late.is_none() {
+                late = Some(id);
+                continue;
+            }
+            let reply = match command {
+                Command::Release => Reply::Released,
+                _ => Reply::Contended { pttl: None },
+            };
+            m.handle_reply(t0, node, id, reply);
+        }
+        let late = late.expect("node 2 was sent an acquire");
+        // Its command times out; the round is undone and a retry is due.
+        while !matches!(m.phase, Phase::BackingOff { .. }) {
+            let now = m.poll_timeout().expect("a timer runs");
+            m.handle_timeout(now);
+            answer_all(&mut m, now, |_, _| Some(Reply::Released));
+        }
+        let retry_at = m.poll_timeout().expect("retry timer");
+        m.handle_timeout(retry_at);
+        let fresh: Vec<_> = std::iter::from_fn(|| m.poll_command()).collect();
+        assert_eq!(fresh.len(), 3, "round 2 goes out");
+        assert!(
+            fresh.iter().all(|(_, id, _)| *id != late),
+            "ids differ per round"
+        );
+        // Round 1's answer arrives now, saying granted: it must not count.
+        m.handle_reply(
+            retry_at,
+            2,
+            late,
+            Reply::Granted {
+                fence: 9,
+                replicas: None,
+            },
+        );
+        assert!(
+            matches!(m.node(2).map(LockMachine::state), Some(State::Acquiring(_))),
+            "round 2's machine still waits for its own answer"
+        );
+        assert_eq!(m.fence(), None);
     }
 }

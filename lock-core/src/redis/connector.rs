@@ -135,10 +135,10 @@ pub struct Observed<'a> {
 /// logs, or a simulator's history). It runs on the driver: keep it short.
 pub type Observer = Arc<dyn Fn(&Observed<'_>) + Send + Sync>;
 
-/// The injection points the driver uses (entropy stays with the locker).
+/// The injection points the driver uses besides its nodes' connectors
+/// (entropy stays with the locker).
 #[derive(Clone)]
 pub(crate) struct Environment {
-    pub(crate) connector: Arc<dyn Connector>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) observer: Option<Observer>,
 }

@@ -1,10 +1,11 @@
 //! The driver: one future per [`Locker`](crate::Locker) that moves every
 //! lock's commands to Redis and the replies, timeouts and wake-ups back.
 //!
-//! It owns no timing rule. Each lock is a [`LockMachine`]; after every input
-//! the driver drains it (the machine's drain rule): commands go out on the
-//! one multiplexed connection, events go to the guards and waiters, and the
-//! machine's next timeout goes into the timer index.
+//! It owns no timing rule. Each lock is a [`LockMachine`] (or, over several
+//! nodes, a [`RedlockMachine`]); after every input the driver drains it (the
+//! machine's drain rule): commands go out on their node's multiplexed
+//! connection, events go to the guards and waiters, and the machine's next
+//! timeout goes into the timer index.
 //!
 //! Everything runs inside this one future, the redis-rs connection task
 //! included, so a caller that stops polling it (a simulated process pause)
@@ -15,6 +16,8 @@ use std::{
     collections::{BTreeMap, BTreeSet},
     future::Future,
     pin::Pin,
+    sync::Arc,
+    task::Poll,
     time::{Duration, Instant},
 };
 
@@ -27,12 +30,12 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tracing::Instrument;
 
 use super::{
-    AcquireError, ConnectError, Observed, ReleaseError, connector::Environment, locker::Granted,
-    wire,
+    AcquireError, ConnectError, Connector, Observed, ReleaseError, connector::Environment,
+    locker::Granted, wire,
 };
 use crate::{
-    AcquireFailure, CommandId, Event, Failure, LockMachine, LockOptions, LostReason,
-    ReleaseOutcome, Reply,
+    AcquireFailure, CommandId, Event, Failure, LockMachine, LockOptions, LostReason, RedlockError,
+    RedlockMachine, ReleaseOutcome, Reply, scripts::KeyNames,
 };
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
@@ -60,8 +63,101 @@ pub(crate) enum Request {
     },
 }
 
+/// A lock's machine: one node, or a quorum over every node.
+enum Machine {
+    Single(LockMachine),
+    Quorum(RedlockMachine),
+}
+
+impl Machine {
+    fn acquire(&mut self, now: Instant) {
+        // A fresh machine is idle, so acquire cannot be refused.
+        let _ = match self {
+            Self::Single(m) => m.acquire(now),
+            Self::Quorum(m) => m.acquire(now),
+        };
+    }
+
+    fn release(&mut self, now: Instant) {
+        match self {
+            Self::Single(m) => m.release(now),
+            Self::Quorum(m) => m.release(now),
+        }
+    }
+
+    fn handle_wakeup(&mut self, now: Instant) {
+        match self {
+            Self::Single(m) => m.handle_wakeup(now),
+            Self::Quorum(m) => m.handle_wakeup(now),
+        }
+    }
+
+    fn handle_reply(&mut self, now: Instant, node: usize, id: CommandId, reply: Reply) {
+        match self {
+            Self::Single(m) => m.handle_reply(now, id, reply),
+            Self::Quorum(m) => m.handle_reply(now, node, id, reply),
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        match self {
+            Self::Single(m) => m.handle_timeout(now),
+            Self::Quorum(m) => m.handle_timeout(now),
+        }
+    }
+
+    fn poll_command(&mut self) -> Option<(usize, CommandId, crate::Command)> {
+        match self {
+            Self::Single(m) => m.poll_command().map(|(id, c)| (0, id, c)),
+            Self::Quorum(m) => m.poll_command(),
+        }
+    }
+
+    fn poll_event(&mut self) -> Option<Event> {
+        match self {
+            Self::Single(m) => m.poll_event(),
+            Self::Quorum(m) => m.poll_event(),
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        match self {
+            Self::Single(m) => m.poll_timeout(),
+            Self::Quorum(m) => m.poll_timeout(),
+        }
+    }
+
+    fn token(&self) -> &str {
+        match self {
+            Self::Single(m) => m.token(),
+            Self::Quorum(m) => m.token(),
+        }
+    }
+
+    fn keys(&self) -> &KeyNames {
+        match self {
+            Self::Single(m) => m.keys(),
+            Self::Quorum(m) => m.keys(),
+        }
+    }
+
+    fn is_acquiring(&self) -> bool {
+        match self {
+            Self::Single(m) => matches!(m.state(), crate::State::Acquiring(_)),
+            Self::Quorum(m) => m.is_acquiring(),
+        }
+    }
+
+    fn is_released(&self) -> bool {
+        match self {
+            Self::Single(m) => m.state().is_released(),
+            Self::Quorum(m) => m.is_released(),
+        }
+    }
+}
+
 struct Lock {
-    machine: LockMachine,
+    machine: Machine,
     key: String,
     wait: Duration,
     command_timeout: Duration,
@@ -76,9 +172,9 @@ struct Lock {
     subscribed: bool,
 }
 
-/// One completed Redis call: which lock, which command, what came back, and
-/// on which connection generation it ran.
-type Completion = (u64, CommandId, Reply, u64);
+/// One completed Redis call: which lock, which node, which command, what
+/// came back, and on which connection generation of that node it ran.
+type Completion = (u64, usize, CommandId, Reply, u64);
 
 struct Connection {
     conn: MultiplexedConnection,
@@ -87,9 +183,39 @@ struct Connection {
     generation: u64,
 }
 
+/// Where a Redis server is and how to greet it.
+#[derive(Clone)]
+pub(crate) struct Endpoint {
+    pub(crate) connector: Arc<dyn Connector>,
+    pub(crate) redis: RedisConnectionInfo,
+}
+
+/// One Redis node's connection and its reconnect state.
+struct Node {
+    endpoint: Endpoint,
+    connection: Option<Connection>,
+    generation: u64,
+    connecting: Option<BoxFuture<Result<Connection, ConnectError>>>,
+    reconnect_at: Option<Instant>,
+    reconnect_failures: u32,
+}
+
+/// Something that happened to a node's connection.
+enum NodeChange {
+    Closed(usize),
+    Connected(usize, Result<Connection, ConnectError>),
+}
+
+/// Whether locks are single-node or Redlock quorums.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Single,
+    Redlock,
+}
+
 struct Driver {
     env: Environment,
-    redis: RedisConnectionInfo,
+    mode: Mode,
     connect_timeout: Duration,
     requests: mpsc::UnboundedReceiver<Request>,
     /// Used to hand guards a sender without keeping the channel open.
@@ -97,40 +223,79 @@ struct Driver {
     locks: BTreeMap<u64, Lock>,
     next_lock: u64,
     timers: BTreeSet<(Instant, u64)>,
-    connection: Option<Connection>,
-    generation: u64,
-    connecting: Option<BoxFuture<Result<Connection, ConnectError>>>,
-    reconnect_at: Option<Instant>,
-    reconnect_failures: u32,
+    nodes: Vec<Node>,
     in_flight: FuturesUnordered<BoxFuture<Completion>>,
     pubsub: PubSub,
     closing: bool,
 }
 
-/// Opens the first connection, then returns the driver's run loop.
+/// Opens the first connections, then returns the driver's run loop.
+///
+/// A single node must connect. Redlock needs a majority of its nodes; the
+/// rest are retried in the background like any broken connection.
 pub(crate) async fn start(
     env: Environment,
-    redis: RedisConnectionInfo,
+    mode: Mode,
+    endpoints: Vec<Endpoint>,
     connect_timeout: Duration,
     requests: mpsc::UnboundedReceiver<Request>,
     weak_requests: mpsc::WeakUnboundedSender<Request>,
 ) -> Result<impl Future<Output = ()> + Send + 'static, ConnectError> {
-    let connection = open(env.clone(), redis.clone(), connect_timeout, 0).await?;
-    let pubsub = PubSub::new(env.clone(), redis.clone(), connect_timeout);
+    let Some(first) = endpoints.first().cloned() else {
+        return Err(ConnectError::NoNodes);
+    };
+    let opened = futures_util::future::join_all(
+        endpoints
+            .iter()
+            .map(|endpoint| open(endpoint.clone(), connect_timeout, 0)),
+    )
+    .await;
+    let now = env.clock.now();
+    let total = endpoints.len();
+    let needed = total / 2 + 1;
+    let mut first_error = None;
+    let mut nodes = Vec::with_capacity(total);
+    for (endpoint, opened) in endpoints.into_iter().zip(opened) {
+        let (connection, reconnect_at) = match opened {
+            Ok(connection) => (Some(connection), None),
+            Err(error) => {
+                first_error.get_or_insert(error);
+                (None, Some(now))
+            }
+        };
+        nodes.push(Node {
+            endpoint,
+            connection,
+            generation: 0,
+            connecting: None,
+            reconnect_at,
+            reconnect_failures: 0,
+        });
+    }
+    let connected = nodes.iter().filter(|n| n.connection.is_some()).count();
+    if let Some(error) = first_error
+        && connected < needed
+    {
+        return Err(match mode {
+            Mode::Single => error,
+            Mode::Redlock => ConnectError::NoQuorum {
+                connected,
+                needed,
+                first: Box::new(error),
+            },
+        });
+    }
+    let pubsub = PubSub::new(first, connect_timeout);
     let driver = Driver {
         env,
-        redis,
+        mode,
         connect_timeout,
         requests,
         weak_requests,
         locks: BTreeMap::new(),
         next_lock: 0,
         timers: BTreeSet::new(),
-        connection: Some(connection),
-        generation: 0,
-        connecting: None,
-        reconnect_at: None,
-        reconnect_failures: 0,
+        nodes,
         in_flight: FuturesUnordered::new(),
         pubsub,
         closing: false,
@@ -141,13 +306,13 @@ pub(crate) async fn start(
 /// Opens one connection: connect and handshake, both under `timeout` (the
 /// handshake is not covered by redis-rs's response timeout).
 async fn open(
-    env: Environment,
-    redis: RedisConnectionInfo,
+    endpoint: Endpoint,
     timeout: Duration,
     generation: u64,
 ) -> Result<Connection, ConnectError> {
+    let redis = endpoint.redis;
     let connect = async {
-        let stream = env.connector.connect().await?;
+        let stream = endpoint.connector.connect().await?;
         // Each command carries its own timeout (the lock's command timeout),
         // so redis-rs's 500 ms default must not cut in first.
         let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
@@ -184,11 +349,13 @@ impl Driver {
                 Some(completion) = self.in_flight.next(), if !self.in_flight.is_empty() => {
                     self.on_completion(completion);
                 }
-                () = connection_task(&mut self.connection) => {
-                    tracing::debug!("redis connection closed");
-                    self.break_connection(None);
-                }
-                connected = connecting(&mut self.connecting) => self.on_connected(connected),
+                change = node_change(&mut self.nodes) => match change {
+                    NodeChange::Closed(node) => {
+                        tracing::debug!(node, "redis connection closed");
+                        self.break_connection(node, None);
+                    }
+                    NodeChange::Connected(node, connected) => self.on_connected(node, connected),
+                },
                 channel = self.pubsub.next_wakeup() => self.on_wakeup(&channel),
                 () = sleep => {}
             }
@@ -202,7 +369,8 @@ impl Driver {
 
     fn next_deadline(&self) -> Option<Instant> {
         let timer = self.timers.first().map(|(at, _)| *at);
-        [timer, self.reconnect_at].into_iter().flatten().min()
+        let reconnect = self.nodes.iter().filter_map(|n| n.reconnect_at).min();
+        [timer, reconnect].into_iter().flatten().min()
     }
 
     fn on_request(&mut self, request: Request) {
@@ -214,7 +382,22 @@ impl Driver {
                 jitter_seed,
                 reply,
             } => {
-                let machine = match LockMachine::new(&opts, &key, token, jitter_seed) {
+                let machine = match self.mode {
+                    Mode::Single => {
+                        LockMachine::new(&opts, &key, token, jitter_seed).map(Machine::Single)
+                    }
+                    Mode::Redlock => {
+                        RedlockMachine::new(&opts, &key, token, self.nodes.len(), jitter_seed)
+                            .map(Machine::Quorum)
+                            .map_err(|error| match error {
+                                RedlockError::Options(error) => error,
+                                // `start` refuses an empty node list, so
+                                // only the options can be wrong here.
+                                RedlockError::NoNodes => unreachable!("a driver has nodes"),
+                            })
+                    }
+                };
+                let machine = match machine {
                     Ok(machine) => machine,
                     Err(error) => {
                         let _ = reply.send(Err(AcquireError::Options(error)));
@@ -246,8 +429,7 @@ impl Driver {
                 );
                 let now = self.env.clock.now();
                 if let Some(lock) = self.locks.get_mut(&id) {
-                    // A fresh machine is Idle, so acquire cannot be refused.
-                    let _ = lock.machine.acquire(now);
+                    lock.machine.acquire(now);
                 }
                 self.drain(id);
             }
@@ -267,7 +449,7 @@ impl Driver {
         }
     }
 
-    fn on_completion(&mut self, (id, command, reply, generation): Completion) {
+    fn on_completion(&mut self, (id, node, command, reply, generation): Completion) {
         if let Reply::Failed(failure) = reply
             && matches!(
                 failure,
@@ -277,28 +459,35 @@ impl Driver {
             // A timed-out command may have wedged the stream (a partition
             // drops segments and nothing retransmits), and READONLY means
             // the primary moved: either way, start over on a new connection.
-            self.break_connection(Some(generation));
+            self.break_connection(node, Some(generation));
         }
         let now = self.env.clock.now();
         if let Some(lock) = self.locks.get_mut(&id) {
-            lock.machine.handle_reply(now, command, reply);
+            lock.machine.handle_reply(now, node, command, reply);
             self.drain(id);
         }
     }
 
-    fn on_connected(&mut self, connected: Result<Connection, ConnectError>) {
-        self.connecting = None;
+    fn on_connected(&mut self, node: usize, connected: Result<Connection, ConnectError>) {
+        let now = self.env.clock.now();
+        let Some(state) = self.nodes.get_mut(node) else {
+            return;
+        };
+        state.connecting = None;
         match connected {
             Ok(connection) => {
-                tracing::debug!(generation = connection.generation, "reconnected to redis");
-                self.reconnect_failures = 0;
-                self.connection = Some(connection);
+                tracing::debug!(
+                    node,
+                    generation = connection.generation,
+                    "reconnected to redis"
+                );
+                state.reconnect_failures = 0;
+                state.connection = Some(connection);
             }
             Err(error) => {
-                tracing::debug!(%error, "reconnect failed");
-                self.reconnect_failures += 1;
-                self.reconnect_at =
-                    Some(self.env.clock.now() + reconnect_backoff(self.reconnect_failures));
+                tracing::debug!(node, %error, "reconnect failed");
+                state.reconnect_failures += 1;
+                state.reconnect_at = Some(now + reconnect_backoff(state.reconnect_failures));
             }
         }
     }
@@ -319,34 +508,41 @@ impl Driver {
         }
     }
 
-    /// Drops the current connection if it is `generation` (or unconditionally
-    /// for `None`) and schedules a reconnect.
-    fn break_connection(&mut self, generation: Option<u64>) {
-        let current = self.connection.as_ref().map(|c| c.generation);
+    /// Drops `node`'s current connection if it is `generation` (or
+    /// unconditionally for `None`) and schedules a reconnect.
+    fn break_connection(&mut self, node: usize, generation: Option<u64>) {
+        let now = self.env.clock.now();
+        let Some(state) = self.nodes.get_mut(node) else {
+            return;
+        };
+        let current = state.connection.as_ref().map(|c| c.generation);
         if current.is_some() && generation.is_some() && current != generation {
             return;
         }
-        if self.connection.take().is_some() && self.reconnect_at.is_none() {
-            self.reconnect_at = Some(self.env.clock.now());
+        if state.connection.take().is_some() && state.reconnect_at.is_none() {
+            state.reconnect_at = Some(now);
         }
     }
 
     fn maybe_reconnect(&mut self, now: Instant) {
-        if self.connection.is_some() || self.connecting.is_some() {
+        if self.closing && self.locks.is_empty() {
             return;
         }
-        let due = self.reconnect_at.is_none_or(|at| at <= now);
-        if !due || (self.closing && self.locks.is_empty()) {
-            return;
+        for state in &mut self.nodes {
+            if state.connection.is_some() || state.connecting.is_some() {
+                continue;
+            }
+            if state.reconnect_at.is_some_and(|at| at > now) {
+                continue;
+            }
+            state.reconnect_at = None;
+            state.generation += 1;
+            state.connecting = Some(Box::pin(open(
+                state.endpoint.clone(),
+                self.connect_timeout,
+                state.generation,
+            )));
         }
-        self.reconnect_at = None;
-        self.generation += 1;
-        self.connecting = Some(Box::pin(open(
-            self.env.clone(),
-            self.redis.clone(),
-            self.connect_timeout,
-            self.generation,
-        )));
     }
 
     fn fire_timers(&mut self) {
@@ -373,7 +569,7 @@ impl Driver {
             .acquire_reply
             .as_ref()
             .is_some_and(|reply| reply.is_closed())
-            && matches!(lock.machine.state(), crate::State::Acquiring(_))
+            && lock.machine.is_acquiring()
         {
             // The caller stopped waiting (its acquire future was dropped):
             // stop trying, and undo an attempt that may have landed.
@@ -398,8 +594,8 @@ impl Driver {
             }
             lock.armed = timeout;
         }
-        for (command_id, command) in commands {
-            self.issue(id, command_id, command);
+        for (node, command_id, command) in commands {
+            self.issue(id, node, command_id, command);
         }
         for event in events {
             self.dispatch(id, event);
@@ -407,7 +603,7 @@ impl Driver {
         let finished = self
             .locks
             .get(&id)
-            .is_some_and(|lock| lock.machine.state().is_released());
+            .is_some_and(|lock| lock.machine.is_released());
         if finished && let Some(lock) = self.locks.remove(&id) {
             if let Some(old) = lock.armed {
                 self.timers.remove(&(old, id));
@@ -418,17 +614,18 @@ impl Driver {
         }
     }
 
-    /// Sends one command on the current connection; with none, it fails at
-    /// once as a connection failure and the machine decides what follows.
-    fn issue(&mut self, id: u64, command_id: CommandId, command: crate::Command) {
+    /// Sends one command on `node`'s current connection; with none, it
+    /// fails at once as a connection failure and the machine decides what
+    /// follows.
+    fn issue(&mut self, id: u64, node: usize, command_id: CommandId, command: crate::Command) {
         let Some(lock) = self.locks.get(&id) else {
             return;
         };
         let span = lock.span.clone();
         let timeout = lock.command_timeout;
-        let Some(connection) = &self.connection else {
+        let Some(connection) = self.nodes.get(node).and_then(|n| n.connection.as_ref()) else {
             self.in_flight.push(Box::pin(async move {
-                (id, command_id, Reply::Failed(Failure::Connection), 0)
+                (id, node, command_id, Reply::Failed(Failure::Connection), 0)
             }));
             return;
         };
@@ -449,7 +646,7 @@ impl Driver {
                     Err(_) => Reply::Failed(Failure::Timeout),
                 };
                 tracing::trace!(?reply, "reply");
-                (id, command_id, reply, generation)
+                (id, node, command_id, reply, generation)
             }
             .instrument(span),
         ));
@@ -556,22 +753,25 @@ impl Driver {
     }
 }
 
-/// Resolves when the connection's task ends (the socket closed); pending
-/// forever while there is no connection.
-async fn connection_task(connection: &mut Option<Connection>) {
-    match connection {
-        Some(connection) => connection.task.as_mut().await,
-        None => std::future::pending().await,
-    }
-}
-
-async fn connecting(
-    connecting: &mut Option<BoxFuture<Result<Connection, ConnectError>>>,
-) -> Result<Connection, ConnectError> {
-    match connecting {
-        Some(future) => future.as_mut().await,
-        None => std::future::pending().await,
-    }
+/// Polls every node's connection task (it ends when the socket closes) and
+/// connection attempt, in node order; resolves with the first change.
+async fn node_change(nodes: &mut [Node]) -> NodeChange {
+    std::future::poll_fn(|cx| {
+        for (index, node) in nodes.iter_mut().enumerate() {
+            if let Some(connection) = &mut node.connection
+                && connection.task.as_mut().poll(cx).is_ready()
+            {
+                return Poll::Ready(NodeChange::Closed(index));
+            }
+            if let Some(connecting) = &mut node.connecting
+                && let Poll::Ready(result) = connecting.as_mut().poll(cx)
+            {
+                return Poll::Ready(NodeChange::Connected(index, result));
+            }
+        }
+        Poll::Pending
+    })
+    .await
 }
 
 fn reconnect_backoff(failures: u32) -> Duration {
@@ -582,9 +782,11 @@ fn reconnect_backoff(failures: u32) -> Duration {
 
 /// The pub/sub connection that carries release announcements. Opened on the
 /// first subscription; reopened (and resubscribed) after it breaks.
+///
+/// In Redlock mode it listens on the first node only: wake-ups are an
+/// optimisation, and waiters still retry on their backoff timers.
 struct PubSub {
-    env: Environment,
-    redis: RedisConnectionInfo,
+    endpoint: Endpoint,
     timeout: Duration,
     /// Channel name → number of waiting locks.
     channels: BTreeMap<String, usize>,
@@ -596,10 +798,9 @@ struct PubSub {
 }
 
 impl PubSub {
-    fn new(env: Environment, redis: RedisConnectionInfo, timeout: Duration) -> Self {
+    fn new(endpoint: Endpoint, timeout: Duration) -> Self {
         Self {
-            env,
-            redis,
+            endpoint,
             timeout,
             channels: BTreeMap::new(),
             sink: None,
@@ -655,13 +856,15 @@ impl PubSub {
         if self.opening.is_some() {
             return;
         }
-        let (env, redis, timeout) = (self.env.clone(), self.redis.clone(), self.timeout);
+        let (endpoint, timeout) = (self.endpoint.clone(), self.timeout);
         let channels: Vec<String> = self.channels.keys().cloned().collect();
         self.opening = Some(Box::pin(async move {
             tokio::time::sleep(delay).await;
             let open = async {
-                let stream = env.connector.connect().await.ok()?;
-                let mut pubsub = redis::aio::PubSub::new(&redis, stream).await.ok()?;
+                let stream = endpoint.connector.connect().await.ok()?;
+                let mut pubsub = redis::aio::PubSub::new(&endpoint.redis, stream)
+                    .await
+                    .ok()?;
                 for channel in channels {
                     pubsub.subscribe(channel).await.ok()?;
                 }

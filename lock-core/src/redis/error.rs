@@ -20,6 +20,19 @@ pub enum ConnectError {
     /// Nothing answered within the connect timeout.
     #[error("connecting to redis timed out after {0:?}")]
     Timeout(Duration),
+    /// A Redlock was asked for with no node.
+    #[error("redlock needs at least one redis node")]
+    NoNodes,
+    /// Fewer than a majority of the Redlock nodes could be reached.
+    #[error("reached {connected} redis nodes, redlock needs {needed}: {first}")]
+    NoQuorum {
+        /// Nodes that connected.
+        connected: usize,
+        /// The majority.
+        needed: usize,
+        /// Why the first unreachable node failed.
+        first: Box<Self>,
+    },
 }
 
 /// Why an acquire did not produce a [`LockGuard`](crate::LockGuard).

@@ -16,11 +16,12 @@ use super::{
     AcquireError, Clock, ConnectError, Connector, Entropy, OsEntropy, ReleaseError, TcpConnector,
     TokioClock,
     connector::{Environment, owner_token},
-    driver::{self, Request, Status},
+    driver::{self, Endpoint, Mode, Request, Status},
 };
 use crate::{LockOptions, LostReason};
 
-/// A handle to one Redis connection that serves any number of locks.
+/// A handle to one Redis connection (or, for Redlock, one per node) that
+/// serves any number of locks.
 ///
 /// Cheap to clone; every clone shares the same driver task. The driver
 /// stops once every `Locker` clone and every [`LockGuard`] are dropped and
@@ -43,6 +44,22 @@ impl Locker {
     /// spawns the driver on the current tokio runtime.
     pub async fn connect(url: &str) -> Result<Self, ConnectError> {
         let (locker, driver) = LockerBuilder::from_url(url)?.connect().await?;
+        tokio::spawn(driver);
+        Ok(locker)
+    }
+
+    /// Connects to N independent Redis primaries and spawns the driver; every
+    /// lock of this locker is then a Redlock quorum over them.
+    ///
+    /// A lock is granted once a majority (`N/2 + 1`) grants it with validity
+    /// left (counted from before the first request), renewed while a
+    /// majority renews it, lost when fewer than a majority remain valid, and
+    /// released on every node. Connecting succeeds once a majority answers;
+    /// the other nodes are retried in the background. Read
+    /// [`redlock`](crate::redlock) for what its fence guarantees (less than
+    /// a single node's).
+    pub async fn connect_redlock(urls: &[&str]) -> Result<Self, ConnectError> {
+        let (locker, driver) = LockerBuilder::redlock(urls)?.connect().await?;
         tokio::spawn(driver);
         Ok(locker)
     }
@@ -101,10 +118,10 @@ impl Locker {
 /// [`Connector`], [`Clock`] and [`Entropy`] setters are advanced injection
 /// points; production needs none of them.
 pub struct LockerBuilder {
-    connector: Arc<dyn Connector>,
+    mode: Mode,
+    endpoints: Vec<Endpoint>,
     clock: Arc<dyn Clock>,
     entropy: Arc<dyn Entropy>,
-    redis: RedisConnectionInfo,
     connect_timeout: Duration,
     observer: Option<super::Observer>,
 }
@@ -112,6 +129,8 @@ pub struct LockerBuilder {
 impl fmt::Debug for LockerBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LockerBuilder")
+            .field("mode", &self.mode)
+            .field("nodes", &self.endpoints.len())
             .field("connect_timeout", &self.connect_timeout)
             .finish_non_exhaustive()
     }
@@ -126,25 +145,58 @@ impl LockerBuilder {
         Self::from_connection_info(&info)
     }
 
+    /// A builder for a Redlock over the independent primaries at `urls`
+    /// (see [`Locker::connect_redlock`]).
+    pub fn redlock(urls: &[&str]) -> Result<Self, ConnectError> {
+        if urls.is_empty() {
+            return Err(ConnectError::NoNodes);
+        }
+        let endpoints = urls
+            .iter()
+            .map(|url| {
+                let info = url
+                    .into_connection_info()
+                    .map_err(|error| ConnectError::Url(format!("{url}: {error}")))?;
+                endpoint(&info)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self::new(Mode::Redlock, endpoints))
+    }
+
     fn from_connection_info(info: &redis::ConnectionInfo) -> Result<Self, ConnectError> {
-        let redis::ConnectionAddr::Tcp(host, port) = info.addr() else {
-            return Err(ConnectError::Url(format!(
-                "only plain TCP addresses are supported, not {}",
-                info.addr()
-            )));
-        };
-        let mut builder = Self::with_connector(TcpConnector::new(host.clone(), *port));
-        builder.redis = info.redis_settings().clone();
-        Ok(builder)
+        Ok(Self::new(Mode::Single, vec![endpoint(info)?]))
     }
 
     /// A builder whose streams come from `connector` (advanced).
     pub fn with_connector(connector: impl Connector) -> Self {
+        Self::new(
+            Mode::Single,
+            vec![Endpoint {
+                connector: Arc::new(connector),
+                redis: RedisConnectionInfo::default(),
+            }],
+        )
+    }
+
+    /// A Redlock builder with one node per connector, in order (advanced).
+    /// An empty list fails at [`connect`](Self::connect).
+    pub fn redlock_with_connectors<C: Connector>(connectors: impl IntoIterator<Item = C>) -> Self {
+        let endpoints = connectors
+            .into_iter()
+            .map(|connector| Endpoint {
+                connector: Arc::new(connector),
+                redis: RedisConnectionInfo::default(),
+            })
+            .collect();
+        Self::new(Mode::Redlock, endpoints)
+    }
+
+    fn new(mode: Mode, endpoints: Vec<Endpoint>) -> Self {
         Self {
-            connector: Arc::new(connector),
+            mode,
+            endpoints,
             clock: Arc::new(TokioClock),
             entropy: Arc::new(OsEntropy),
-            redis: RedisConnectionInfo::default(),
             connect_timeout: Duration::from_secs(5),
             observer: None,
         }
@@ -172,9 +224,12 @@ impl LockerBuilder {
         self
     }
 
-    /// Sets the database, credentials and protocol settings of the handshake.
+    /// Sets the database, credentials and protocol settings of the
+    /// handshake, on every node.
     pub fn redis_settings(mut self, settings: RedisConnectionInfo) -> Self {
-        self.redis = settings;
+        for endpoint in &mut self.endpoints {
+            endpoint.redis = settings.clone();
+        }
         self
     }
 
@@ -184,18 +239,19 @@ impl LockerBuilder {
         self
     }
 
-    /// Opens the first connection and returns the locker with its driver,
-    /// which must be polled (spawned) for any lock to make progress.
+    /// Opens the first connection (for Redlock, one per node, of which a
+    /// majority must succeed) and returns the locker with its driver, which
+    /// must be polled (spawned) for any lock to make progress.
     pub async fn connect(self) -> Result<(Locker, Driver), ConnectError> {
         let env = Environment {
-            connector: self.connector,
             clock: Arc::clone(&self.clock),
             observer: self.observer,
         };
         let (requests, receiver) = mpsc::unbounded_channel();
         let driver = driver::start(
             env,
-            self.redis,
+            self.mode,
+            self.endpoints,
             self.connect_timeout,
             receiver,
             requests.downgrade(),
@@ -208,6 +264,19 @@ impl LockerBuilder {
         };
         Ok((locker, Driver(Box::pin(driver))))
     }
+}
+
+fn endpoint(info: &redis::ConnectionInfo) -> Result<Endpoint, ConnectError> {
+    let redis::ConnectionAddr::Tcp(host, port) = info.addr() else {
+        return Err(ConnectError::Url(format!(
+            "only plain TCP addresses are supported, not {}",
+            info.addr()
+        )));
+    };
+    Ok(Endpoint {
+        connector: Arc::new(TcpConnector::new(host.clone(), *port)),
+        redis: info.redis_settings().clone(),
+    })
 }
 
 /// The future that drives every lock of a [`Locker`]: poll it to completion
@@ -280,6 +349,9 @@ impl LockGuard {
 
     /// The fencing token: attach it to every write the lock protects, and
     /// have the resource refuse tokens lower than the highest it has seen.
+    ///
+    /// Under Redlock it is the highest of the majority's per-node tokens,
+    /// which is not globally ordered: see [`redlock`](crate::redlock).
     pub fn fence(&self) -> u64 {
         self.granted().fence
     }
