@@ -258,11 +258,13 @@ impl RedlockMachine {
         self.settle(now);
     }
 
-    /// Retries at once if waiting between rounds (a release was announced).
+    /// Ignores release announcements: every failed round releases the
+    /// nodes it won, so under contention the announcements come from
+    /// competitors undoing partial grants, and retrying on each one makes
+    /// a herd that keeps every round failing. Rounds retry on the jittered
+    /// backoff only.
     pub fn handle_wakeup(&mut self, now: Instant) {
-        if let Phase::BackingOff { give_up_at, .. } = self.phase {
-            self.start_round(now, give_up_at);
-        }
+        let _ = now;
     }
 
     /// Feeds node `node`'s answer to its command `id`. Answers to an

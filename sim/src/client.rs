@@ -21,7 +21,7 @@ use lock_core::{
 
 use crate::{
     clock::{self, ClockControl, SimClock},
-    config::{DurationRange, FencingMode, LockConfig, Scenario},
+    config::{DurationRange, FencingMode, LockConfig, Scenario, Topology},
     freeze::{FreezeSwitch, Frozen},
     history::{Op, Phase, Process, Recorder},
     rng::Rng,
@@ -69,13 +69,16 @@ pub fn client_host(index: usize) -> String {
     format!("client-{index}")
 }
 
+/// Connects to the node discovery names as primary, or, for a Redlock
+/// node, always to the same node.
 struct SimConnector {
     discovery: Discovery,
+    node: Option<usize>,
 }
 
 impl Connector for SimConnector {
     fn connect(&self) -> ConnectFuture<'_> {
-        let host = redis_host(self.discovery.primary());
+        let host = redis_host(self.node.unwrap_or_else(|| self.discovery.primary()));
         Box::pin(async move {
             let stream = turmoil::net::TcpStream::connect((host.as_str(), REDIS_PORT)).await?;
             Ok(Box::new(stream) as Box<dyn RedisStream>)
@@ -198,19 +201,32 @@ async fn workload(setup: ClientSetup) -> turmoil::Result {
         opts = opts.sabotage_validity_from_reply();
     }
 
-    // Connect, retrying: the primary may be down or cut off at start.
+    // Connect, retrying: the primary (or a Redlock majority) may be down or
+    // cut off at start.
     let (locker, driver) = loop {
-        let builder = LockerBuilder::with_connector(SimConnector {
-            discovery: setup.discovery.clone(),
-        })
-        .clock(sim_clock.clone())
-        .entropy(SeededEntropy(
-            AtomicU64::new(entropy.next_u64()),
-            format!("{}:sim", client_host(setup.index)),
-        ))
-        .redis_settings(redis::RedisConnectionInfo::default().set_skip_set_lib_name())
-        .connect_timeout(scenario.lock.ttl)
-        .observer(observer.clone());
+        let builder = match scenario.topology {
+            Topology::Redlock { nodes } => {
+                LockerBuilder::redlock_with_connectors((0..nodes).map(|node| SimConnector {
+                    discovery: setup.discovery.clone(),
+                    node: Some(node),
+                }))
+            }
+            Topology::Single | Topology::PrimaryReplica { .. } => {
+                LockerBuilder::with_connector(SimConnector {
+                    discovery: setup.discovery.clone(),
+                    node: None,
+                })
+            }
+        };
+        let builder = builder
+            .clock(sim_clock.clone())
+            .entropy(SeededEntropy(
+                AtomicU64::new(entropy.next_u64()),
+                format!("{}:sim", client_host(setup.index)),
+            ))
+            .redis_settings(redis::RedisConnectionInfo::default().set_skip_set_lib_name())
+            .connect_timeout(scenario.lock.ttl)
+            .observer(observer.clone());
         match builder.connect().await {
             Ok(pair) => break pair,
             Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,

@@ -71,7 +71,12 @@ pub fn render_html(
     for client in 0..clients {
         lane(client_y(client), &format!("client-{client}"));
     }
-    lane(redis_y, "primary key");
+    let oracle_lane = if matches!(scenario.topology, crate::config::Topology::Redlock { .. }) {
+        "majority key"
+    } else {
+        "primary key"
+    };
+    lane(redis_y, oracle_lane);
     lane(storage_y, "storage");
 
     // Time axis.
@@ -320,7 +325,7 @@ pre {{ background: #f6f6f6; padding: 12px; }}
 <span><i class="sw" style="background:#f4a259"></i>fault</span>
 <span><b style="color:#c00">✕</b> lost</span>
 <span>● write accepted &nbsp; <span style="color:#c00">○</span> write refused by the fence</span>
-<span>"primary key": who the authoritative Redis says holds it</span>
+<span>"primary key" (Redlock: "majority key"): who the authoritative Redis (Redlock: a majority of nodes) says holds it</span>
 </p>
 {svg}
 <h2>Violations</h2><ul>{violations}</ul>

@@ -460,10 +460,16 @@ fn topology(
                 replication_lag,
             })
         }
-        _ => Err(locator.error(
-            raw.kind.span(),
-            "the redlock topology is not simulated yet (its core machine exists; the adapter and world do not)",
-        )),
+        _ => {
+            let Some(nodes) = &raw.nodes else {
+                return Err(locator.error(spanned.span(), "redlock needs `nodes`"));
+            };
+            let count = *nodes.get_ref();
+            if !(1..=9).contains(&count) {
+                return Err(locator.error(nodes.span(), "redlock needs 1 to 9 nodes"));
+            }
+            Ok(Topology::Redlock { nodes: count })
+        }
     }
 }
 
@@ -631,6 +637,9 @@ fn parse_target(
     let bad = |message: String| Err(locator.error(value.span(), message));
     match text.split_once(':') {
         Some(("client", "any")) => Ok(Target::AnyClient),
+        Some(("redis", "primary")) if matches!(topology, Topology::Redlock { .. }) => {
+            bad("redlock nodes are independent primaries: name one (redis:N)".to_owned())
+        }
         Some(("redis", "primary")) => Ok(Target::Primary),
         Some(("client", n)) => match n.parse::<usize>() {
             Ok(n) if n < clients => Ok(Target::Client(n)),
@@ -986,5 +995,32 @@ target = "redis:primary"
         let nodes = GOOD.replace("replicas = 1", "replicas = 1\nnodes = 3");
         let error = parse_scenario("f.toml", &nodes).expect_err("nodes on primary-replica");
         assert!(error.message.contains("does not apply"), "{error}");
+    }
+
+    #[test]
+    fn redlock_needs_nodes_and_named_targets() {
+        let redlock = GOOD
+            .replace(
+                "kind = \"primary-replica\"\nreplicas = 1\nreplication_lag = \"1ms..50ms\"",
+                "kind = \"redlock\"\nnodes = 3",
+            )
+            .replace(
+                "kind = \"failover\"",
+                "kind = \"partition\"\nduration = \"1s\"",
+            );
+        let primary = parse_scenario("f.toml", &redlock).expect_err("redis:primary in redlock");
+        assert!(primary.message.contains("name one"), "{primary}");
+        let named = redlock.replace("redis:primary", "redis:2");
+        let scenario = parse_scenario("f.toml", &named).expect("valid");
+        assert_eq!(scenario.topology, Topology::Redlock { nodes: 3 });
+        let missing = named.replace("nodes = 3", "");
+        assert!(
+            parse_scenario("f.toml", &missing)
+                .expect_err("no nodes")
+                .message
+                .contains("needs `nodes`")
+        );
+        let beyond = named.replace("redis:2", "redis:3");
+        assert!(parse_scenario("f.toml", &beyond).is_err());
     }
 }

@@ -177,6 +177,8 @@ struct World<'a> {
     hosts: Vec<String>,
     lock_key: String,
     last_oracle: Option<(usize, Option<String>)>,
+    /// Redlock: the oracle is the majority's owner, not one primary's.
+    redlock: bool,
     /// Targets resolved when a fault began, so its end undoes the same host.
     resolved: BTreeMap<(Duration, String), String>,
 }
@@ -263,6 +265,7 @@ impl World<'_> {
             hosts,
             lock_key: KeyNames::new("lock", KEY).lock,
             last_oracle: None,
+            redlock: matches!(scenario.topology, Topology::Redlock { .. }),
             resolved: BTreeMap::new(),
         }
     }
@@ -485,11 +488,43 @@ impl World<'_> {
         });
     }
 
+    /// Redlock's authoritative view: the owner whose key a majority of the
+    /// live nodes hold, with the time until fewer than a majority hold it
+    /// (the majority-th longest pttl); nobody without a majority. A node
+    /// that is down still counts with the keys it had, expiring on its own
+    /// clock: it grants nobody else meanwhile. A restart empties it when it
+    /// comes back.
+    fn majority_view(&self, now: Duration) -> Option<(String, Option<u64>)> {
+        let quorum = self.nodes.len() / 2 + 1;
+        let mut holders: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+        for node in &self.nodes {
+            if let Some((owner, pttl)) = node.peek(&self.lock_key, now) {
+                holders
+                    .entry(owner)
+                    .or_default()
+                    .push(pttl.unwrap_or(u64::MAX));
+            }
+        }
+        holders.into_iter().find_map(|(owner, mut pttls)| {
+            (pttls.len() >= quorum).then(|| {
+                pttls.sort_unstable_by(|a, b| b.cmp(a));
+                (
+                    owner,
+                    pttls.get(quorum - 1).copied().filter(|&p| p != u64::MAX),
+                )
+            })
+        })
+    }
+
     /// Records the authoritative primary's view of the lock key whenever it
     /// changes (owner or primary).
     fn sample_oracle(&mut self, now: Duration) {
-        let primary = self.discovery.primary();
-        let peeked = self.nodes[primary].peek(&self.lock_key, now);
+        let (primary, peeked) = if self.redlock {
+            (0, self.majority_view(now))
+        } else {
+            let primary = self.discovery.primary();
+            (primary, self.nodes[primary].peek(&self.lock_key, now))
+        };
         let owner = peeked.as_ref().map(|(owner, _)| owner.clone());
         let current = Some((primary, owner.clone()));
         if current != self.last_oracle {

@@ -700,7 +700,9 @@ impl Driver {
                 lock.status.send_replace(Status::Held { valid_until });
             }
             Event::Contended { .. } => {
-                if !lock.subscribed {
+                // A Redlock retries on its backoff only (see
+                // `RedlockMachine::handle_wakeup`): no subscription.
+                if !lock.subscribed && matches!(lock.machine, Machine::Single(_)) {
                     lock.subscribed = true;
                     self.pubsub.subscribe(&lock.machine.keys().channel);
                 }
