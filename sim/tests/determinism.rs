@@ -24,3 +24,18 @@ fn same_seed_same_history_hash() {
         "the seed matters"
     );
 }
+
+#[test]
+fn redlock_same_seed_same_history_hash() {
+    let scenario = common::redlock("determinism-redlock", 3);
+    let schedule = vec![
+        common::fault(FaultKind::Partition, 1_000, "redis:0", Some(1_500)),
+        common::fault(FaultKind::Restart, 3_000, "redis:1", Some(200)),
+        common::fault(FaultKind::Pause, 5_000, "client:2", Some(700)),
+    ];
+    let first = world::run_schedule(&scenario, 7, &schedule);
+    let second = world::run_schedule(&scenario, 7, &schedule);
+    assert!(first.history.entries.len() > 50, "the run did something");
+    assert_eq!(first.history.hash(), second.history.hash());
+    assert_eq!(first.history, second.history);
+}

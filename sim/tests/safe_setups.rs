@@ -1,5 +1,6 @@
 //! Safe setups stay safe: single Redis under bounded client pauses,
-//! partitions, latency and client clock drift within the drift factor.
+//! partitions, latency and client clock drift within the drift factor;
+//! Redlock under faults that leave a majority of its nodes alone.
 //! proptest generates the fault schedules and would shrink any failure to
 //! the smallest schedule, printed in scenario-file form.
 
@@ -118,6 +119,62 @@ proptest! {
     #[test]
     fn single_redis_stays_safe_under_latency(schedule in prop::collection::vec(latency(), 1..4)) {
         check(&common::single("safe-latency"), schedule)?;
+    }
+}
+
+/// One fault on one Redlock node at a time (a partition, slow links, a
+/// crash for good, or a restart that stays down longer than the ttl), so a
+/// majority of the three nodes is always left untouched.
+fn one_redlock_node_at_a_time() -> impl Strategy<Value = Vec<ConcreteFault>> {
+    let one = (0usize..4, 0usize..3, 1u64..2_000, 1u64..120).prop_map(|(kind, node, d, delay)| {
+        let target = format!("redis:{node}");
+        match kind {
+            0 => (FaultKind::Partition, target, Some(d), None),
+            1 => (FaultKind::Latency, target, Some(d), Some(delay)),
+            2 => (FaultKind::Restart, target, Some(1_100 + d), None),
+            _ => (FaultKind::Crash, target, None, None),
+        }
+    });
+    prop::collection::vec(one, 1..4).prop_map(|faults| {
+        // Back to back, so no two overlap: each starts after the last healed.
+        let mut at = 500;
+        let mut schedule = Vec::new();
+        let mut crashed = false;
+        for (kind, target, duration, delay) in faults {
+            if crashed {
+                break;
+            }
+            let mut fault = common::fault(kind, at, &target, duration);
+            fault.delay = delay.map(common::ms);
+            crashed = kind == FaultKind::Crash;
+            at += duration.unwrap_or(0) + 100;
+            schedule.push(fault);
+        }
+        schedule
+    })
+}
+
+proptest! {
+    #![proptest_config(Config { cases: cases() / 5, failure_persistence: None, ..Config::default() })]
+
+    #[test]
+    fn redlock_stays_safe_while_a_majority_is_untouched(schedule in one_redlock_node_at_a_time()) {
+        let outcome = world::run_schedule(&common::redlock("redlock-minority", 3), BASE_SEED, &schedule);
+        let broken: Vec<_> = outcome
+            .verdict
+            .violations
+            .iter()
+            .filter(|v| {
+                [Property::LeaseExclusion, Property::ServerOracle, Property::OwnerOnly, Property::TimelyLoss]
+                    .contains(&v.property)
+            })
+            .collect();
+        prop_assert!(
+            broken.is_empty(),
+            "violations {:#?}\nschedule (scenario form):\n{}",
+            broken,
+            common::as_toml(&schedule)
+        );
     }
 }
 

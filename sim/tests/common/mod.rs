@@ -61,6 +61,17 @@ pub fn primary_replica(name: &str) -> Scenario {
     }
 }
 
+/// Redlock over `nodes` independent primaries, without fencing (per-node
+/// fences are not globally ordered).
+pub fn redlock(name: &str, nodes: usize) -> Scenario {
+    let mut scenario = Scenario {
+        topology: Topology::Redlock { nodes },
+        ..single(name)
+    };
+    scenario.lock.fencing = FencingMode::None;
+    scenario
+}
+
 pub fn fault(kind: FaultKind, at_ms: u64, target: &str, duration_ms: Option<u64>) -> ConcreteFault {
     ConcreteFault {
         kind,
