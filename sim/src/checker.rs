@@ -215,7 +215,7 @@ fn server_oracle(history: &History, holds: &[Hold], verdict: &mut Verdict) {
                     property: Property::ServerOracle,
                     at,
                     message: format!(
-                        "client-{} believed it held the lock at {at:?}, but the primary's key was {}",
+                        "client-{} believed it held the lock at {at:?}, but the authoritative key (the primary's; Redlock: a majority's) was {}",
                         hold.client,
                         owner.map_or_else(|| "absent".to_owned(), |o| format!("owned by {}", short(o)))
                     ),
@@ -347,7 +347,7 @@ fn owner_only(history: &History, holds: &[Hold], verdict: &mut Verdict) {
                 property: Property::OwnerOnly,
                 at: entry.at,
                 message: format!(
-                    "a release by {} deleted a key the primary never showed as theirs",
+                    "a release by {} deleted a key the authoritative view never showed as theirs",
                     short(token)
                 ),
                 evidence: vec![index],
