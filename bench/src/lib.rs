@@ -4,6 +4,8 @@
 //! says which: `REDIS_URL`; a testcontainers container (the `redis:5.0`
 //! image; `scripts/redis-image.sh` builds it locally where no registry is
 //! reachable); a `redis-server` spawned on a free loopback port.
+//! [`redis_nodes_for_bench`] does the same for N independent nodes (for
+//! Redlock): spawned `redis-server`s, else testcontainers containers.
 
 use std::{
     net::TcpListener,
@@ -71,6 +73,37 @@ pub async fn redis_for_bench() -> RedisUnderTest {
     }
 }
 
+const HOW_TO_GET_REDIS_NODES: &str = "no independent Redis nodes: `apt-get install redis-server` \
+    (spawned on free loopback ports), or run scripts/redis-image.sh (Docker)";
+
+/// `n` independent Redis primaries (for Redlock): `n` spawned
+/// `redis-server`s on free loopback ports, else `n` testcontainers
+/// containers. `REDIS_URL` names one server, so it is no route here. Prints
+/// the route. Panics with how to get them.
+pub async fn redis_nodes_for_bench(n: usize) -> Vec<RedisUnderTest> {
+    // On any failure the nodes already started are dropped, hence stopped.
+    let spawned: Result<Vec<_>, String> = (0..n).map(|_| spawn_redis_server()).collect();
+    let spawn_error = match spawned {
+        Ok(nodes) => {
+            eprintln!("bench: {n} Redis nodes from spawned redis-server processes");
+            return nodes;
+        }
+        Err(error) => error,
+    };
+    eprintln!("bench: cannot spawn {n} redis-server ({spawn_error}); trying testcontainers");
+    let mut nodes = Vec::with_capacity(n);
+    for _ in 0..n {
+        match redis_container().await {
+            Ok(node) => nodes.push(node),
+            Err(error) => panic!(
+                "{HOW_TO_GET_REDIS_NODES} (redis-server: {spawn_error}; testcontainers: {error})"
+            ),
+        }
+    }
+    eprintln!("bench: {n} Redis nodes from testcontainers");
+    nodes
+}
+
 /// Redis from testcontainers (the `redis:5.0` image).
 pub async fn redis_container() -> Result<RedisUnderTest, String> {
     let container = Redis::default().start().await.map_err(|e| e.to_string())?;
@@ -114,21 +147,27 @@ pub fn spawn_redis_server() -> Result<RedisUnderTest, String> {
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| format!("cannot start redis-server: {e}"))?;
+    // From here on, dropping `redis` stops the child, on failure too.
+    let mut redis = RedisUnderTest {
+        url: format!("redis://127.0.0.1:{port}/"),
+        route: Route::Spawned,
+        _container: None,
+        child: Some(child),
+    };
     let deadline = Instant::now() + Duration::from_secs(10);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Some(child) = &mut redis.child
+            && let Ok(Some(status)) = child.try_wait()
+        {
+            return Err(format!("redis-server exited at start ({status})"));
+        }
         if Instant::now() > deadline {
             return Err("redis-server did not start within 10 s".into());
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    let url = format!("redis://127.0.0.1:{port}/");
-    eprintln!("bench: Redis from a spawned redis-server ({url})");
-    Ok(RedisUnderTest {
-        url,
-        route: Route::Spawned,
-        _container: None,
-        child: Some(child),
-    })
+    eprintln!("bench: Redis from a spawned redis-server ({})", redis.url);
+    Ok(redis)
 }
 
 /// A multiplexed redis-rs connection with `TCP_NODELAY`, the baseline
