@@ -10,10 +10,7 @@
 //! up to 2×.
 
 use std::{
-    future::Future,
-    pin::Pin,
     sync::atomic::{AtomicU64, Ordering},
-    task::Poll,
     time::Duration,
 };
 
@@ -37,21 +34,6 @@ fn runtime() -> Runtime {
         .enable_all()
         .build()
         .expect("a current-thread runtime")
-}
-
-/// Polls every future concurrently on the calling task until all are done,
-/// as `futures::future::join_all` would (this crate does not depend on it).
-async fn join_all<F: Future<Output = ()>>(futures: impl IntoIterator<Item = F>) {
-    let mut pending: Vec<Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
-    std::future::poll_fn(|cx| {
-        pending.retain_mut(|future| future.as_mut().poll(cx).is_pending());
-        if pending.is_empty() {
-            Poll::Ready(())
-        } else {
-            Poll::Pending
-        }
-    })
-    .await;
 }
 
 async fn ping(conn: &mut MultiplexedConnection) {
@@ -140,8 +122,11 @@ fn benches(c: &mut Criterion) {
             |b, &n| {
                 b.to_async(&rt).iter(|| async {
                     let key = fresh_key("raw");
-                    join_all(conns[..n].iter().map(|conn| set_nx_px(conn.clone(), &key))).await;
-                    join_all(
+                    futures_util::future::join_all(
+                        conns[..n].iter().map(|conn| set_nx_px(conn.clone(), &key)),
+                    )
+                    .await;
+                    futures_util::future::join_all(
                         conns[..n]
                             .iter()
                             .map(|conn| evalsha_release(conn.clone(), &key)),
