@@ -90,8 +90,9 @@ cargo bench --workspace --no-run
 step "configuration comparison (quick; its table's shape is checked, not its timings)"
 cargo run --release -p bench --bin compare -- --quick --out target/compare.md
 rows=$(grep -c '^| ttl' target/compare.md || true)
-if [ "$rows" -lt 4 ]; then
-  echo "compare --quick produced $rows configuration rows, expected 4" >&2
+redlock_rows=$(grep -c '^| Redlock' target/compare.md || true)
+if [ "$rows" -lt 4 ] || [ "$redlock_rows" -lt 1 ]; then
+  echo "compare --quick produced $rows single-node and $redlock_rows Redlock rows, expected 4 and 1" >&2
   exit 1
 fi
 

@@ -4,10 +4,37 @@
 //!
 //! `cargo run --release -p bench --bin compare -- [--quick] [--out FILE]`
 
-use std::{path::PathBuf, time::Instant};
+use std::{collections::BTreeMap, path::PathBuf, time::Instant};
 
-use bench::{compare, raw_connection, redis_for_bench};
+use bench::{compare, raw_connection, redis_for_bench, redis_nodes_for_bench};
 use lock_core::Locker;
+use redis::aio::MultiplexedConnection;
+
+/// One raw SET NX PX + DEL cycle, sent to every connection at once.
+async fn raw_cycle(conns: &[MultiplexedConnection]) -> std::time::Duration {
+    let started = Instant::now();
+    futures_util::future::join_all(conns.iter().map(|conn| {
+        let mut conn = conn.clone();
+        async move {
+            let _: Option<String> = redis::cmd("SET")
+                .arg("compare:raw")
+                .arg("x")
+                .arg("NX")
+                .arg("PX")
+                .arg(30_000)
+                .query_async(&mut conn)
+                .await
+                .expect("SET");
+            let _: i64 = redis::cmd("DEL")
+                .arg("compare:raw")
+                .query_async(&mut conn)
+                .await
+                .expect("DEL");
+        }
+    }))
+    .await;
+    started.elapsed()
+}
 
 fn main() {
     let mut quick = false;
@@ -37,37 +64,46 @@ fn main() {
         .expect("a current-thread runtime");
     let measured = runtime.block_on(async {
         let redis = redis_for_bench().await;
-        let locker = Locker::connect(&redis.url).await.expect("connect");
-        let mut conn = raw_connection(&redis.url).await;
-        // The baseline: a raw SET NX PX + DEL cycle on the same kind of connection.
-        let baseline = compare::median(samples, || {
-            let mut conn = conn.clone();
-            async move {
-                let started = Instant::now();
-                let _: Option<String> = redis::cmd("SET")
-                    .arg("compare:raw")
-                    .arg("x")
-                    .arg("NX")
-                    .arg("PX")
-                    .arg(30_000)
-                    .query_async(&mut conn)
-                    .await
-                    .expect("SET");
-                let _: i64 = redis::cmd("DEL")
-                    .arg("compare:raw")
-                    .query_async(&mut conn)
-                    .await
-                    .expect("DEL");
-                started.elapsed()
-            }
-        })
-        .await;
-        let _: String = redis::cmd("PING")
-            .query_async(&mut conn)
-            .await
-            .expect("PING");
+        let single = Locker::connect(&redis.url).await.expect("connect");
+        // Redlock configurations get their own spawned nodes.
+        let most = compare::configurations()
+            .iter()
+            .map(|config| config.nodes)
+            .max()
+            .unwrap_or(1);
+        let nodes = if most > 1 {
+            redis_nodes_for_bench(most).await
+        } else {
+            Vec::new()
+        };
+        let mut node_conns = Vec::new();
+        for node in &nodes {
+            node_conns.push(raw_connection(&node.url).await);
+        }
+        let single_conn = [raw_connection(&redis.url).await];
+        let mut baselines = BTreeMap::new();
         let mut rows = Vec::new();
         for config in compare::configurations() {
+            let (locker, conns) = if config.nodes > 1 {
+                let urls: Vec<&str> = nodes[..config.nodes]
+                    .iter()
+                    .map(|node| node.url.as_str())
+                    .collect();
+                let locker = Locker::connect_redlock(&urls).await.expect("connect");
+                (locker, &node_conns[..config.nodes])
+            } else {
+                (single.clone(), &single_conn[..])
+            };
+            // The baseline: raw SET NX PX + DEL on the same nodes, once per
+            // node count.
+            let baseline = match baselines.get(&config.nodes) {
+                Some(baseline) => *baseline,
+                None => {
+                    let baseline = compare::median(samples, || raw_cycle(conns)).await;
+                    baselines.insert(config.nodes, baseline);
+                    baseline
+                }
+            };
             let opts = config.options();
             let cycle = compare::median(samples, || {
                 let (locker, opts) = (locker.clone(), opts.clone());
@@ -84,6 +120,7 @@ fn main() {
             .await;
             rows.push((config, cycle, baseline));
         }
+        drop(nodes);
         drop(redis);
         rows
     });
