@@ -270,7 +270,7 @@ impl RedlockMachine {
     /// Feeds node `node`'s answer to its command `id`. Answers to an
     /// earlier round's commands are ignored (that round's machines are gone).
     pub fn handle_reply(&mut self, now: Instant, node: usize, id: CommandId, reply: Reply) {
-        if id.0 >> ROUND_SHIFT == self.round
+        if id.0 >> ROUND_SHIFT == self.round_tag()
             && let Some(machine) = self.nodes.get_mut(node)
         {
             machine.handle_reply(now, CommandId(id.0 & INNER_MASK), reply);
@@ -300,7 +300,7 @@ impl RedlockMachine {
     /// Returns the next command: `(node, id, command)`.
     #[must_use]
     pub fn poll_command(&mut self) -> Option<(usize, CommandId, Command)> {
-        let round = self.round << ROUND_SHIFT;
+        let round = self.round_tag() << ROUND_SHIFT;
         self.nodes.iter_mut().enumerate().find_map(|(index, node)| {
             node.poll_command()
                 .map(|(id, c)| (index, CommandId(round | (id.0 & INNER_MASK)), c))
@@ -491,6 +491,11 @@ impl RedlockMachine {
             }
             Phase::Idle | Phase::BackingOff { .. } | Phase::Lost | Phase::Released => {}
         }
+    }
+
+    /// The round as it travels in command ids (wrapping, in the top bits).
+    fn round_tag(&self) -> u64 {
+        self.round & (u64::MAX >> ROUND_SHIFT)
     }
 
     fn backoff(&mut self) -> Duration {

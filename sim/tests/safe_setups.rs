@@ -80,12 +80,22 @@ fn any_safe_fault() -> impl Strategy<Value = ConcreteFault> {
 }
 
 fn check(scenario: &Scenario, schedule: Vec<ConcreteFault>) -> Result<(), TestCaseError> {
+    check_holds(scenario, schedule, &MUST_HOLD)
+}
+
+/// Runs `schedule` and fails, printing the schedule in scenario form, if
+/// any of `must_hold` is violated.
+fn check_holds(
+    scenario: &Scenario,
+    schedule: Vec<ConcreteFault>,
+    must_hold: &[Property],
+) -> Result<(), TestCaseError> {
     let outcome = world::run_schedule(scenario, BASE_SEED, &schedule);
     let broken: Vec<_> = outcome
         .verdict
         .violations
         .iter()
-        .filter(|v| MUST_HOLD.contains(&v.property))
+        .filter(|v| must_hold.contains(&v.property))
         .collect();
     prop_assert!(
         broken.is_empty(),
@@ -159,22 +169,12 @@ proptest! {
 
     #[test]
     fn redlock_stays_safe_while_a_majority_is_untouched(schedule in one_redlock_node_at_a_time()) {
-        let outcome = world::run_schedule(&common::redlock("redlock-minority", 3), BASE_SEED, &schedule);
-        let broken: Vec<_> = outcome
-            .verdict
-            .violations
-            .iter()
-            .filter(|v| {
-                [Property::LeaseExclusion, Property::ServerOracle, Property::OwnerOnly, Property::TimelyLoss]
-                    .contains(&v.property)
-            })
-            .collect();
-        prop_assert!(
-            broken.is_empty(),
-            "violations {:#?}\nschedule (scenario form):\n{}",
-            broken,
-            common::as_toml(&schedule)
-        );
+        // Per-node fences are not globally ordered: S3 and S4 do not apply.
+        check_holds(
+            &common::redlock("redlock-minority", 3),
+            schedule,
+            &[Property::LeaseExclusion, Property::ServerOracle, Property::OwnerOnly, Property::TimelyLoss],
+        )?;
     }
 }
 
