@@ -7,61 +7,14 @@
 //! of connection, and rslock doing the same work. Compare medians within a
 //! run; across runs this machine varies by up to 2×.
 
-use std::{
-    sync::atomic::{AtomicU64, Ordering},
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
-use bench::{raw_connection, redis_for_bench};
+use bench::{
+    raw::{evalsha, fresh_key, ping, runtime, set_nx_px},
+    raw_connection, redis_for_bench,
+};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use lock_core::{LockOptions, Locker, scripts};
-use redis::aio::MultiplexedConnection;
-use tokio::runtime::Runtime;
-
-static KEY: AtomicU64 = AtomicU64::new(0);
-
-fn fresh_key(prefix: &str) -> String {
-    format!("{prefix}:{}", KEY.fetch_add(1, Ordering::Relaxed))
-}
-
-fn runtime() -> Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a current-thread runtime")
-}
-
-async fn ping(conn: &mut MultiplexedConnection) {
-    let _: String = redis::cmd("PING").query_async(conn).await.expect("PING");
-}
-
-async fn set_nx_px(conn: &mut MultiplexedConnection, key: &str) {
-    let _: Option<String> = redis::cmd("SET")
-        .arg(key)
-        .arg("token")
-        .arg("NX")
-        .arg("PX")
-        .arg(30_000)
-        .query_async(conn)
-        .await
-        .expect("SET NX PX");
-}
-
-async fn evalsha(
-    conn: &mut MultiplexedConnection,
-    script: scripts::Script,
-    key: &str,
-    args: &[&str],
-) {
-    let _: redis::Value = redis::cmd("EVALSHA")
-        .arg(script.sha1)
-        .arg(1)
-        .arg(key)
-        .arg(args)
-        .query_async(conn)
-        .await
-        .expect("EVALSHA");
-}
 
 fn benches(c: &mut Criterion) {
     let rt = runtime();
@@ -271,6 +224,9 @@ fn benches(c: &mut Criterion) {
         })
     });
     group.finish();
+    // A testcontainers container stops itself on drop through the runtime
+    // it was started on: drop it inside that runtime's context.
+    let _entered = rt.enter();
     drop(redis);
 }
 

@@ -9,59 +9,17 @@
 //! server. Compare medians within a run; across runs this machine varies by
 //! up to 2×.
 
-use std::{
-    sync::atomic::{AtomicU64, Ordering},
-    time::Duration,
-};
+use std::time::Duration;
 
-use bench::{raw_connection, redis_nodes_for_bench};
+use bench::{
+    raw::{evalsha, fresh_key, ping, runtime, set_nx_px},
+    raw_connection, redis_nodes_for_bench,
+};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use lock_core::{LockOptions, Locker, scripts};
-use redis::aio::MultiplexedConnection;
-use tokio::runtime::Runtime;
 
 /// The Redlock sizes measured.
 const NODES: [usize; 2] = [3, 5];
-
-static KEY: AtomicU64 = AtomicU64::new(0);
-
-fn fresh_key(prefix: &str) -> String {
-    format!("{prefix}:{}", KEY.fetch_add(1, Ordering::Relaxed))
-}
-
-fn runtime() -> Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a current-thread runtime")
-}
-
-async fn ping(conn: &mut MultiplexedConnection) {
-    let _: String = redis::cmd("PING").query_async(conn).await.expect("PING");
-}
-
-async fn set_nx_px(mut conn: MultiplexedConnection, key: &str) {
-    let _: Option<String> = redis::cmd("SET")
-        .arg(key)
-        .arg("token")
-        .arg("NX")
-        .arg("PX")
-        .arg(30_000)
-        .query_async(&mut conn)
-        .await
-        .expect("SET NX PX");
-}
-
-async fn evalsha_release(mut conn: MultiplexedConnection, key: &str) {
-    let _: redis::Value = redis::cmd("EVALSHA")
-        .arg(scripts::RELEASE.sha1)
-        .arg(1)
-        .arg(key)
-        .arg(&["token", "ch"])
-        .query_async(&mut conn)
-        .await
-        .expect("EVALSHA");
-}
 
 fn benches(c: &mut Criterion) {
     let rt = runtime();
@@ -122,15 +80,19 @@ fn benches(c: &mut Criterion) {
             |b, &n| {
                 b.to_async(&rt).iter(|| async {
                     let key = fresh_key("raw");
-                    futures_util::future::join_all(
-                        conns[..n].iter().map(|conn| set_nx_px(conn.clone(), &key)),
-                    )
+                    futures_util::future::join_all(conns[..n].iter().map(|conn| {
+                        let mut conn = conn.clone();
+                        let key = &key;
+                        async move { set_nx_px(&mut conn, key).await }
+                    }))
                     .await;
-                    futures_util::future::join_all(
-                        conns[..n]
-                            .iter()
-                            .map(|conn| evalsha_release(conn.clone(), &key)),
-                    )
+                    futures_util::future::join_all(conns[..n].iter().map(|conn| {
+                        let mut conn = conn.clone();
+                        let key = &key;
+                        async move {
+                            evalsha(&mut conn, scripts::RELEASE, key, &["token", "ch"]).await;
+                        }
+                    }))
                     .await;
                 })
             },
@@ -174,6 +136,9 @@ fn benches(c: &mut Criterion) {
     }
     group.finish();
     drop((single, redlocks, rslocks, conns));
+    // Containers (the fallback route) stop themselves on drop through the
+    // runtime they were started on: drop them inside its context.
+    let _entered = rt.enter();
     drop(nodes);
 }
 

@@ -186,3 +186,62 @@ pub async fn raw_connection(url: &str) -> redis::aio::MultiplexedConnection {
         .expect("connect to the bench Redis")
 }
 pub mod compare;
+
+/// The raw commands the benchmarks use as baselines, and their helpers.
+pub mod raw {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use lock_core::scripts;
+    use redis::aio::MultiplexedConnection;
+
+    static KEY: AtomicU64 = AtomicU64::new(0);
+
+    /// A key never used before in this process: `prefix:N`.
+    pub fn fresh_key(prefix: &str) -> String {
+        format!("{prefix}:{}", KEY.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// The single-threaded runtime every benchmark runs on.
+    pub fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a current-thread runtime")
+    }
+
+    /// `PING`.
+    pub async fn ping(conn: &mut MultiplexedConnection) {
+        let _: String = redis::cmd("PING").query_async(conn).await.expect("PING");
+    }
+
+    /// `SET key token NX PX 30000`.
+    pub async fn set_nx_px(conn: &mut MultiplexedConnection, key: &str) {
+        let _: Option<String> = redis::cmd("SET")
+            .arg(key)
+            .arg("token")
+            .arg("NX")
+            .arg("PX")
+            .arg(30_000)
+            .query_async(conn)
+            .await
+            .expect("SET NX PX");
+    }
+
+    /// `EVALSHA` of one of lock-core's scripts on `key` (the script must be
+    /// loaded).
+    pub async fn evalsha(
+        conn: &mut MultiplexedConnection,
+        script: scripts::Script,
+        key: &str,
+        args: &[&str],
+    ) {
+        let _: redis::Value = redis::cmd("EVALSHA")
+            .arg(script.sha1)
+            .arg(1)
+            .arg(key)
+            .arg(args)
+            .query_async(conn)
+            .await
+            .expect("EVALSHA");
+    }
+}
