@@ -3,10 +3,13 @@
 //! inside its critical sections.
 //!
 //! The adapter sees three injected things and nothing else: a connector
-//! that dials the current primary (like a Sentinel-aware client), a
-//! [`SimClock`] with this client's drift, and entropy from the seed.
+//! that dials the current primary (like a Sentinel-aware client; in the
+//! Sentinel topology, a dialer, and lock-core's own Sentinel mode asks the
+//! simulated sentinels), a [`SimClock`] with this client's drift, and
+//! entropy from the seed.
 
 use std::{
+    collections::BTreeMap,
     sync::{
         Arc, Mutex, PoisonError,
         atomic::{AtomicU64, Ordering},
@@ -16,7 +19,7 @@ use std::{
 
 use lock_core::{
     Event, Fencing, LockOptions, LockerBuilder,
-    redis::{ConnectFuture, Connector, Entropy, Observed, RedisStream},
+    redis::{ConnectFuture, Connector, Dialer, Entropy, NodeAddress, Observed, RedisStream},
 };
 
 use crate::{
@@ -24,6 +27,7 @@ use crate::{
     config::{DurationRange, FencingMode, LockConfig, Scenario, Topology},
     freeze::{FreezeSwitch, Frozen},
     history::{Op, Phase, Process, Recorder},
+    redis::sentinel::{MASTER_NAME, SENTINEL_PORT, sentinel_host},
     rng::Rng,
     storage::{self, WriteResult},
 };
@@ -37,6 +41,23 @@ const PREPARE: DurationRange = DurationRange {
 
 /// The key every client contends for.
 pub const KEY: &str = "resource";
+
+/// The deadlines a client holds, on its own clock (offsets from its
+/// clock's origin), by token: the world reads them when it changes the
+/// client's clock, to record where they now fall in true time.
+#[derive(Debug, Clone, Default)]
+pub struct Deadlines(Arc<Mutex<BTreeMap<String, Duration>>>);
+
+impl Deadlines {
+    fn with<T>(&self, f: impl FnOnce(&mut BTreeMap<String, Duration>) -> T) -> T {
+        f(&mut self.0.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// The held tokens and their local deadlines, in token order.
+    pub fn held(&self) -> Vec<(String, Duration)> {
+        self.with(|held| held.iter().map(|(t, d)| (t.clone(), *d)).collect())
+    }
+}
 
 /// Which Redis node clients should talk to, like a Sentinel's answer.
 #[derive(Debug, Clone, Default)]
@@ -86,6 +107,19 @@ impl Connector for SimConnector {
     }
 }
 
+/// Dials any simulated host by name: lock-core's Sentinel mode reaches the
+/// sentinels, and the nodes they name, through it.
+struct SimDialer;
+
+impl Dialer for SimDialer {
+    fn dial<'a>(&'a self, host: &'a str, port: u16) -> ConnectFuture<'a> {
+        Box::pin(async move {
+            let stream = turmoil::net::TcpStream::connect((host, port)).await?;
+            Ok(Box::new(stream) as Box<dyn RedisStream>)
+        })
+    }
+}
+
 /// splitmix64 from the seed: tokens and jitter replay exactly. Tokens end
 /// in the client's name instead of a pid and host, which differ per run.
 struct SeededEntropy(AtomicU64, String);
@@ -123,6 +157,8 @@ pub struct ClientSetup {
     pub discovery: Discovery,
     /// Test-only: count validity from the reply instead of the send.
     pub broken_validity: bool,
+    /// Where the client keeps its deadlines for the world.
+    pub deadlines: Deadlines,
 }
 
 /// The lock options a scenario asks for.
@@ -163,9 +199,17 @@ async fn workload(setup: ClientSetup) -> turmoil::Result {
     let observer = {
         let record = record.clone();
         let sim_clock = sim_clock.clone();
+        let deadlines = setup.deadlines.clone();
         move |observed: &Observed<'_>| {
             let token = observed.token.to_owned();
-            let deadline = |valid_until| sim_clock.true_time_of(valid_until);
+            let deadline = |valid_until| {
+                let local = sim_clock.local_of(valid_until);
+                deadlines.with(|held| held.insert(observed.token.to_owned(), local));
+                sim_clock.true_time_of(valid_until)
+            };
+            if matches!(observed.event, Event::Lost { .. } | Event::Released { .. }) {
+                deadlines.with(|held| held.remove(&token));
+            }
             let op = match observed.event {
                 Event::Acquired { fence, valid_until } => Op::AcquireOk {
                     token,
@@ -217,6 +261,13 @@ async fn workload(setup: ClientSetup) -> turmoil::Result {
                     node: None,
                 })
             }
+            Topology::Sentinel { sentinels, .. } => LockerBuilder::sentinel_with_dialer(
+                SimDialer,
+                (0..sentinels)
+                    .map(|index| NodeAddress::new(sentinel_host(index), SENTINEL_PORT))
+                    .collect(),
+                MASTER_NAME,
+            ),
         };
         let builder = builder
             .clock(sim_clock.clone())
@@ -251,7 +302,7 @@ async fn workload(setup: ClientSetup) -> turmoil::Result {
                 Ok(guard) => guard,
                 Err(_) => {
                     // The observer recorded why; back off a little.
-                    tokio::time::sleep(draw(&mut rng, scenario.clients.think)).await;
+                    tokio::time::sleep(rng.duration(scenario.clients.think)).await;
                     continue;
                 }
             };
@@ -265,7 +316,7 @@ async fn workload(setup: ClientSetup) -> turmoil::Result {
             if scenario.clients.unfenced_register {
                 plain_write(&record, &token, storage_timeout).await;
             }
-            let hold = draw(&mut rng, scenario.clients.hold);
+            let hold = rng.duration(scenario.clients.hold);
             tokio::select! {
                 biased;
                 _ = guard.lost() => {}
@@ -275,7 +326,7 @@ async fn workload(setup: ClientSetup) -> turmoil::Result {
                     // lease can catch (Kleppmann's GC pause). Only the
                     // fence at the storage refuses the stale write.
                     if guard.is_held() {
-                        tokio::time::sleep(draw(&mut rng, PREPARE)).await;
+                        tokio::time::sleep(rng.duration(PREPARE)).await;
                         let second = write(&token, fence);
                         fenced_write(&record, second, storage_timeout).await;
                         if scenario.clients.unfenced_register {
@@ -289,7 +340,7 @@ async fn workload(setup: ClientSetup) -> turmoil::Result {
             });
             // The observer records the outcome.
             let _ = guard.release().await;
-            tokio::time::sleep(draw(&mut rng, scenario.clients.think)).await;
+            tokio::time::sleep(rng.duration(scenario.clients.think)).await;
         }
     };
     tokio::select! {
@@ -342,11 +393,4 @@ async fn plain_write(record: &impl Fn(Op), token: &str, timeout: Duration) {
         token: token.to_owned(),
         phase: Phase::End,
     });
-}
-
-/// Draws uniformly from `range` (inclusive), in whole microseconds.
-pub fn draw(rng: &mut Rng, range: DurationRange) -> Duration {
-    let min = range.min.as_micros() as u64;
-    let max = range.max.as_micros() as u64;
-    Duration::from_micros(rng.between(min, max.max(min)))
 }

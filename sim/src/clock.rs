@@ -25,6 +25,8 @@ struct ClockModel {
     base_local: i128,
     /// Relative rate error: 0.01 runs 1 % fast.
     rate: f64,
+    /// Bumped at every change of rate or step.
+    generation: u64,
 }
 
 impl ClockModel {
@@ -53,6 +55,11 @@ impl ClockControl {
         self.with(|model| model.local_at(ns(at)))
     }
 
+    /// How many times the clock changed rate or stepped.
+    pub fn generation(&self) -> u64 {
+        self.with(|model| model.generation)
+    }
+
     /// The local reading at true time `at`, clamped at zero.
     pub fn local(&self, at: Duration) -> Duration {
         nonnegative(self.local_ns(at))
@@ -72,6 +79,7 @@ impl ClockControl {
                 base_true: ns(at),
                 base_local: local,
                 rate,
+                generation: model.generation + 1,
             };
         });
     }
@@ -82,6 +90,7 @@ impl ClockControl {
             let local = model.local_at(ns(at));
             model.base_true = ns(at);
             model.base_local = local + offset_ns;
+            model.generation += 1;
         });
     }
 }
@@ -106,7 +115,17 @@ pub fn now() -> Duration {
 pub struct SimClock {
     control: ClockControl,
     origin: Instant,
-    last: Arc<Mutex<Duration>>,
+    last: Arc<Mutex<Reading>>,
+}
+
+/// The last reading, and what it was read at: the host's tokio instant and
+/// the clock's generation. The host's true time is a function of its tokio
+/// instant, so an equal key gives an equal reading; the adapter reads its
+/// clock many times per instant.
+#[derive(Debug, Default)]
+struct Reading {
+    local: Duration,
+    key: Option<(tokio::time::Instant, u64)>,
 }
 
 impl SimClock {
@@ -121,10 +140,18 @@ impl SimClock {
 
     /// The local reading now, as an offset from `origin`.
     pub fn local_now(&self) -> Duration {
-        let reading = self.control.local(now());
+        let key = (tokio::time::Instant::now(), self.control.generation());
         let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
-        *last = (*last).max(reading);
-        *last
+        if last.key != Some(key) {
+            let reading = self.control.local(now());
+            last.local = last.local.max(reading);
+            last.key = Some(key);
+        }
+        debug_assert!(
+            self.control.local(now()) <= last.local,
+            "a cached clock reading is behind the clock"
+        );
+        last.local
     }
 
     /// Maps an instant of this clock to the true time it will be reached.

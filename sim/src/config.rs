@@ -2,7 +2,7 @@
 //! and fault schedule. Scenario files parse into these types; the world
 //! draws every range from the seed.
 
-use std::time::Duration;
+use std::{fmt, str::FromStr, time::Duration};
 
 use serde::{Deserialize, Serialize};
 
@@ -63,6 +63,17 @@ pub enum Property {
     TimelyLoss,
     /// L1: after faults heal, some waiter acquires in bounded time.
     Liveness,
+    /// A1: no key outlives its client's interest in it on the primary
+    /// (an orphan costs availability until it expires).
+    NoOrphans,
+}
+
+impl Property {
+    /// Whether a scenario that names no property expects this one to hold:
+    /// all but A1, an availability finding that tables report beside them.
+    pub fn expected_by_default(self) -> bool {
+        self != Self::NoOrphans
+    }
 }
 
 /// The Redis deployment.
@@ -83,14 +94,81 @@ pub enum Topology {
         /// How many nodes.
         nodes: usize,
     },
+    /// `redis-0` primary plus replicas, watched by `sentinel-0` … which
+    /// name the primary to clients (`SENTINEL GET-MASTER-ADDR-BY-NAME`)
+    /// and announce failovers (`+switch-master`); clients run lock-core's
+    /// Sentinel mode.
+    Sentinel {
+        /// How many replicas (`redis-1` ...).
+        replicas: usize,
+        /// How many sentinels (`sentinel-0` ...).
+        sentinels: usize,
+        /// The delay before a replica applies a write.
+        replication_lag: DurationRange,
+        /// How long after a failover's leader each other sentinel adopts
+        /// the new primary (real sentinels learn it from each other's
+        /// hello messages, sent every 2 s), drawn per sentinel and
+        /// failover. Until then it still names the old primary.
+        sentinel_lag: DurationRange,
+    },
 }
 
 impl Topology {
+    /// The kind's name in scenario files (see `scenario::names::TOPOLOGY_KINDS`).
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Self::Single => "single",
+            Self::PrimaryReplica { .. } => "primary-replica",
+            Self::Redlock { .. } => "redlock",
+            Self::Sentinel { .. } => "sentinel",
+        }
+    }
+
+    /// Whether one node is the primary (`redis:primary` names it); in a
+    /// Redlock every node is.
+    pub fn has_primary(&self) -> bool {
+        !matches!(self, Self::Redlock { .. })
+    }
+
+    /// Whether a replica can take over from a failed primary.
+    pub fn can_fail_over(&self) -> bool {
+        matches!(self, Self::PrimaryReplica { .. } | Self::Sentinel { .. })
+    }
+
+    /// How many replicas the primary starts with.
+    pub fn replicas(&self) -> usize {
+        match self {
+            Self::PrimaryReplica { replicas, .. } | Self::Sentinel { replicas, .. } => *replicas,
+            Self::Single | Self::Redlock { .. } => 0,
+        }
+    }
+
+    /// The replicas' lag, where there are replicas.
+    pub fn replication_lag(&self) -> Option<DurationRange> {
+        match self {
+            Self::PrimaryReplica {
+                replication_lag, ..
+            }
+            | Self::Sentinel {
+                replication_lag, ..
+            } => Some(*replication_lag),
+            Self::Single | Self::Redlock { .. } => None,
+        }
+    }
+
+    /// How many sentinels watch the primary (0 outside Sentinel).
+    pub fn sentinel_count(&self) -> usize {
+        match self {
+            Self::Sentinel { sentinels, .. } => *sentinels,
+            _ => 0,
+        }
+    }
+
     /// How many Redis hosts the topology has.
     pub fn node_count(&self) -> usize {
         match self {
             Self::Single => 1,
-            Self::PrimaryReplica { replicas, .. } => 1 + replicas,
+            Self::PrimaryReplica { replicas, .. } | Self::Sentinel { replicas, .. } => 1 + replicas,
             Self::Redlock { nodes } => *nodes,
         }
     }
@@ -150,7 +228,11 @@ pub enum FaultKind {
     PartitionOneway,
     /// Add latency to the target's links.
     Latency,
-    /// Promote a replica after the primary dies.
+    /// Promote the most up-to-date replica. Without a duration the old
+    /// primary dies at that instant; with one, it stays up, writable and
+    /// connected to its clients for that long (the stale window), then is
+    /// demoted: it resyncs from the new primary, losing what it had not
+    /// replicated, and closes its client connections.
     Failover,
     /// Restart a Redis node without persistence.
     Restart,
@@ -162,6 +244,9 @@ pub enum FaultKind {
     Busy,
     /// Crash a host (a client stops for good; a Redis node stays down).
     Crash,
+    /// Evict one key with a ttl from a Redis node, as `maxmemory` with a
+    /// `volatile-*` policy does under memory pressure.
+    Evict,
 }
 
 /// Who a fault hits.
@@ -180,6 +265,91 @@ pub enum Target {
     Storage,
 }
 
+impl fmt::Display for Target {
+    /// The scenario-file spelling: `client:2`, `client:any`, `redis:primary`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Client(n) => write!(f, "client:{n}"),
+            Self::AnyClient => f.write_str("client:any"),
+            Self::Primary => f.write_str("redis:primary"),
+            Self::Redis(n) => write!(f, "redis:{n}"),
+            Self::Storage => f.write_str("storage"),
+        }
+    }
+}
+
+/// Whom one drawn fault hits: a host, or whichever node is primary when it
+/// fires. Written as in scenario files (`client:2`, `redis:primary`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub enum FaultTarget {
+    /// `client:N`.
+    Client(usize),
+    /// `redis:N`.
+    Redis(usize),
+    /// `redis:primary`, resolved when the fault fires.
+    Primary,
+    /// `storage`.
+    Storage,
+}
+
+impl fmt::Display for FaultTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Client(n) => write!(f, "client:{n}"),
+            Self::Redis(n) => write!(f, "redis:{n}"),
+            Self::Primary => f.write_str("redis:primary"),
+            Self::Storage => f.write_str("storage"),
+        }
+    }
+}
+
+/// A fault target that is not `client:N`, `redis:N`, `redis:primary` or
+/// `storage`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadTarget(pub String);
+
+impl fmt::Display for BadTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "bad fault target {:?}: expected client:N, redis:N, redis:primary or storage",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for BadTarget {}
+
+impl FromStr for FaultTarget {
+    type Err = BadTarget;
+
+    fn from_str(text: &str) -> Result<Self, BadTarget> {
+        let bad = || BadTarget(text.to_owned());
+        match text.split_once(':') {
+            None if text == "storage" => Ok(Self::Storage),
+            Some(("redis", "primary")) => Ok(Self::Primary),
+            Some(("client", n)) => n.parse().map(Self::Client).map_err(|_| bad()),
+            Some(("redis", n)) => n.parse().map(Self::Redis).map_err(|_| bad()),
+            _ => Err(bad()),
+        }
+    }
+}
+
+impl From<FaultTarget> for String {
+    fn from(target: FaultTarget) -> Self {
+        target.to_string()
+    }
+}
+
+impl TryFrom<String> for FaultTarget {
+    type Error = BadTarget;
+
+    fn try_from(text: String) -> Result<Self, BadTarget> {
+        text.parse()
+    }
+}
+
 /// One entry of the fault schedule.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FaultSpec {
@@ -189,7 +359,7 @@ pub struct FaultSpec {
     pub at: DurationRange,
     /// To whom.
     pub target: Target,
-    /// How long, for faults that last.
+    /// How long, for faults that last (a failover: its stale window).
     pub duration: Option<DurationRange>,
     /// Repeat period, if it repeats.
     pub every: Option<DurationRange>,
@@ -200,6 +370,26 @@ pub struct FaultSpec {
     /// Latency faults: the extra one-way delay of the target's links, drawn
     /// per firing (key `delay`).
     pub delay: Option<DurationRange>,
+}
+
+/// A fault mix (swarm testing): instead of a fixed schedule, each seed
+/// draws its own subset of `kinds`, a rate for each, and episodes of them,
+/// some in pairs (a second fault striking inside the first's window:
+/// latency then a partition, a pause across a renewal, drift around a
+/// failover). Durations and sizes scale with the lock's ttl.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MixSpec {
+    /// The fault kinds a seed draws from (each seed enables a random,
+    /// non-empty subset of them).
+    pub kinds: Vec<FaultKind>,
+    /// How many episodes a seed draws (inclusive).
+    pub episodes: (u64, u64),
+    /// The largest clock-drift rate drawn, either way.
+    pub drift: f64,
+    /// The largest clock-jump offset drawn, either way.
+    pub jump: Duration,
+    /// The chance that an episode is a pair.
+    pub pairs: f64,
 }
 
 /// A whole scenario.
@@ -225,4 +415,6 @@ pub struct Scenario {
     pub clients: ClientsConfig,
     /// The fault schedule.
     pub faults: Vec<FaultSpec>,
+    /// The fault mix each seed draws, besides `faults`.
+    pub mix: Option<MixSpec>,
 }

@@ -41,6 +41,9 @@ pub struct Frozen<F> {
     inner: Pin<Box<F>>,
     switch: FreezeSwitch,
     thaw: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// The latest freeze seen to have ended: while the switch still says
+    /// so, the client is not frozen and the clock need not be read.
+    thawed: Duration,
 }
 
 impl<F: Future> Frozen<F> {
@@ -50,6 +53,7 @@ impl<F: Future> Frozen<F> {
             inner: Box::pin(inner),
             switch,
             thaw: None,
+            thawed: Duration::ZERO,
         }
     }
 }
@@ -58,15 +62,19 @@ impl<F: Future> Future for Frozen<F> {
     type Output = F::Output;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        let now = clock::now();
-        if self.switch.is_frozen(now) {
-            let remaining = self.switch.until.get() - now;
-            let thaw = self.thaw.insert(Box::pin(tokio::time::sleep(remaining)));
-            // Registers the waker for the thaw; the inner future is not
-            // polled, so nothing it would do happens while frozen.
-            if thaw.as_mut().poll(cx).is_pending() {
-                return Poll::Pending;
+        let until = self.switch.until.get();
+        if until != self.thawed {
+            let now = clock::now();
+            if self.switch.is_frozen(now) {
+                let thaw = self.thaw.insert(Box::pin(tokio::time::sleep(until - now)));
+                // Registers the waker for the thaw; the inner future is not
+                // polled, so nothing it would do happens while frozen.
+                if thaw.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
             }
+            // True time only moves forward: once past, it stays past.
+            self.thawed = until;
         }
         self.thaw = None;
         self.inner.as_mut().poll(cx)

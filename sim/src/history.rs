@@ -52,6 +52,15 @@ pub enum Op {
         /// The new deadline.
         valid_until: Duration,
     },
+    /// The client's clock changed rate or stepped while it held the lock:
+    /// the deadline it holds, unchanged on its own clock, now falls at this
+    /// true time (recorded by the world, which changed the clock).
+    Deadline {
+        /// The token of the hold.
+        token: String,
+        /// The deadline, in true time.
+        valid_until: Duration,
+    },
     /// The client learnt it lost the lock.
     Lost {
         /// The token of the hold.
@@ -128,6 +137,16 @@ pub enum Op {
         owner: Option<String>,
         /// Its remaining ttl on the node's clock, in ms.
         pttl_ms: Option<u64>,
+    },
+    /// Memory pressure evicted a key from a Redis node (an `evict` fault).
+    Evicted {
+        /// The node.
+        node: usize,
+        /// The key.
+        key: String,
+        /// Its value, if it held a string (a lock key holds its owner's
+        /// token).
+        value: Option<String>,
     },
     /// A replica was promoted; `lost_key` says whether the lock key it had
     /// differs from the old primary's.

@@ -11,6 +11,7 @@ pub mod outcome;
 pub mod redis;
 pub mod report;
 pub mod rng;
+pub mod runner;
 pub mod scenario;
 pub mod shrink;
 pub mod storage;

@@ -6,7 +6,7 @@ use std::{collections::BTreeSet, time::Duration};
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    config::{FaultKind, Property, SignedDuration},
+    config::{FaultKind, FaultTarget, Property, SignedDuration},
     history::History,
 };
 
@@ -18,9 +18,9 @@ pub struct ConcreteFault {
     pub kind: FaultKind,
     /// When, in true sim time.
     pub at: Duration,
-    /// To whom, resolved: `client:2`, `redis:1`, `redis:primary`, `storage`.
-    pub target: String,
-    /// How long, for faults that last.
+    /// To whom: a host, or the node that is primary when it fires.
+    pub target: FaultTarget,
+    /// How long, for faults that last (a failover: its stale window).
     pub duration: Option<Duration>,
     /// Clock-drift rate.
     pub rate: Option<f64>,

@@ -3,6 +3,10 @@
 //! Every draw in a run comes from an `Rng` derived from the run's seed, so
 //! the same seed replays the same run.
 
+use std::time::Duration;
+
+use crate::config::DurationRange;
+
 /// A small deterministic generator (splitmix64).
 #[derive(Debug, Clone)]
 pub struct Rng {
@@ -34,6 +38,14 @@ impl Rng {
             return self.next_u64();
         }
         min + self.next_u64() % (span + 1)
+    }
+
+    /// A duration drawn uniformly from `range` (inclusive), in whole
+    /// microseconds.
+    pub fn duration(&mut self, range: DurationRange) -> Duration {
+        let min = range.min.as_micros() as u64;
+        let max = range.max.as_micros() as u64;
+        Duration::from_micros(self.between(min, max.max(min)))
     }
 
     /// A fresh generator for a sub-stream (a client, a node), independent of

@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::{
     config::{Property, Scenario},
     outcome::{ConcreteFault, SeedOutcome},
-    scenario, world,
+    world::{self, WorldOptions},
 };
 
 /// The most re-runs one shrink may spend.
@@ -19,11 +19,21 @@ pub const MAX_RUNS: usize = 64;
 /// Shrinks `failing`'s schedule while `property` stays violated. Returns
 /// the smallest outcome found (the original if nothing could go).
 pub fn shrink(scenario: &Scenario, failing: &SeedOutcome, property: Property) -> SeedOutcome {
+    shrink_with(scenario, failing, property, WorldOptions::default())
+}
+
+/// [`shrink`], re-running with `options` (those `failing` ran with).
+pub fn shrink_with(
+    scenario: &Scenario,
+    failing: &SeedOutcome,
+    property: Property,
+    options: WorldOptions,
+) -> SeedOutcome {
     let mut best = failing.clone();
     let mut runs = 0;
     let still_fails = |schedule: &[ConcreteFault], runs: &mut usize| -> Option<SeedOutcome> {
         *runs += 1;
-        let outcome = world::run_schedule(scenario, failing.seed, schedule);
+        let outcome = world::run_with(scenario, failing.seed, schedule, options);
         outcome
             .verdict
             .violated()
@@ -58,34 +68,4 @@ pub fn shrink(scenario: &Scenario, failing: &SeedOutcome, property: Property) ->
         }
     }
     best
-}
-
-/// A schedule in scenario-file form (`[[fault]]` tables), ready to paste
-/// into a file as a regression scenario.
-pub fn schedule_toml(schedule: &[ConcreteFault]) -> String {
-    let text = |d: Duration| scenario::quoted(&scenario::duration_text(d));
-    let mut out = String::new();
-    for fault in schedule {
-        out.push_str("[[fault]]\n");
-        out.push_str(&format!("kind = \"{}\"\n", scenario::kind_name(fault.kind)));
-        out.push_str(&format!("at = {}\n", text(fault.at)));
-        out.push_str(&format!("target = {}\n", scenario::quoted(&fault.target)));
-        if let Some(duration) = fault.duration {
-            out.push_str(&format!("duration = {}\n", text(duration)));
-        }
-        if let Some(delay) = fault.delay {
-            out.push_str(&format!("delay = {}\n", text(delay)));
-        }
-        if let Some(rate) = fault.rate {
-            out.push_str(&format!("rate = {rate:?}\n"));
-        }
-        if let Some(offset) = fault.offset {
-            out.push_str(&format!(
-                "offset = {}\n",
-                scenario::quoted(&scenario::offset_text(offset))
-            ));
-        }
-        out.push('\n');
-    }
-    out
 }

@@ -77,9 +77,10 @@ fn a_run_prints_the_table_and_writes_json() {
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).expect("json written"))
             .expect("valid json");
-    assert_eq!(summary[0]["name"], "tiny");
-    assert_eq!(summary[0]["seeds"], 2);
-    assert_eq!(summary[0]["met"], true);
+    let tiny = &summary["scenarios"][0];
+    assert_eq!(tiny["name"], "tiny");
+    assert_eq!(tiny["seeds"], 2);
+    assert_eq!(tiny["met"], true);
 }
 
 #[test]

@@ -25,8 +25,8 @@ fn cmd(parts: &[&str]) -> Step {
     Step::Cmd(parts.iter().map(|p| (*p).to_owned()).collect())
 }
 
-fn eval(script: scripts::Script, keys: &[&str], args: &[&str]) -> Step {
-    let mut parts = vec!["EVALSHA", script.sha1];
+fn eval(keys: &[&str], args: &[&str]) -> Step {
+    let mut parts = vec!["EVALSHA", scripts::LOCK.sha1];
     let count = keys.len().to_string();
     parts.push(&count);
     parts.extend_from_slice(keys);
@@ -37,58 +37,106 @@ fn eval(script: scripts::Script, keys: &[&str], args: &[&str]) -> Step {
 /// Every sequence the comparison runs; each starts from an empty keyspace.
 fn sequences() -> Vec<(&'static str, Vec<Step>)> {
     let lock = ["{l}", "{l}:fence"];
-    let load: Vec<Step> = scripts::ALL
-        .iter()
-        .map(|s| cmd(&["SCRIPT", "LOAD", s.source]))
-        .collect();
+    let load = || cmd(&["SCRIPT", "LOAD", scripts::LOCK.source]);
     let with_load = |steps: Vec<Step>| {
-        let mut all = load.clone();
+        let mut all = vec![load()];
         all.extend(steps);
         all
     };
-    let mut out = vec![
-        (
-            "acquire, contend, retry, renew, release (time-mixed)",
+    let mut out = Vec::new();
+    for code in ["a", "A"] {
+        let acquire = move |token: &'static str, mode: &'static str| {
+            eval(&["{l}", "{l}:fence"], &[code, token, "1000", mode])
+        };
+        out.push((
+            if code == "a" {
+                "acquire (SET NX GET), contend, retry, renew, release"
+            } else {
+                "acquire (compat), contend, retry, renew, release"
+            },
             with_load(vec![
-                eval(scripts::ACQUIRE, &lock, &["a", "1000", "time-mixed"]),
-                eval(scripts::ACQUIRE, &lock, &["b", "1000", "time-mixed"]),
-                eval(scripts::ACQUIRE, &lock, &["a", "1000", "time-mixed"]),
+                acquire("a", "time-mixed"),
+                acquire("b", "time-mixed"),
+                acquire("a", "time-mixed"),
                 cmd(&["GET", "{l}"]),
-                eval(scripts::RENEW, &["{l}"], &["b", "1000"]),
-                eval(scripts::RENEW, &["{l}"], &["a", "1000"]),
-                eval(scripts::RELEASE, &["{l}"], &["b", "ch"]),
+                cmd(&["PTTL", "{l}:fence"]),
+                eval(&["{l}"], &["r", "b", "1000"]),
+                eval(&["{l}"], &["r", "a", "1000"]),
+                eval(&["{l}"], &["d", "b"]),
                 cmd(&["GET", "{l}"]),
-                eval(scripts::RELEASE, &["{l}"], &["a", "ch"]),
-                eval(scripts::RELEASE, &["{l}"], &["a", "ch"]),
-                eval(scripts::RENEW, &["{l}"], &["a", "1000"]),
+                eval(&["{l}"], &["d", "a"]),
+                eval(&["{l}"], &["d", "a"]),
+                eval(&["{l}"], &["r", "a", "1000"]),
                 cmd(&["EXISTS", "{l}"]),
-                eval(scripts::ACQUIRE, &lock, &["c", "1000", "time-mixed"]),
+                acquire("c", "time-mixed"),
+                acquire("d", "counter"),
+                acquire("e", "none"),
             ]),
-        ),
+        ));
+    }
+    out.extend([
         (
             "counter and none fencing",
             with_load(vec![
-                eval(scripts::ACQUIRE, &lock, &["a", "1000", "counter"]),
-                eval(scripts::RELEASE, &["{l}"], &["a", "ch"]),
-                eval(scripts::ACQUIRE, &lock, &["b", "1000", "counter"]),
-                cmd(&["GET", "{l}:fence"]),
                 eval(
-                    scripts::ACQUIRE,
-                    &["{m}", "{m}:fence"],
-                    &["a", "1000", "none"],
+                    &["{l}", "{lock}:fence-counter"],
+                    &["a", "a", "1000", "counter"],
                 ),
+                eval(&["{l}"], &["d", "a"]),
+                eval(
+                    &["{l}", "{lock}:fence-counter"],
+                    &["a", "b", "1000", "counter"],
+                ),
+                cmd(&["GET", "{lock}:fence-counter"]),
+                cmd(&["PTTL", "{lock}:fence-counter"]),
+                eval(&["{m}", "{m}:fence"], &["a", "a", "1000", "none"]),
                 cmd(&["EXISTS", "{m}:fence"]),
+            ]),
+        ),
+        (
+            "a batch of operations in one call",
+            with_load(vec![
+                eval(
+                    &["{x}", "{x}:fence", "{y}", "{y}:fence", "{x}", "{y}", "{x}"],
+                    &[
+                        "a",
+                        "t",
+                        "1000",
+                        "time-mixed",
+                        "a",
+                        "u",
+                        "1000",
+                        "none",
+                        "r",
+                        "t",
+                        "1000",
+                        "d",
+                        "u",
+                        "d",
+                        "nobody",
+                    ],
+                ),
+                cmd(&["EXISTS", "{x}", "{y}"]),
+                cmd(&["SET", "{z}", "other", "PX", "5000"]),
+                eval(
+                    &["{z}", "{z}:fence", "{w}", "{w}:fence"],
+                    &["a", "t", "1000", "counter", "A", "t", "1000", "time-mixed"],
+                ),
+                eval(&["{w}"], &["x", "t"]),
+                eval(&["{w}"], &["d"]),
             ]),
         ),
         (
             "expiry on the server's clock",
             with_load(vec![
-                eval(scripts::ACQUIRE, &lock, &["a", "60", "time-mixed"]),
+                eval(&lock, &["a", "a", "60", "time-mixed"]),
                 Step::Sleep(150),
                 cmd(&["GET", "{l}"]),
-                eval(scripts::RENEW, &["{l}"], &["a", "1000"]),
-                eval(scripts::ACQUIRE, &lock, &["b", "60", "time-mixed"]),
-                cmd(&["SET", "plain", "v", "NX", "PX", "60"]),
+                cmd(&["EXISTS", "{l}:fence"]),
+                eval(&["{l}"], &["r", "a", "1000"]),
+                eval(&lock, &["a", "b", "60", "time-mixed"]),
+                cmd(&["SET", "plain", "v", "NX", "PX", "60", "GET"]),
+                cmd(&["SET", "plain", "w", "NX", "PX", "60", "GET"]),
                 cmd(&["SET", "plain", "w", "NX", "PX", "60"]),
                 Step::Sleep(150),
                 cmd(&["GET", "plain"]),
@@ -101,10 +149,22 @@ fn sequences() -> Vec<(&'static str, Vec<Step>)> {
             "wrong types, missing scripts, bad arguments",
             with_load(vec![
                 cmd(&["LPUSH", "{l}", "x"]),
-                eval(scripts::ACQUIRE, &lock, &["a", "1000", "time-mixed"]),
-                eval(scripts::RENEW, &["{l}"], &["a", "1000"]),
-                eval(scripts::RELEASE, &["{l}"], &["a", "ch"]),
-                cmd(&["GET", "{l}"]),
+                eval(&lock, &["a", "a", "1000", "time-mixed"]),
+                eval(&lock, &["A", "a", "1000", "time-mixed"]),
+                eval(&["{l}"], &["r", "a", "1000"]),
+                eval(&["{l}"], &["d", "a"]),
+                cmd(&["SET", "{l}", "v", "NX", "PX", "100", "GET"]),
+                cmd(&["LPUSH", "{f}:fence", "x"]),
+                eval(&["{f}", "{f}:fence"], &["a", "a", "1000", "time-mixed"]),
+                cmd(&["EXISTS", "{f}"]),
+                cmd(&["LPUSH", "{lock}:fence-counter", "x"]),
+                eval(
+                    &["{g}", "{lock}:fence-counter"],
+                    &["a", "a", "1000", "counter"],
+                ),
+                cmd(&["EXISTS", "{g}"]),
+                eval(&["{h}", "{h}:fence"], &["a", "a", "soon", "none"]),
+                eval(&["{h}", "{h}:fence"], &["a", "a", "-5", "none"]),
                 cmd(&["EVALSHA", "0123456789012345678901234567890123456789", "0"]),
                 cmd(&["SET", "k", "v", "PX", "soon"]),
                 cmd(&["SET", "k", "v", "BOGUS"]),
@@ -115,24 +175,14 @@ fn sequences() -> Vec<(&'static str, Vec<Step>)> {
                 cmd(&["PEXPIRE", "nothing", "100"]),
             ]),
         ),
-    ];
+    ]);
     out.push((
         "scripts are missing until loaded",
         vec![
-            eval(scripts::ACQUIRE, &lock, &["a", "1000", "time-mixed"]),
-            cmd(&[
-                "SCRIPT",
-                "EXISTS",
-                scripts::ACQUIRE.sha1,
-                scripts::RENEW.sha1,
-            ]),
-            cmd(&["SCRIPT", "LOAD", scripts::ACQUIRE.source]),
-            cmd(&[
-                "SCRIPT",
-                "EXISTS",
-                scripts::ACQUIRE.sha1,
-                scripts::RENEW.sha1,
-            ]),
+            eval(&lock, &["a", "a", "1000", "time-mixed"]),
+            cmd(&["SCRIPT", "EXISTS", scripts::LOCK.sha1]),
+            load(),
+            cmd(&["SCRIPT", "EXISTS", scripts::LOCK.sha1]),
             cmd(&["PING"]),
         ],
     ));
@@ -201,6 +251,10 @@ fn sim_replies(steps: &[Step]) -> Vec<String> {
     builder
         .rng_seed(1)
         .epoch(std::time::UNIX_EPOCH)
+        // Replies must not be delayed past the short ttls some sequences
+        // use: a real loopback answers in microseconds.
+        .min_message_latency(Duration::ZERO)
+        .max_message_latency(Duration::from_millis(1))
         .simulation_duration(Duration::from_secs(60));
     let mut sim = builder.build();
     let node = NodeHandle::new(NodeConfig {

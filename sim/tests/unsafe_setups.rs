@@ -55,9 +55,12 @@ fn failover_without_wait_breaks_lease_exclusion() {
     let scenario = common::primary_replica("failover-without-wait");
     let failover = (1_000u64..7_000)
         .prop_map(|at| common::fault(FaultKind::Failover, at, "redis:primary", None));
+    // Any world seed shows it; with this one the first failing schedule
+    // proptest finds shrinks to the failover alone. (With 0xBAD the
+    // failing window depends on all four faults' timing and cannot shrink.)
     let (schedule, outcome) = common::find_violation(
         &scenario,
-        SEED,
+        1,
         with_noise(failover),
         Property::LeaseExclusion,
         300,
@@ -227,6 +230,7 @@ fn a_deliberately_broken_core_is_caught() {
         &schedule,
         WorldOptions {
             broken_validity: true,
+            ..WorldOptions::default()
         },
     );
     let caught = broken.verdict.violated();

@@ -1,17 +1,10 @@
-//! One client connection: RESP framing and command dispatch.
-//!
-//! Framing is check-then-parse, as in mini-redis: bytes accumulate in a
-//! buffer, `redis-protocol` says whether a whole frame is there, and only
-//! then is it parsed and removed. A subscribed connection also carries
-//! pushes (`message` frames) from PUBLISH on other connections.
+//! One client connection: command dispatch over RESP ([`frame`](super::frame)).
+//! A subscribed connection also carries pushes (`message` frames) from
+//! PUBLISH on other connections.
 
 use std::time::Duration;
 
-use redis_protocol::resp2::{
-    decode::decode,
-    encode::encode,
-    types::{OwnedFrame as Frame, Resp2Frame},
-};
+use redis_protocol::resp2::types::OwnedFrame as Frame;
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     sync::mpsc,
@@ -19,47 +12,11 @@ use tokio::{
 use turmoil::net::TcpStream;
 
 use super::{
-    NodeHandle, Role,
-    db::{self, bulk, error, ok, parse_i64},
+    NodeHandle, Role, db,
+    frame::{bulk, error, next_command, ok, parse_i64, to_bytes},
     replication, scripts,
 };
 use crate::clock;
-
-/// Serializes one frame.
-pub fn to_bytes(frame: &Frame) -> Vec<u8> {
-    let mut out = vec![0; frame.encode_len(false)];
-    // The buffer is exactly `encode_len` long, so encoding cannot run out.
-    let written = encode(&mut out, frame, false).unwrap_or(0);
-    out.truncate(written);
-    out
-}
-
-/// Takes one whole frame off the front of `buffer`, if there is one.
-pub fn next_frame(buffer: &mut Vec<u8>) -> Result<Option<Frame>, String> {
-    match decode(buffer) {
-        Ok(Some((frame, used))) => {
-            buffer.drain(..used);
-            Ok(Some(frame))
-        }
-        Ok(None) => Ok(None),
-        Err(problem) => Err(format!("ERR Protocol error: {problem:?}")),
-    }
-}
-
-/// A command frame as its arguments (an array of bulk strings).
-pub fn arguments(frame: Frame) -> Option<Vec<Vec<u8>>> {
-    let Frame::Array(items) = frame else {
-        return None;
-    };
-    items
-        .into_iter()
-        .map(|item| match item {
-            Frame::BulkString(bytes) | Frame::SimpleString(bytes) => Some(bytes),
-            Frame::Integer(number) => Some(number.to_string().into_bytes()),
-            _ => None,
-        })
-        .collect()
-}
 
 /// Serves one connection until it closes.
 pub async fn handle(node: NodeHandle, stream: TcpStream) {
@@ -68,9 +25,16 @@ pub async fn handle(node: NodeHandle, stream: TcpStream) {
     let (push, mut pushes) = mpsc::unbounded_channel::<Frame>();
     let mut buffer = Vec::with_capacity(4096);
     let mut chunk = [0u8; 4096];
+    let generation = node.clients_generation();
     'connection: loop {
+        // A demotion closes every client connection (checked here too, in
+        // case it came while this one was busy writing).
+        if node.clients_generation() != generation {
+            break;
+        }
         tokio::select! {
             biased;
+            () = node.clients_killed() => {}
             Some(frame) = pushes.recv() => {
                 if writer.write_all(&to_bytes(&frame)).await.is_err() {
                     break;
@@ -83,28 +47,23 @@ pub async fn handle(node: NodeHandle, stream: TcpStream) {
                 }
                 buffer.extend_from_slice(&chunk[..read]);
                 loop {
-                    let frame = match next_frame(&mut buffer) {
-                        Ok(Some(frame)) => frame,
+                    let args = match next_command(&mut buffer) {
+                        Ok(Some(args)) => args,
                         Ok(None) => break,
                         Err(problem) => {
+                            // As Redis does: the error, then the connection closes.
                             let _ = writer.write_all(&to_bytes(&error(&problem))).await;
                             break 'connection;
                         }
                     };
-                    let Some(args) = arguments(frame).filter(|args| !args.is_empty()) else {
-                        let reply = error("ERR Protocol error: expected an array of bulk strings");
-                        if writer.write_all(&to_bytes(&reply)).await.is_err() {
-                            break 'connection;
-                        }
-                        continue;
-                    };
                     if args[0].eq_ignore_ascii_case(b"REPLSYNC") {
-                        // This connection now carries a replication stream.
-                        let stream = reader.reunite(writer).ok();
-                        if let Some(stream) = stream {
-                            replication::serve_replica(node.clone(), stream).await;
+                        // This connection now carries a replication stream;
+                        // what came after REPLSYNC belongs to it.
+                        let pending = std::mem::take(&mut buffer);
+                        if let Ok(stream) = reader.reunite(writer) {
+                            replication::serve_replica(node.clone(), stream, pending).await;
                         }
-                        return;
+                        break 'connection;
                     }
                     for reply in dispatch(&node, id, &push, &args).await {
                         if writer.write_all(&to_bytes(&reply)).await.is_err() {
@@ -133,7 +92,10 @@ pub async fn dispatch(
     args: &[Vec<u8>],
 ) -> Vec<Frame> {
     let now = clock::now();
-    let name = args[0].to_ascii_uppercase();
+    let Some(name) = args.first().map(|name| name.to_ascii_uppercase()) else {
+        return vec![error("ERR Protocol error: empty command")];
+    };
+    node.0.borrow_mut().activity += 1;
     {
         let state = node.0.borrow();
         if now < state.busy_until {
@@ -147,7 +109,7 @@ pub async fn dispatch(
         b"ECHO" if args.len() == 2 => vec![bulk(&args[1])],
         b"SELECT" | b"CLIENT" | b"READONLY" => vec![ok()],
         b"ROLE" => vec![role(node)],
-        b"INFO" => vec![info(node)],
+        b"INFO" => vec![info(node, args.get(1).map(Vec::as_slice))],
         b"SCRIPT" => vec![script_command(node, args)],
         b"EVAL" | b"EVALSHA" => vec![eval(node, args, name == b"EVAL")],
         b"PUBLISH" if args.len() == 3 => {
@@ -196,17 +158,28 @@ fn role(node: &NodeHandle) -> Frame {
     }
 }
 
-fn info(node: &NodeHandle) -> Frame {
+/// The version the simulated node claims, so clients pick the dialect of
+/// a current server (`SET … NX … GET`).
+pub const VERSION: &str = "7.0.15";
+
+fn info(node: &NodeHandle, section: Option<&[u8]>) -> Frame {
     let state = node.0.borrow();
     let role = match state.role {
         Role::Primary => "master",
         Role::Replica { .. } => "slave",
     };
-    let text = format!(
-        "# Replication\r\nrole:{role}\r\nconnected_slaves:{}\r\nmaster_repl_offset:{}\r\n",
-        state.streams.len(),
-        state.offset
-    );
+    let section = section.map(<[u8]>::to_ascii_lowercase);
+    let mut text = String::new();
+    if section.as_deref().is_none_or(|s| s == b"server") {
+        text.push_str(&format!("# Server\r\nredis_version:{VERSION}\r\n"));
+    }
+    if section.as_deref().is_none_or(|s| s == b"replication") {
+        text.push_str(&format!(
+            "# Replication\r\nrole:{role}\r\nconnected_slaves:{}\r\nmaster_repl_offset:{}\r\n",
+            state.streams.len(),
+            state.offset
+        ));
+    }
     bulk(text.as_bytes())
 }
 
@@ -218,12 +191,16 @@ fn script_command(node: &NodeHandle, args: &[Vec<u8>]) -> Frame {
     let mut state = node.0.borrow_mut();
     match sub.as_slice() {
         b"LOAD" if args.len() == 3 => {
-            let sha = sha1_smol::Sha1::from(&args[2]).digest().to_string();
-            if scripts::known(&sha).is_none() {
+            // Only lock-core's scripts run here, and their SHA1s are known:
+            // comparing the source is much cheaper than hashing it.
+            let Some(script) = lock_core::scripts::ALL
+                .into_iter()
+                .find(|script| script.source.as_bytes() == args[2].as_slice())
+            else {
                 return error("ERR the simulated Redis runs only lock-core's scripts");
-            }
-            state.scripts.insert(sha.clone());
-            bulk(sha.as_bytes())
+            };
+            state.scripts.insert(script.sha1.to_owned());
+            bulk(script.sha1.as_bytes())
         }
         b"EXISTS" => Frame::Array(
             args[2..]
@@ -247,7 +224,15 @@ fn eval(node: &NodeHandle, args: &[Vec<u8>], by_source: bool) -> Frame {
         return error("ERR wrong number of arguments for 'evalsha' command");
     }
     let sha = if by_source {
-        sha1_smol::Sha1::from(&args[1]).digest().to_string()
+        // lock-core's scripts' SHA1s are known: look the source up rather
+        // than hash it (any other source is refused below anyway).
+        lock_core::scripts::ALL
+            .into_iter()
+            .find(|script| script.source.as_bytes() == args[1].as_slice())
+            .map_or_else(
+                || sha1_smol::Sha1::from(&args[1]).digest().to_string(),
+                |script| script.sha1.to_owned(),
+            )
     } else {
         String::from_utf8_lossy(&args[1]).to_lowercase()
     };
@@ -269,10 +254,16 @@ fn eval(node: &NodeHandle, args: &[Vec<u8>], by_source: bool) -> Frame {
     let time = state.time_at(clock::now());
     let writable = state.role == Role::Primary;
     let (reply, effects) = scripts::run(script, &mut state.db, time, writable, keys, rest);
+    if state.deposed {
+        let (grants, renewals) = scripts::successes(keys, rest, &reply);
+        state.deposed_acks.grants += grants as u64;
+        state.deposed_acks.renewals += renewals as u64;
+    }
     state.propagate(effects);
-    let channel = scripts::release_channel(script, &reply, rest);
+    state.grants_behind_floor += scripts::grants_behind_floor(&reply, time.us) as u64;
+    let channels = scripts::released_channels(keys, rest, &reply);
     drop(state);
-    if let Some(channel) = channel {
+    for channel in channels {
         publish(node, &channel, b"released");
     }
     reply
@@ -335,6 +326,14 @@ fn unsubscribe(node: &NodeHandle, id: u64, channels: &[Vec<u8>]) -> Vec<Frame> {
     } else {
         channels.to_vec()
     };
+    if channels.is_empty() {
+        // Subscribed to nothing: Redis still answers, with a nil channel.
+        return vec![Frame::Array(vec![
+            bulk(b"unsubscribe"),
+            Frame::Null,
+            Frame::Integer(0),
+        ])];
+    }
     channels
         .iter()
         .map(|channel| {
@@ -364,52 +363,39 @@ async fn wait(node: &NodeHandle, replicas: &[u8], timeout: &[u8]) -> Frame {
             "ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.",
         );
     }
-    let target = node.0.borrow().offset;
-    let started = clock::now();
-    loop {
-        let acked = node
-            .0
+    let (target, acks_changed) = {
+        let state = node.0.borrow();
+        (state.offset, std::rc::Rc::clone(&state.acks_changed))
+    };
+    let acked = || {
+        node.0
             .borrow()
             .acked
             .values()
             .filter(|offset| **offset >= target)
-            .count() as i64;
-        let timed_out = timeout_ms > 0
-            && clock::now().saturating_sub(started) >= Duration::from_millis(timeout_ms as u64);
-        if acked >= wanted || timed_out {
-            return Frame::Integer(acked);
+            .count() as i64
+    };
+    let deadline = async {
+        match timeout_ms {
+            0 => std::future::pending().await,
+            ms => tokio::time::sleep(Duration::from_millis(ms as u64)).await,
         }
-        tokio::time::sleep(Duration::from_millis(1)).await;
+    };
+    tokio::pin!(deadline);
+    // Woken by each acknowledgement, not polled.
+    let acked = loop {
+        if acked() >= wanted {
+            break acked();
+        }
+        tokio::select! {
+            biased;
+            () = acks_changed.notified() => {}
+            () = &mut deadline => break acked(),
+        }
+    };
+    let mut state = node.0.borrow_mut();
+    if state.deposed && acked < wanted {
+        state.deposed_acks.short_waits += 1;
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn frames_round_trip_and_partial_input_waits() {
-        let command = Frame::Array(vec![bulk(b"SET"), bulk(b"k"), bulk(b"v")]);
-        let bytes = to_bytes(&command);
-        let mut buffer = bytes[..5].to_vec();
-        assert_eq!(
-            next_frame(&mut buffer),
-            Ok(None),
-            "half a frame is not a frame"
-        );
-        buffer.extend_from_slice(&bytes[5..]);
-        buffer.extend_from_slice(b"*1\r\n$4\r\nPING\r\n");
-        let frame = next_frame(&mut buffer).expect("valid").expect("whole");
-        assert_eq!(
-            arguments(frame),
-            Some(vec![b"SET".to_vec(), b"k".to_vec(), b"v".to_vec()])
-        );
-        assert_eq!(
-            arguments(next_frame(&mut buffer).expect("valid").expect("whole")),
-            Some(vec![b"PING".to_vec()])
-        );
-        assert!(buffer.is_empty());
-        let mut garbage = b"?nonsense\r\n".to_vec();
-        assert!(next_frame(&mut garbage).is_err());
-    }
+    Frame::Integer(acked)
 }

@@ -18,6 +18,8 @@ use std::collections::BTreeMap;
 
 use redis_protocol::resp2::types::OwnedFrame as Frame;
 
+use super::frame::{bulk, error, ok, parse_i64};
+
 /// A node's clock reading: Unix time as the node believes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NodeTime {
@@ -81,30 +83,10 @@ pub enum Effect {
 /// The error Redis gives for an operation on the wrong type.
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
-/// An error reply.
-pub fn error(text: &str) -> Frame {
-    Frame::Error(text.to_owned())
-}
-
-/// `+OK`.
-pub fn ok() -> Frame {
-    Frame::SimpleString(b"OK".to_vec())
-}
-
-/// A bulk string.
-pub fn bulk(bytes: &[u8]) -> Frame {
-    Frame::BulkString(bytes.to_vec())
-}
-
 /// The keyspace.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Db {
     entries: BTreeMap<Vec<u8>, Stored>,
-}
-
-/// Parses a Redis integer argument.
-pub fn parse_i64(arg: &[u8]) -> Option<i64> {
-    std::str::from_utf8(arg).ok()?.parse().ok()
 }
 
 impl Db {
@@ -175,6 +157,41 @@ impl Db {
             }
             None => false,
         }
+    }
+
+    /// Evicts the key Redis's `volatile-ttl` policy picks under memory
+    /// pressure: of the live keys with an expiry, the one that expires
+    /// first (ties: the smallest key). Redis samples `maxmemory-samples`
+    /// (5) keys and evicts the best of the sample, which on a keyspace this
+    /// small is the best of all. Keys without a ttl are never candidates.
+    /// Returns the key and its value, `None` when no key has a ttl.
+    pub fn evict_volatile_ttl(&mut self, now: NodeTime) -> Option<(Vec<u8>, Value)> {
+        let key = self
+            .entries
+            .iter()
+            .filter_map(|(key, stored)| {
+                let at = stored.expires_at?;
+                (now.ms < at).then_some((at, key))
+            })
+            .min()
+            .map(|(_, key)| key.clone())?;
+        let stored = self.entries.remove(&key)?;
+        Some((key, stored.value))
+    }
+
+    /// Deletes every key whose expiry the clock has reached, as Redis's
+    /// active expiry does in the background; returns the keys deleted.
+    pub fn expire_due(&mut self, now: NodeTime) -> Vec<Vec<u8>> {
+        let due: Vec<Vec<u8>> = self
+            .entries
+            .iter()
+            .filter(|(_, stored)| stored.expires_at.is_some_and(|at| now.ms >= at))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in &due {
+            self.entries.remove(key);
+        }
+        due
     }
 
     /// Applies a replicated effect (on a replica, or when loading a sync).
@@ -267,24 +284,33 @@ impl Db {
                 if !arity(3) {
                     return Some(wrong_args());
                 }
-                let (mut nx, mut xx, mut expires_at) = (false, false, None);
+                let (mut nx, mut xx, mut get, mut expires_at) = (false, false, false, None);
                 let mut options = args[3..].iter();
                 while let Some(option) = options.next() {
                     match option.to_ascii_uppercase().as_slice() {
                         b"NX" => nx = true,
                         b"XX" => xx = true,
+                        b"GET" => get = true,
                         unit @ (b"PX" | b"EX") => {
                             let Some(amount) = options.next().and_then(|a| parse_i64(a)) else {
                                 return Some(not_integer());
                             };
-                            if amount <= 0 {
+                            // Redis refuses a ttl whose deadline would
+                            // not fit in its clock's 64 bits, too.
+                            let at = if unit == b"EX" {
+                                amount.checked_mul(1000)
+                            } else {
+                                Some(amount)
+                            }
+                            .filter(|ms| *ms > 0)
+                            .and_then(|ms| now.ms.checked_add(ms));
+                            let Some(at) = at else {
                                 return Some((
                                     error("ERR invalid expire time in 'set' command"),
                                     Vec::new(),
                                 ));
-                            }
-                            let ms = if unit == b"EX" { amount * 1000 } else { amount };
-                            expires_at = Some(now.ms + ms);
+                            };
+                            expires_at = Some(at);
                         }
                         _ => return Some((error("ERR syntax error"), Vec::new())),
                     }
@@ -292,12 +318,29 @@ impl Db {
                 if nx && xx {
                     return Some((error("ERR syntax error"), Vec::new()));
                 }
+                // SET … GET answers the old value (nil if none) instead of
+                // OK, and fails with WRONGTYPE, setting nothing, if the old
+                // value is not a string (Redis 7 also allows it with NX).
+                let old = if get {
+                    match self.get(&args[1], now) {
+                        Ok(old) => Some(old.map(<[u8]>::to_vec)),
+                        Err(frame) => return Some((frame, Vec::new())),
+                    }
+                } else {
+                    None
+                };
+                let reply = |set: bool| match &old {
+                    Some(Some(value)) => bulk(value),
+                    Some(None) => Frame::Null,
+                    None if set => ok(),
+                    None => Frame::Null,
+                };
                 let exists = self.live(&args[1], now).is_some();
                 if (nx && exists) || (xx && !exists) {
-                    return Some((Frame::Null, Vec::new()));
+                    return Some((reply(false), Vec::new()));
                 }
                 let effect = self.set(&args[1], &args[2], expires_at);
-                (ok(), vec![effect])
+                (reply(true), vec![effect])
             }
             b"DEL" => {
                 if !arity(2) {
@@ -329,11 +372,17 @@ impl Db {
                     return Some(not_integer());
                 };
                 let ms = if name == b"EXPIRE" {
-                    amount * 1000
+                    amount.checked_mul(1000)
                 } else {
-                    amount
+                    Some(amount)
                 };
-                let at = now.ms + ms;
+                let Some(at) = ms.and_then(|ms| now.ms.checked_add(ms)) else {
+                    let name = String::from_utf8_lossy(&args[0]).to_lowercase();
+                    return Some((
+                        error(&format!("ERR invalid expire time in '{name}' command")),
+                        Vec::new(),
+                    ));
+                };
                 if self.expire_at(&args[1], at, now) {
                     (
                         Frame::Integer(1),
@@ -481,6 +530,49 @@ mod tests {
         assert!(matches!(run(&mut db, &["GET"], 0), Frame::Error(_)));
         run(&mut db, &["SET", "s", "abc"], 0);
         assert!(matches!(run(&mut db, &["INCR", "s"], 0), Frame::Error(_)));
+        for huge in [
+            &["SET", "k", "v", "EX", "9223372036854775807"][..],
+            &["SET", "k", "v", "PX", "9223372036854775807"],
+            &["PEXPIRE", "s", "9223372036854775807"],
+            &["EXPIRE", "s", "-9223372036854775808"],
+        ] {
+            assert!(
+                matches!(run(&mut db, huge, 1_000), Frame::Error(e) if e.starts_with("ERR invalid expire time")),
+                "{huge:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn volatile_ttl_eviction_takes_the_nearest_expiry_and_spares_persistent_keys() {
+        let mut db = Db::default();
+        run(&mut db, &["SET", "persistent", "p"], 0);
+        run(&mut db, &["SET", "late", "l", "PX", "900"], 0);
+        run(&mut db, &["SET", "soon", "s", "PX", "300"], 0);
+        run(&mut db, &["SET", "expired", "e", "PX", "50"], 0);
+        let evicted = db.evict_volatile_ttl(at(100));
+        assert_eq!(evicted, Some((b"soon".to_vec(), Value::Str(b"s".to_vec()))));
+        let evicted = db.evict_volatile_ttl(at(100));
+        assert_eq!(evicted, Some((b"late".to_vec(), Value::Str(b"l".to_vec()))));
+        assert_eq!(
+            db.evict_volatile_ttl(at(100)),
+            None,
+            "only persistent keys left"
+        );
+        assert_eq!(run(&mut db, &["GET", "persistent"], 100), bulk(b"p"));
+    }
+
+    #[test]
+    fn active_expiry_deletes_what_the_clock_passed_so_a_step_back_cannot_revive_it() {
+        let mut db = Db::default();
+        run(&mut db, &["SET", "k", "v", "PX", "100"], 0);
+        run(&mut db, &["SET", "live", "v", "PX", "500"], 0);
+        // Lazy expiry alone: the clock steps back and the key is live again.
+        let mut lazy = db.clone();
+        assert_eq!(run(&mut lazy, &["GET", "k"], 50), bulk(b"v"));
+        assert_eq!(db.expire_due(at(200)), vec![b"k".to_vec()]);
+        assert_eq!(run(&mut db, &["GET", "k"], 50), Frame::Null);
+        assert_eq!(run(&mut db, &["GET", "live"], 50), bulk(b"v"));
     }
 
     #[test]

@@ -2,10 +2,10 @@
 //! clock, asynchronous primary → replica replication, failover, restart
 //! without persistence, and BUSY stretches.
 //!
-//! The shape follows mini-redis: [`conn`] frames bytes into commands
-//! (check-then-parse with the `redis-protocol` crate), [`db`] holds the
-//! keyspace, [`scripts`] runs lock-core's scripts, [`replication`] moves
-//! writes from a primary to its replicas.
+//! The shape follows mini-redis: [`frame`] frames bytes into commands
+//! (check-then-parse with the `redis-protocol` crate), [`conn`] dispatches
+//! them, [`db`] holds the keyspace, [`scripts`] runs lock-core's scripts,
+//! [`replication`] moves writes from a primary to its replicas.
 //!
 //! Everything the world controls from outside (role, clock, BUSY) and
 //! everything the checkers read (the oracle [`NodeHandle::peek`]) lives in a
@@ -15,8 +15,10 @@
 
 pub mod conn;
 pub mod db;
+pub mod frame;
 pub mod replication;
 pub mod scripts;
+pub mod sentinel;
 
 use std::{
     cell::RefCell,
@@ -26,7 +28,7 @@ use std::{
 };
 
 use redis_protocol::resp2::types::OwnedFrame as Frame;
-use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::{Notify, mpsc::UnboundedSender};
 
 use crate::{clock::ClockControl, config::DurationRange, rng::Rng};
 
@@ -83,6 +85,41 @@ pub struct Node {
     pub(crate) next_id: u64,
     pub(crate) lag: Option<DurationRange>,
     pub(crate) rng: Rng,
+    /// Wakes the replication loop when the world changes the role, so it
+    /// need not poll the role every few milliseconds.
+    pub(crate) role_changed: Rc<Notify>,
+    /// Wakes pending `WAIT`s when a replica acknowledges.
+    pub(crate) acks_changed: Rc<Notify>,
+    /// Grants this node issued while its clock was behind the time-mixed
+    /// fence floor (an observation for the reports; never reset).
+    pub(crate) grants_behind_floor: u64,
+    /// Counts what may have changed the keyspace (commands, replicated
+    /// writes, restarts): while it stands still, only time expires keys.
+    pub(crate) activity: u64,
+    /// A failover named another primary, but this one has not been
+    /// demoted yet: it still acts as a primary for the clients connected
+    /// to it (the stale window).
+    pub(crate) deposed: bool,
+    /// What it acknowledged while deposed (observations for the reports;
+    /// never reset).
+    pub(crate) deposed_acks: DeposedAcks,
+    /// Bumped to close every client connection (a demotion: Sentinel's
+    /// `CLIENT KILL` after `REPLICAOF`).
+    pub(crate) clients_generation: u64,
+    /// Wakes the connections when `clients_generation` moves.
+    pub(crate) clients_killed: Rc<Notify>,
+}
+
+/// What a deposed primary acknowledged in its stale window: writes that
+/// the demotion's resync throws away.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeposedAcks {
+    /// Lock grants.
+    pub grants: u64,
+    /// Lock renewals.
+    pub renewals: u64,
+    /// `WAIT`s answered with fewer replicas than asked for.
+    pub short_waits: u64,
 }
 
 /// The world's and the host's shared handle on one node.
@@ -109,6 +146,14 @@ impl NodeHandle {
             next_id: 0,
             lag: config.replication_lag,
             rng: Rng::new(config.seed),
+            role_changed: Rc::default(),
+            acks_changed: Rc::default(),
+            grants_behind_floor: 0,
+            activity: 0,
+            deposed: false,
+            deposed_acks: DeposedAcks::default(),
+            clients_generation: 0,
+            clients_killed: Rc::default(),
         })))
     }
 
@@ -127,6 +172,12 @@ impl NodeHandle {
         self.0.borrow().role.clone()
     }
 
+    /// How much the node did that may have changed its keyspace (a
+    /// counter: equal readings mean nothing did in between).
+    pub fn activity(&self) -> u64 {
+        self.0.borrow().activity
+    }
+
     /// The replication offset: writes produced (primary) or applied (replica).
     pub fn offset(&self) -> u64 {
         self.0.borrow().offset
@@ -134,18 +185,134 @@ impl NodeHandle {
 
     /// Makes the node a primary: it stops replicating and accepts writes.
     pub fn promote(&self) {
-        self.0.borrow_mut().role = Role::Primary;
+        self.set_role(Role::Primary);
     }
 
     /// Makes the node a replica of `host` (it resyncs from it).
     pub fn replicate_from(&self, host: String) {
-        self.0.borrow_mut().role = Role::Replica { of: host };
+        self.set_role(Role::Replica { of: host });
+    }
+
+    /// Marks a primary that a failover replaced but left running: it
+    /// still takes writes from its clients until [`demote`](Self::demote).
+    pub fn depose(&self) {
+        self.0.borrow_mut().deposed = true;
+    }
+
+    /// Whether a failover replaced this primary and it has not been
+    /// demoted yet.
+    pub fn is_deposed(&self) -> bool {
+        self.0.borrow().deposed
+    }
+
+    /// What the node acknowledged while deposed.
+    pub fn deposed_acks(&self) -> DeposedAcks {
+        self.0.borrow().deposed_acks
+    }
+
+    /// Reconfigures a deposed primary as a replica of `host`, as the
+    /// sentinels do once they reach it (`REPLICAOF`, then `CLIENT KILL`):
+    /// its resync replaces everything it had not replicated, and every
+    /// client connection is closed, so clients reconnect and ask again.
+    /// Subscribed connections close too: this Redis does not relay
+    /// `PUBLISH` through replication, so they would hear nothing more.
+    pub fn demote(&self, host: String) {
+        let killed = {
+            let mut node = self.0.borrow_mut();
+            node.deposed = false;
+            node.clients_generation += 1;
+            Rc::clone(&node.clients_killed)
+        };
+        self.replicate_from(host);
+        killed.notify_waiters();
+    }
+
+    /// The generation of client connections now (see [`demote`](Self::demote)).
+    pub(crate) fn clients_generation(&self) -> u64 {
+        self.0.borrow().clients_generation
+    }
+
+    /// Waits until the node closes its client connections.
+    pub(crate) async fn clients_killed(&self) {
+        let killed = Rc::clone(&self.0.borrow().clients_killed);
+        killed.notified().await;
+    }
+
+    fn set_role(&self, role: Role) {
+        let changed = {
+            let mut node = self.0.borrow_mut();
+            if role == Role::Primary {
+                node.deposed = false;
+            }
+            node.role = role;
+            Rc::clone(&node.role_changed)
+        };
+        changed.notify_waiters();
+    }
+
+    /// Waits until the world changes the node's role.
+    pub(crate) async fn role_change(&self) {
+        let changed = Rc::clone(&self.0.borrow().role_changed);
+        changed.notified().await;
+    }
+
+    /// Records that replica link `link` applied the stream up to `offset`,
+    /// and wakes the `WAIT`s.
+    pub(crate) fn acknowledge(&self, link: u64, offset: u64) {
+        let changed = {
+            let mut node = self.0.borrow_mut();
+            node.acked.insert(link, offset);
+            Rc::clone(&node.acks_changed)
+        };
+        changed.notify_waiters();
+    }
+
+    /// How many grants this node issued while its clock was behind the
+    /// time-mixed fence floor: the floor, not the clock, ordered them.
+    pub fn grants_behind_floor(&self) -> u64 {
+        self.0.borrow().grants_behind_floor
     }
 
     /// Answers every command with BUSY until true time `until`.
     pub fn busy_until(&self, until: Duration) {
         let mut node = self.0.borrow_mut();
         node.busy_until = node.busy_until.max(until);
+    }
+
+    /// Memory pressure under a `volatile-*` eviction policy: evicts one key
+    /// by `volatile-ttl` (see [`Db::evict_volatile_ttl`]) at true time
+    /// `now`. A primary replicates the eviction as a `DEL`, as Redis does,
+    /// so its replicas lose the key too. Returns the key and, for a string,
+    /// its value.
+    pub fn evict(&self, now: Duration) -> Option<(Vec<u8>, Option<Vec<u8>>)> {
+        let mut node = self.0.borrow_mut();
+        let time = node.time_at(now);
+        let (key, value) = node.db.evict_volatile_ttl(time)?;
+        node.activity += 1;
+        if node.role == Role::Primary {
+            node.propagate(vec![Effect::Del { key: key.clone() }]);
+        }
+        let value = match value {
+            db::Value::Str(bytes) => Some(bytes),
+            db::Value::List(_) => None,
+        };
+        Some((key, value))
+    }
+
+    /// Redis's active expiry, run at true time `now`: deletes every key the
+    /// node's clock has passed, and a primary replicates each deletion as a
+    /// `DEL`. Redis does this in the background within about 100 ms of an
+    /// expiry; the world runs it before a backward clock step, so that a
+    /// key which expired does not come back to life when the clock reads an
+    /// earlier time (lazy expiry alone would revive it).
+    pub fn expire_due(&self, now: Duration) {
+        let mut node = self.0.borrow_mut();
+        let time = node.time_at(now);
+        let due = node.db.expire_due(time);
+        node.activity += 1;
+        if node.role == Role::Primary {
+            node.propagate(due.into_iter().map(|key| Effect::Del { key }).collect());
+        }
     }
 
     /// The oracle: the string at `key` and its remaining ttl (ms) on the
@@ -161,11 +328,26 @@ impl NodeHandle {
         ))
     }
 
+    /// The true time at which `key`, live at true time `now`, expires on
+    /// this node's clock (as its clock runs at `now`), if it has an expiry.
+    pub fn expires_at_true(&self, key: &str, now: Duration) -> Option<Duration> {
+        let node = self.0.borrow();
+        let time = node.time_at(now);
+        let pttl = node.db.pttl(key.as_bytes(), time);
+        if pttl < 0 {
+            return None;
+        }
+        let at_ms = time.ms + pttl;
+        let local_ns = i128::from(at_ms - CLOCK_BASE_UNIX_MS) * 1_000_000;
+        Some(node.clock.true_time_of(local_ns))
+    }
+
     /// Forgets everything a process restart without persistence loses:
     /// data, scripts, replication links, subscriptions. Role and clock are
     /// configuration and stay.
     fn reset(&self) {
         let mut node = self.0.borrow_mut();
+        node.activity += 1;
         node.db = Db::default();
         node.scripts.clear();
         node.offset = 0;
@@ -210,5 +392,107 @@ pub async fn serve(node: NodeHandle) -> turmoil::Result {
     loop {
         let (stream, _) = listener.accept().await?;
         tokio::task::spawn_local(conn::handle(node.clone(), stream));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(replica_of: Option<&str>) -> NodeHandle {
+        NodeHandle::new(NodeConfig {
+            index: 0,
+            replica_of: replica_of.map(str::to_owned),
+            replication_lag: None,
+            seed: 1,
+        })
+    }
+
+    fn set(node: &NodeHandle, key: &str, value: &str, px: Option<i64>) {
+        let mut state = node.0.borrow_mut();
+        let time = state.time_at(Duration::ZERO);
+        state
+            .db
+            .set(key.as_bytes(), value.as_bytes(), px.map(|px| time.ms + px));
+    }
+
+    #[test]
+    fn a_primary_replicates_an_eviction_as_a_del() {
+        let primary = node(None);
+        let (link, mut stream) = tokio::sync::mpsc::unbounded_channel();
+        primary.0.borrow_mut().streams.insert(1, link);
+        set(&primary, "lock", "owner", Some(1_000));
+        set(&primary, "counter", "7", None);
+        assert_eq!(
+            primary.evict(Duration::from_millis(10)),
+            Some((b"lock".to_vec(), Some(b"owner".to_vec())))
+        );
+        assert_eq!(
+            stream.try_recv().ok(),
+            Some((
+                1,
+                vec![Effect::Del {
+                    key: b"lock".to_vec()
+                }]
+            ))
+        );
+        assert_eq!(primary.evict(Duration::from_millis(10)), None);
+        assert!(primary.peek("counter", Duration::from_millis(10)).is_some());
+    }
+
+    #[test]
+    fn a_replica_evicts_alone() {
+        let replica = node(Some("redis-1"));
+        set(&replica, "lock", "owner", Some(1_000));
+        assert!(replica.evict(Duration::ZERO).is_some());
+        assert_eq!(replica.offset(), 0, "nothing streamed, nothing counted");
+    }
+
+    #[test]
+    fn active_expiry_before_a_step_back_replicates_its_deletions() {
+        let primary = node(None);
+        let (link, mut stream) = tokio::sync::mpsc::unbounded_channel();
+        primary.0.borrow_mut().streams.insert(1, link);
+        set(&primary, "gone", "v", Some(100));
+        set(&primary, "live", "v", Some(1_000));
+        primary.expire_due(Duration::from_millis(200));
+        let (_, effects) = stream.try_recv().expect("a DEL streamed");
+        assert_eq!(
+            effects,
+            vec![Effect::Del {
+                key: b"gone".to_vec()
+            }]
+        );
+        primary
+            .clock()
+            .jump(Duration::from_millis(200), -150_000_000);
+        assert!(primary.peek("gone", Duration::from_millis(200)).is_none());
+        assert!(primary.peek("live", Duration::from_millis(200)).is_some());
+    }
+
+    #[test]
+    fn a_deposed_primary_serves_until_its_demotion_closes_its_clients() {
+        let old = node(None);
+        old.depose();
+        assert!(old.is_deposed());
+        assert_eq!(old.role(), Role::Primary, "still a primary to its clients");
+        let generation = old.clients_generation();
+        old.demote("redis-1".to_owned());
+        assert!(!old.is_deposed());
+        assert_eq!(
+            old.role(),
+            Role::Replica {
+                of: "redis-1".to_owned()
+            }
+        );
+        assert_ne!(
+            old.clients_generation(),
+            generation,
+            "its clients are cut off"
+        );
+        let again = node(Some("redis-0"));
+        again.0.borrow_mut().deposed = true;
+        again.promote();
+        assert!(!again.is_deposed(), "a promotion ends a deposition");
     }
 }

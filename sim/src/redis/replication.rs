@@ -29,10 +29,10 @@ use turmoil::net::TcpStream;
 
 use super::{
     NodeHandle, PORT, Role,
-    conn::{arguments, next_frame, to_bytes},
-    db::{Db, Effect, bulk, parse_i64},
+    db::{Db, Effect},
+    frame::{arguments, bulk, next_command, next_frame, parse_i64, to_bytes},
 };
-use crate::{client::draw, clock};
+use crate::clock;
 
 fn encode_effect(effect: &Effect) -> Frame {
     let parts: Vec<Vec<u8>> = match effect {
@@ -118,8 +118,9 @@ fn parse_message(frame: Frame) -> Option<(Vec<u8>, u64, Vec<Effect>)> {
 }
 
 /// The primary's side of one replica link: full sync, then the stream,
-/// while reading the replica's acknowledgements.
-pub async fn serve_replica(node: NodeHandle, stream: TcpStream) {
+/// while reading the replica's acknowledgements. `pending` holds what the
+/// replica sent after `REPLSYNC` that the connection had already read.
+pub async fn serve_replica(node: NodeHandle, stream: TcpStream, pending: Vec<u8>) {
     let (mut reader, mut writer) = stream.into_split();
     let (link, mut writes) = mpsc::unbounded_channel();
     let (id, sync) = {
@@ -131,9 +132,9 @@ pub async fn serve_replica(node: NodeHandle, stream: TcpStream) {
         state.acked.insert(id, 0);
         (id, sync)
     };
-    let mut buffer = Vec::new();
+    let mut buffer = pending;
     let mut chunk = [0u8; 1024];
-    if writer.write_all(&to_bytes(&sync)).await.is_ok() {
+    if writer.write_all(&to_bytes(&sync)).await.is_ok() && take_acks(&node, id, &mut buffer) {
         loop {
             tokio::select! {
                 biased;
@@ -148,13 +149,8 @@ pub async fn serve_replica(node: NodeHandle, stream: TcpStream) {
                         Ok(read) if read > 0 => buffer.extend_from_slice(&chunk[..read]),
                         _ => break,
                     }
-                    while let Ok(Some(frame)) = next_frame(&mut buffer) {
-                        let acked = arguments(frame)
-                            .filter(|args| args.len() == 2 && args[0] == b"ACK")
-                            .and_then(|args| parse_i64(&args[1]));
-                        if let Some(offset) = acked {
-                            node.0.borrow_mut().acked.insert(id, offset as u64);
-                        }
+                    if !take_acks(&node, id, &mut buffer) {
+                        break;
                     }
                 }
             }
@@ -165,6 +161,26 @@ pub async fn serve_replica(node: NodeHandle, stream: TcpStream) {
     state.acked.remove(&id);
 }
 
+/// Applies every whole acknowledgement (`ACK offset`, a command) in
+/// `buffer` to link `id`; other commands are ignored. False if the bytes
+/// are not commands at all: the link then ends.
+fn take_acks(node: &NodeHandle, id: u64, buffer: &mut Vec<u8>) -> bool {
+    loop {
+        let args = match next_command(buffer) {
+            Ok(Some(args)) => args,
+            Ok(None) => return true,
+            Err(_) => return false,
+        };
+        let acked = Some(args)
+            .filter(|args| args.len() == 2 && args[0] == b"ACK")
+            .and_then(|args| parse_i64(&args[1]))
+            .and_then(|offset| u64::try_from(offset).ok());
+        if let Some(offset) = acked {
+            node.acknowledge(id, offset);
+        }
+    }
+}
+
 /// The replica's side: while the node is a replica, keep a link to its
 /// primary, apply what arrives after the lag, and acknowledge.
 pub async fn run_replica(node: NodeHandle) {
@@ -172,7 +188,7 @@ pub async fn run_replica(node: NodeHandle) {
         let primary = match node.role() {
             Role::Replica { of } => of,
             Role::Primary => {
-                tokio::time::sleep(Duration::from_millis(5)).await;
+                node.role_change().await;
                 continue;
             }
         };
@@ -211,12 +227,16 @@ async fn follow(node: &NodeHandle, primary: &str, stream: TcpStream) {
             return;
         }
         let next_apply = queue.front().map(|(at, _, _)| *at);
-        let wait = next_apply.map_or(Duration::from_millis(5), |at| {
-            at.saturating_sub(clock::now())
-                .min(Duration::from_millis(5))
-        });
+        let apply_due = async {
+            match next_apply {
+                Some(at) => tokio::time::sleep(at.saturating_sub(clock::now())).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             biased;
+            // Promoted or re-pointed: checked at the top of the loop.
+            () = node.role_change() => {}
             read = reader.read(&mut chunk) => {
                 match read {
                     Ok(read) if read > 0 => buffer.extend_from_slice(&chunk[..read]),
@@ -236,18 +256,19 @@ async fn follow(node: &NodeHandle, primary: &str, stream: TcpStream) {
                         }
                         state.db = db;
                         state.offset = offset;
+                        state.activity += 1;
                     } else {
                         let lag = {
                             let mut state = node.0.borrow_mut();
                             let lag = state.lag;
-                            lag.map_or(Duration::ZERO, |range| draw(&mut state.rng, range))
+                            lag.map_or(Duration::ZERO, |range| state.rng.duration(range))
                         };
                         let earliest = queue.back().map_or(Duration::ZERO, |(at, _, _)| *at);
                         queue.push_back(((clock::now() + lag).max(earliest), offset, effects));
                     }
                 }
             }
-            () = tokio::time::sleep(wait) => {}
+            () = apply_due => {}
         }
         let mut applied = None;
         while queue.front().is_some_and(|(at, _, _)| *at <= clock::now()) {
@@ -257,6 +278,7 @@ async fn follow(node: &NodeHandle, primary: &str, stream: TcpStream) {
                     state.db.apply(effect);
                 }
                 state.offset = offset;
+                state.activity += 1;
                 applied = Some(offset);
             }
         }

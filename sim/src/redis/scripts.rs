@@ -1,19 +1,24 @@
-//! lock-core's Lua scripts, executed natively and addressed by their SHA1.
+//! lock-core's Lua script, executed natively and addressed by its SHA1.
 //!
-//! Each function below is a line-by-line transcription of the `.lua` file
-//! it names (lock-core/src/scripts/), including Lua 5.1's conversions: a
-//! Lua number returned to Redis becomes an integer reply, a table an array.
-//! The differential test (sim/tests/differential.rs) runs the same command
+//! [`run`] is a transcription of `lock.lua` (lock-core/src/scripts/),
+//! operation by operation, including Lua's and Redis's conversions: a Lua
+//! number returned to Redis becomes an integer reply, a table an array, an
+//! error table caught by `redis.pcall` an error entry in that array, and an
+//! error raised by `redis.call` the error reply of the whole call. The
+//! differential test (sim/tests/differential.rs) runs the same command
 //! sequences here and on a real `redis-server` running the real Lua, and
 //! compares the replies: that is what keeps this transcription honest.
 //!
-//! A script that writes on a replica fails at its first write with
-//! `READONLY`, as Redis 7 does for scripts without a `no-writes` flag.
+//! A script that writes on a replica meets `READONLY` at its first write,
+//! as Redis 7 does for scripts without a `no-writes` flag.
 
 use lock_core::scripts;
 use redis_protocol::resp2::types::OwnedFrame as Frame;
 
-use super::db::{Db, Effect, NodeTime, bulk, error, parse_i64};
+use super::{
+    db::{Db, Effect, NodeTime, is_write},
+    frame::{bulk, error},
+};
 
 /// Which of lock-core's scripts a SHA1 names.
 pub fn known(sha1: &str) -> Option<scripts::Script> {
@@ -22,8 +27,11 @@ pub fn known(sha1: &str) -> Option<scripts::Script> {
         .find(|script| script.sha1.eq_ignore_ascii_case(sha1))
 }
 
-/// The error a script raises when a write hits a replica.
+/// The error a script meets when a write hits a replica.
 pub const READONLY: &str = "READONLY You can't write against a read only replica.";
+
+/// What Lua's redis library says of a nil command argument.
+const NIL_ARGUMENT: &str = "ERR Lua redis lib command arguments must be strings or integers";
 
 struct Run<'a> {
     db: &'a mut Db,
@@ -33,42 +41,32 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
-    fn write(&self) -> Result<(), Frame> {
-        if self.writable {
-            Ok(())
-        } else {
-            Err(error(READONLY))
+    /// `redis.pcall`: the command's reply, an error frame if it failed.
+    fn pcall(&mut self, args: &[&[u8]]) -> Frame {
+        if !self.writable && is_write(args[0]) {
+            return error(READONLY);
+        }
+        let args: Vec<Vec<u8>> = args.iter().map(|arg| arg.to_vec()).collect();
+        match self.db.execute(&args, self.now) {
+            Some((reply, effects)) => {
+                self.effects.extend(effects);
+                reply
+            }
+            None => error("ERR unknown command"),
         }
     }
 
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, Frame> {
-        Ok(self.db.get(key, self.now)?.map(<[u8]>::to_vec))
-    }
-
-    fn set(&mut self, key: &[u8], value: &[u8], expires_at: Option<i64>) -> Result<(), Frame> {
-        self.write()?;
-        let effect = self.db.set(key, value, expires_at);
-        self.effects.push(effect);
-        Ok(())
-    }
-
-    fn pexpire(&mut self, key: &[u8], ms: i64) -> Result<i64, Frame> {
-        self.write()?;
-        let at = self.now.ms + ms;
-        if self.db.expire_at(key, at, self.now) {
-            self.effects.push(Effect::ExpireAt {
-                key: key.to_vec(),
-                at,
-            });
-            Ok(1)
-        } else {
-            Ok(0)
+    /// `redis.call`: like `pcall`, but an error aborts the whole script.
+    fn call(&mut self, args: &[&[u8]]) -> Result<Frame, Frame> {
+        match self.pcall(args) {
+            Frame::Error(text) => Err(Frame::Error(text)),
+            reply => Ok(reply),
         }
     }
 }
 
-/// Runs the script `sha1` with `keys` and `args` on `db`. Returns the reply
-/// and the effects to replicate, or an error reply.
+/// Runs the script `script` with `keys` and `args` on `db`. Returns the
+/// reply and the effects to replicate.
 pub fn run(
     script: scripts::Script,
     db: &mut Db,
@@ -84,103 +82,298 @@ pub fn run(
         effects: Vec::new(),
     };
     let result = match script.name {
-        "acquire" => acquire(&mut run, keys, args),
-        "renew" => renew(&mut run, keys, args),
-        "release" => release(&mut run, keys, args),
+        "lock" => lock(&mut run, keys, args),
         _ => Err(error("ERR unknown script")),
     };
     // A script error leaves the writes made before it in place (Redis has
     // no rollback), so the effects so far still replicate.
     match result {
-        Ok(frame) => (frame, run.effects),
-        Err(frame) => (frame, run.effects),
+        Ok(frame) | Err(frame) => (frame, run.effects),
     }
 }
 
-fn arg(list: &[Vec<u8>], index: usize) -> &[u8] {
-    // A missing KEYS[i]/ARGV[i] is nil in Lua; the lock's scripts always
-    // get theirs, and nil compares unequal to every string, as "" does here
-    // for any real token.
-    list.get(index).map_or(&[], Vec::as_slice)
+/// KEYS[i] / ARGV[i], or `None` where Lua would see nil.
+fn at(list: &[Vec<u8>], index: usize) -> Option<&[u8]> {
+    list.get(index).map(Vec::as_slice)
 }
 
-fn ttl_arg(value: &[u8]) -> Result<i64, Frame> {
-    parse_i64(value).ok_or_else(|| error("ERR value is not an integer or out of range"))
-}
-
-/// acquire.lua
-fn acquire(run: &mut Run<'_>, keys: &[Vec<u8>], args: &[Vec<u8>]) -> Result<Frame, Frame> {
-    let (lock, fence_key) = (arg(keys, 0), arg(keys, 1));
-    let (token, ttl, mode) = (arg(args, 0), arg(args, 1), arg(args, 2));
-    let current = run.get(lock)?;
-    if current.as_deref() == Some(token) {
-        run.pexpire(lock, ttl_arg(ttl)?)?;
-        let fence = run.get(fence_key)?.unwrap_or_else(|| b"0".to_vec());
-        return Ok(Frame::Array(vec![Frame::Integer(1), bulk(&fence)]));
-    }
-    if current.is_some() {
-        return Ok(Frame::Array(vec![
-            Frame::Integer(0),
-            Frame::Integer(run.db.pttl(lock, run.now)),
-        ]));
-    }
-    let fence = match mode {
-        b"counter" => {
-            run.write()?;
-            let (value, effect) = run.db.incr(fence_key, run.now)?;
-            run.effects.push(effect);
-            value.to_string()
+/// The operations of one call, as (code, key index, argument index).
+fn operations(keys: &[Vec<u8>], args: &[Vec<u8>]) -> Vec<(Vec<u8>, usize, usize)> {
+    let _ = keys;
+    let mut ops = Vec::new();
+    let (mut k, mut a) = (0, 0);
+    while a < args.len() {
+        let code = args[a].clone();
+        ops.push((code.clone(), k, a));
+        match code.as_slice() {
+            b"a" | b"A" => (k, a) = (k + 2, a + 4),
+            b"r" => (k, a) = (k + 1, a + 3),
+            b"d" => (k, a) = (k + 1, a + 2),
+            _ => break,
         }
-        b"time-mixed" => {
-            let now_us = run.now.us;
-            // tonumber(GET fence or '0') or 0: a non-number counts as 0.
-            let stored = run
-                .get(fence_key)?
-                .and_then(|bytes| std::str::from_utf8(&bytes).ok()?.trim().parse::<f64>().ok())
-                .unwrap_or(0.0);
-            let next = (stored + 1.0).max(now_us as f64);
-            let fence = format!("{next:.0}");
-            run.set(fence_key, fence.as_bytes(), None)?;
-            fence
+    }
+    ops
+}
+
+/// lock.lua's main loop.
+fn lock(run: &mut Run<'_>, keys: &[Vec<u8>], args: &[Vec<u8>]) -> Result<Frame, Frame> {
+    let mut replies = Vec::new();
+    for (code, k, a) in operations(keys, args) {
+        let reply = match code.as_slice() {
+            b"a" | b"A" => acquire(
+                run,
+                [at(keys, k), at(keys, k + 1)],
+                [at(args, a + 1), at(args, a + 2), at(args, a + 3)],
+                code == b"A",
+            )?,
+            b"r" => renew(run, at(keys, k), at(args, a + 1), at(args, a + 2))?,
+            b"d" => release(run, at(keys, k), at(args, a + 1))?,
+            _ => {
+                return Err(error(&format!(
+                    "ERR lock.lua: unknown operation {}",
+                    String::from_utf8_lossy(&code)
+                )));
+            }
+        };
+        replies.push(reply);
+    }
+    Ok(Frame::Array(replies))
+}
+
+/// The decimal text of a Lua number, as `string.format('%.0f', n)`.
+fn fmt(number: f64) -> String {
+    format!("{number:.0}")
+}
+
+/// `tonumber(text) or 0` for a value read back from Redis.
+fn number(text: Option<&[u8]>) -> f64 {
+    text.and_then(|bytes| std::str::from_utf8(bytes).ok()?.trim().parse::<f64>().ok())
+        .unwrap_or(0.0)
+}
+
+/// The bytes of a bulk reply, `None` for nil.
+fn bulk_bytes(frame: &Frame) -> Option<&[u8]> {
+    match frame {
+        Frame::BulkString(bytes) | Frame::SimpleString(bytes) => Some(bytes),
+        _ => None,
+    }
+}
+
+/// `fence_for` of lock.lua: the fence of a grant that just set `lock`.
+/// `compat`: the server's SET knows no GET option (before 6.2), so the
+/// floor is read, then set.
+fn fence_for(
+    run: &mut Run<'_>,
+    lock: &[u8],
+    fence_key: Option<&[u8]>,
+    ttl: &[u8],
+    mode: Option<&[u8]>,
+    compat: bool,
+) -> Result<Frame, Frame> {
+    match mode {
+        Some(b"counter") => {
+            let Some(fence_key) = fence_key else {
+                run.call(&[b"DEL", lock])?;
+                return Ok(error(NIL_ARGUMENT));
+            };
+            match run.pcall(&[b"INCR", fence_key]) {
+                Frame::Integer(value) => Ok(Frame::Array(vec![
+                    Frame::Integer(1),
+                    bulk(fmt(value as f64).as_bytes()),
+                ])),
+                failure => {
+                    run.call(&[b"DEL", lock])?;
+                    Ok(failure)
+                }
+            }
         }
-        _ => "0".to_owned(),
+        Some(b"time-mixed") => {
+            let Some(fence_key) = fence_key else {
+                run.call(&[b"DEL", lock])?;
+                return Ok(error(NIL_ARGUMENT));
+            };
+            // TIME, read once per call: the node's clock is frozen for the
+            // whole script, as Redis freezes time during a script.
+            let now_text = run.now.us.to_string();
+            let now = run.now.us as f64;
+            let previous = if compat {
+                run.pcall(&[b"GET", fence_key])
+            } else {
+                run.pcall(&[b"SET", fence_key, now_text.as_bytes(), b"PX", ttl, b"GET"])
+            };
+            if let Frame::Error(_) = previous {
+                run.call(&[b"DEL", lock])?;
+                return Ok(previous);
+            }
+            let floor = number(bulk_bytes(&previous));
+            if floor < now {
+                if compat {
+                    run.call(&[b"SET", fence_key, now_text.as_bytes(), b"PX", ttl])?;
+                }
+                return Ok(Frame::Array(vec![
+                    Frame::Integer(1),
+                    bulk(now_text.as_bytes()),
+                ]));
+            }
+            let fence = floor + 1.0;
+            let lifetime = number(Some(ttl)) + ((fence - now) / 1000.0).ceil();
+            run.call(&[
+                b"SET",
+                fence_key,
+                fmt(fence).as_bytes(),
+                b"PX",
+                fmt(lifetime).as_bytes(),
+            ])?;
+            Ok(Frame::Array(vec![
+                Frame::Integer(1),
+                bulk(fmt(fence).as_bytes()),
+            ]))
+        }
+        _ => Ok(Frame::Array(vec![Frame::Integer(1), bulk(b"0")])),
+    }
+}
+
+/// `acquire` (and `acquire_compat` when `compat`) of lock.lua.
+fn acquire(
+    run: &mut Run<'_>,
+    [lock, fence_key]: [Option<&[u8]>; 2],
+    [token, ttl, mode]: [Option<&[u8]>; 3],
+    compat: bool,
+) -> Result<Frame, Frame> {
+    let (Some(lock), Some(token), Some(ttl)) = (lock, token, ttl) else {
+        return Ok(error(NIL_ARGUMENT));
     };
-    let ttl = ttl_arg(ttl)?;
-    run.set(lock, token, Some(run.now.ms + ttl))?;
-    Ok(Frame::Array(vec![
-        Frame::Integer(1),
-        bulk(fence.as_bytes()),
-    ]))
-}
-
-/// renew.lua
-fn renew(run: &mut Run<'_>, keys: &[Vec<u8>], args: &[Vec<u8>]) -> Result<Frame, Frame> {
-    let lock = arg(keys, 0);
-    if run.get(lock)?.as_deref() == Some(arg(args, 0)) {
-        return Ok(Frame::Integer(run.pexpire(lock, ttl_arg(arg(args, 1))?)?));
+    let current = if compat {
+        run.pcall(&[b"GET", lock])
+    } else {
+        run.pcall(&[b"SET", lock, token, b"NX", b"PX", ttl, b"GET"])
+    };
+    if let Frame::Error(_) = current {
+        return Ok(current);
     }
-    Ok(Frame::Integer(0))
-}
-
-/// release.lua; the PUBLISH is done by the caller, which owns the channels.
-fn release(run: &mut Run<'_>, keys: &[Vec<u8>], args: &[Vec<u8>]) -> Result<Frame, Frame> {
-    let lock = arg(keys, 0);
-    if run.get(lock)?.as_deref() == Some(arg(args, 0)) {
-        run.write()?;
-        run.db.del(lock, run.now);
-        run.effects.push(Effect::Del { key: lock.to_vec() });
-        return Ok(Frame::Integer(1));
+    match bulk_bytes(&current) {
+        Some(holder) if holder == token => {
+            run.call(&[b"PEXPIRE", lock, ttl])?;
+            fence_for(run, lock, fence_key, ttl, mode, compat)
+        }
+        Some(_) => {
+            let pttl = run.call(&[b"PTTL", lock])?;
+            Ok(Frame::Array(vec![Frame::Integer(0), pttl]))
+        }
+        None if compat => {
+            // Under pcall: a refused SET (OOM) fails this acquire alone.
+            let set = run.pcall(&[b"SET", lock, token, b"PX", ttl]);
+            if let Frame::Error(_) = set {
+                return Ok(set);
+            }
+            fence_for(run, lock, fence_key, ttl, mode, compat)
+        }
+        None => fence_for(run, lock, fence_key, ttl, mode, compat),
     }
-    Ok(Frame::Integer(0))
 }
 
-/// The channel a successful release publishes on (`ARGV[2]`), if any.
-pub fn release_channel(
-    script: scripts::Script,
-    reply: &Frame,
-    args: &[Vec<u8>],
-) -> Option<Vec<u8>> {
-    (script.name == "release" && *reply == Frame::Integer(1)).then(|| arg(args, 1).to_vec())
+/// `renew` of lock.lua.
+fn renew(
+    run: &mut Run<'_>,
+    lock: Option<&[u8]>,
+    token: Option<&[u8]>,
+    ttl: Option<&[u8]>,
+) -> Result<Frame, Frame> {
+    let Some(lock) = lock else {
+        return Ok(error(NIL_ARGUMENT));
+    };
+    let current = run.pcall(&[b"GET", lock]);
+    if let Frame::Error(_) = current {
+        return Ok(current);
+    }
+    match (bulk_bytes(&current), token) {
+        (Some(holder), Some(token)) if holder == token => {
+            let Some(ttl) = ttl else {
+                return Err(error(NIL_ARGUMENT));
+            };
+            run.call(&[b"PEXPIRE", lock, ttl])
+        }
+        _ => Ok(Frame::Integer(0)),
+    }
+}
+
+/// `release` of lock.lua; the PUBLISH is done by the caller, which owns
+/// the channels (see [`released_channels`]).
+fn release(run: &mut Run<'_>, lock: Option<&[u8]>, token: Option<&[u8]>) -> Result<Frame, Frame> {
+    let Some(lock) = lock else {
+        return Ok(error(NIL_ARGUMENT));
+    };
+    let current = run.pcall(&[b"GET", lock]);
+    if let Frame::Error(_) = current {
+        return Ok(current);
+    }
+    match (bulk_bytes(&current), token) {
+        (Some(holder), Some(token)) if holder == token => {
+            run.call(&[b"DEL", lock])?;
+            Ok(Frame::Integer(1))
+        }
+        _ => Ok(Frame::Integer(0)),
+    }
+}
+
+/// How many of a call's grants were issued while the server clock (`now_us`)
+/// was behind the time-mixed fence floor, i.e. an earlier fence: such a
+/// grant's fence is `floor + 1 > now + 1`. Only the floor kept it above the
+/// fences before it.
+pub fn grants_behind_floor(reply: &Frame, now_us: i64) -> usize {
+    let Frame::Array(replies) = reply else {
+        return 0;
+    };
+    replies
+        .iter()
+        .filter_map(|reply| match reply {
+            Frame::Array(entry) if entry.first() == Some(&Frame::Integer(1)) => {
+                std::str::from_utf8(bulk_bytes(entry.get(1)?)?)
+                    .ok()?
+                    .parse::<i64>()
+                    .ok()
+            }
+            _ => None,
+        })
+        .filter(|fence| *fence > now_us.saturating_add(1))
+        .count()
+}
+
+/// How many of a call's operations succeeded as grants and as renewals,
+/// given the call's keys, arguments and reply.
+pub fn successes(keys: &[Vec<u8>], args: &[Vec<u8>], reply: &Frame) -> (usize, usize) {
+    let Frame::Array(replies) = reply else {
+        return (0, 0);
+    };
+    let mut counts = (0, 0);
+    for ((code, _, _), reply) in operations(keys, args).into_iter().zip(replies) {
+        match (code.as_slice(), reply) {
+            (b"a" | b"A", Frame::Array(entry)) if entry.first() == Some(&Frame::Integer(1)) => {
+                counts.0 += 1;
+            }
+            (b"r", Frame::Integer(1)) => counts.1 += 1,
+            _ => {}
+        }
+    }
+    counts
+}
+
+/// The channels a call's successful releases publish on (the lock key +
+/// `:released`), given the call's keys, arguments and reply.
+pub fn released_channels(keys: &[Vec<u8>], args: &[Vec<u8>], reply: &Frame) -> Vec<Vec<u8>> {
+    let Frame::Array(replies) = reply else {
+        return Vec::new();
+    };
+    operations(keys, args)
+        .into_iter()
+        .zip(replies)
+        .filter(|((code, _, _), reply)| code == b"d" && **reply == Frame::Integer(1))
+        .filter_map(|((_, k, _), _)| {
+            let mut channel = keys.get(k)?.clone();
+            channel.extend_from_slice(b":released");
+            Some(channel)
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -198,121 +391,175 @@ mod tests {
         items.iter().map(|s| s.as_bytes().to_vec()).collect()
     }
 
-    fn call(db: &mut Db, script: scripts::Script, keys: &[&str], args: &[&str], at: i64) -> Frame {
-        run(script, db, now(at), true, &strs(keys), &strs(args)).0
+    fn call(db: &mut Db, keys: &[&str], args: &[&str], at: i64) -> Frame {
+        run(scripts::LOCK, db, now(at), true, &strs(keys), &strs(args)).0
+    }
+
+    fn one(frame: Frame) -> Frame {
+        match frame {
+            Frame::Array(mut items) if items.len() == 1 => items.remove(0),
+            other => panic!("expected one reply, got {other:?}"),
+        }
+    }
+
+    fn granted(fence: &str) -> Frame {
+        Frame::Array(vec![Frame::Integer(1), bulk(fence.as_bytes())])
     }
 
     #[test]
-    fn every_path_of_every_script() {
+    fn every_path_of_every_operation() {
         let mut db = Db::default();
         let keys = ["{l}", "{l}:fence"];
-        let granted = call(
-            &mut db,
-            scripts::ACQUIRE,
-            &keys,
-            &["a", "1000", "time-mixed"],
-            5_000,
-        );
+        let acquire = |token: &'static str| ["a", token, "1000", "time-mixed"];
         assert_eq!(
-            granted,
-            Frame::Array(vec![Frame::Integer(1), bulk(b"5000007")])
+            one(call(&mut db, &keys, &acquire("a"), 5_000)),
+            granted("5000007")
         );
         // Held by another owner: contended with its pttl.
-        let held = call(
-            &mut db,
-            scripts::ACQUIRE,
-            &keys,
-            &["b", "1000", "time-mixed"],
-            5_400,
-        );
         assert_eq!(
-            held,
+            one(call(&mut db, &keys, &acquire("b"), 5_400)),
             Frame::Array(vec![Frame::Integer(0), Frame::Integer(600)])
         );
-        // Our own retry refreshes the ttl and returns the same fence.
-        let again = call(
-            &mut db,
-            scripts::ACQUIRE,
-            &keys,
-            &["a", "1000", "time-mixed"],
-            5_500,
-        );
+        // Our own retry refreshes the ttl and issues a fresh fence.
         assert_eq!(
-            again,
-            Frame::Array(vec![Frame::Integer(1), bulk(b"5000007")])
+            one(call(&mut db, &keys, &acquire("a"), 5_500)),
+            granted("5500007")
         );
+        assert_eq!(db.pttl(b"{l}", now(5_500)), 1000);
         assert_eq!(
-            call(&mut db, scripts::RENEW, &["{l}"], &["b", "1000"], 5_600),
+            one(call(&mut db, &["{l}"], &["r", "b", "1000"], 5_600)),
             Frame::Integer(0)
         );
         assert_eq!(
-            call(&mut db, scripts::RENEW, &["{l}"], &["a", "1000"], 5_600),
+            one(call(&mut db, &["{l}"], &["r", "a", "1000"], 5_600)),
             Frame::Integer(1)
         );
         assert_eq!(
-            call(&mut db, scripts::RELEASE, &["{l}"], &["b", "ch"], 5_700),
+            one(call(&mut db, &["{l}"], &["d", "b"], 5_700)),
             Frame::Integer(0)
         );
         assert_eq!(
-            call(&mut db, scripts::RELEASE, &["{l}"], &["a", "ch"], 5_700),
+            one(call(&mut db, &["{l}"], &["d", "a"], 5_700)),
             Frame::Integer(1)
         );
         assert_eq!(
-            call(&mut db, scripts::RELEASE, &["{l}"], &["a", "ch"], 5_700),
+            one(call(&mut db, &["{l}"], &["d", "a"], 5_700)),
             Frame::Integer(0)
         );
         assert_eq!(
-            call(&mut db, scripts::RENEW, &["{l}"], &["a", "1000"], 5_800),
+            one(call(&mut db, &["{l}"], &["r", "a", "1000"], 5_800)),
             Frame::Integer(0)
         );
-        // The next grant's fence is above the last even if time went back.
-        let next = call(
-            &mut db,
-            scripts::ACQUIRE,
-            &keys,
-            &["c", "1000", "time-mixed"],
-            1_000,
-        );
+        // The next grant's fence is above the last even if time went back,
+        // and the floor then lives until the clock has passed it by a ttl.
         assert_eq!(
-            next,
-            Frame::Array(vec![Frame::Integer(1), bulk(b"5000008")])
+            one(call(&mut db, &keys, &acquire("c"), 1_000)),
+            granted("5500008")
         );
+        assert_eq!(db.pttl(b"{l}:fence", now(1_000)), 1000 + 4501);
     }
 
     #[test]
-    fn counter_and_none_fencing() {
+    fn grants_behind_the_floor_are_counted() {
         let mut db = Db::default();
         let keys = ["{l}", "{l}:fence"];
-        for expected in ["1", "2"] {
-            let reply = call(&mut db, scripts::ACQUIRE, &keys, &["a", "10", "counter"], 0);
-            assert_eq!(
-                reply,
-                Frame::Array(vec![Frame::Integer(1), bulk(expected.as_bytes())])
-            );
-            call(&mut db, scripts::RELEASE, &["{l}"], &["a", "ch"], 0);
-        }
-        let reply = call(
-            &mut db,
-            scripts::ACQUIRE,
-            &["{m}", "{m}:fence"],
-            &["a", "10", "none"],
-            0,
-        );
-        assert_eq!(reply, Frame::Array(vec![Frame::Integer(1), bulk(b"0")]));
+        let acquire = |token: &'static str| ["a", token, "1000", "time-mixed"];
+        let ahead = call(&mut db, &keys, &acquire("a"), 5_000);
+        assert_eq!(grants_behind_floor(&ahead, now(5_000).us), 0);
+        call(&mut db, &["{l}"], &["d", "a"], 5_100);
+        let behind = call(&mut db, &keys, &acquire("b"), 4_000);
+        assert_eq!(behind, Frame::Array(vec![granted("5000008")]));
+        assert_eq!(grants_behind_floor(&behind, now(4_000).us), 1);
+        let counter = call(&mut db, &["{m}", "{c}"], &["a", "x", "10", "counter"], 0);
+        assert_eq!(grants_behind_floor(&counter, now(0).us), 0);
     }
 
     #[test]
-    fn writes_on_a_replica_fail_readonly() {
+    fn the_fence_floor_expires_one_ttl_after_its_grant() {
+        let mut db = Db::default();
+        let keys = ["{l}", "{l}:fence"];
+        call(&mut db, &keys, &["a", "t", "1000", "time-mixed"], 0);
+        call(&mut db, &["{l}"], &["d", "t"], 10);
+        assert!(db.get(b"{l}:fence", now(999)).unwrap().is_some());
+        assert!(db.get(b"{l}:fence", now(1_000)).unwrap().is_none());
+        assert!(db.get(b"{l}", now(10)).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_batch_runs_every_operation_in_order() {
+        let mut db = Db::default();
+        let reply = call(
+            &mut db,
+            &["{x}", "{x}:fence", "{y}", "{y}:fence", "{x}"],
+            &[
+                "a", "t", "1000", "none", "a", "u", "1000", "counter", "d", "t",
+            ],
+            0,
+        );
+        assert_eq!(
+            reply,
+            Frame::Array(vec![granted("0"), granted("1"), Frame::Integer(1)])
+        );
+        assert_eq!(
+            released_channels(
+                &strs(&["{x}", "{x}:fence", "{y}", "{y}:fence", "{x}"]),
+                &strs(&[
+                    "a", "t", "1000", "none", "a", "u", "1000", "counter", "d", "t"
+                ]),
+                &reply
+            ),
+            vec![b"{x}:released".to_vec()]
+        );
+    }
+
+    #[test]
+    fn compat_acquire_and_counter_fencing() {
+        let mut db = Db::default();
+        let keys = ["{l}", "{lock}:fence-counter"];
+        for expected in ["1", "2"] {
+            let reply = one(call(&mut db, &keys, &["A", "a", "10", "counter"], 0));
+            assert_eq!(reply, granted(expected));
+            call(&mut db, &["{l}"], &["d", "a"], 0);
+        }
+    }
+
+    #[test]
+    fn writes_on_a_replica_fail_readonly_per_operation() {
         let mut db = Db::default();
         let (reply, effects) = run(
-            scripts::ACQUIRE,
+            scripts::LOCK,
             &mut db,
             now(0),
             false,
             &strs(&["{l}", "{l}:fence"]),
-            &strs(&["a", "10", "time-mixed"]),
+            &strs(&["a", "a", "10", "time-mixed"]),
         );
-        assert_eq!(reply, error(READONLY));
+        assert_eq!(reply, Frame::Array(vec![error(READONLY)]));
         assert!(effects.is_empty());
+    }
+
+    #[test]
+    fn an_unknown_operation_fails_the_call() {
+        let mut db = Db::default();
+        assert!(matches!(
+            call(&mut db, &["{l}"], &["x", "t"], 0),
+            Frame::Error(_)
+        ));
+    }
+
+    #[test]
+    fn successes_count_grants_and_renewals_but_not_refusals() {
+        let mut db = Db::default();
+        let keys = ["{lock:k}", "{lock:k}:fence", "{lock:k}"];
+        let args = ["a", "t1", "1000", "time-mixed", "r", "t1", "1000"];
+        let reply = call(&mut db, &keys, &args, 1_000);
+        assert_eq!(successes(&strs(&keys), &strs(&args), &reply), (1, 1));
+        let other = ["a", "t2", "1000", "time-mixed", "r", "t2", "1000"];
+        let reply = call(&mut db, &keys, &other, 1_100);
+        assert_eq!(
+            successes(&strs(&keys), &strs(&other), &reply),
+            (0, 0),
+            "contended and not the owner"
+        );
     }
 }

@@ -47,6 +47,7 @@ pub fn single(name: &str) -> Scenario {
             unfenced_register: true,
         },
         faults: Vec::new(),
+        mix: None,
     }
 }
 
@@ -76,7 +77,7 @@ pub fn fault(kind: FaultKind, at_ms: u64, target: &str, duration_ms: Option<u64>
     ConcreteFault {
         kind,
         at: ms(at_ms),
-        target: target.to_owned(),
+        target: target.parse().expect("a fault target"),
         duration: duration_ms.map(ms),
         rate: None,
         offset: None,
@@ -109,7 +110,7 @@ pub fn assert_only(outcome: &SeedOutcome, allowed: &[Property]) {
 
 /// A schedule in scenario-file form, to paste as a regression scenario.
 pub fn as_toml(schedule: &[ConcreteFault]) -> String {
-    sim::shrink::schedule_toml(schedule)
+    sim::scenario::schedule_toml(schedule)
 }
 
 /// Searches schedules from `strategy` (deterministically) for one whose run

@@ -1,155 +1,19 @@
-//! The checkers: every property, run over every history.
-//!
-//! They read only the history. A client *believes* it holds a lock from its
-//! `AcquireOk` until the first of: its `Lost`, its `ReleaseInvoke`, or its
-//! deadline passing (the last `valid_until` it learnt before then). The
-//! deadline ends belief even when the client was frozen and could not
-//! react: a paused process that wakes checks `is_held()` and finds false.
+//! The safety properties, S1 to S6: what must never happen, whatever the
+//! faults.
 
 use std::{collections::BTreeMap, time::Duration};
 
+use super::{
+    Hold, HoldEnd, TICK_SLACK, grant_times, oracle_timeline, short, stale_writes, stopped_intervals,
+};
 use crate::{
-    config::{FencingMode, Property, Scenario},
-    history::{History, Op, Phase, Process},
-    outcome::{ConcreteFault, Verdict, Violation},
+    config::{FencingMode, Property},
+    history::{History, Op, Process},
+    outcome::{Verdict, Violation},
 };
 
-/// Slack for "at the deadline": the simulation advances in 1 ms ticks.
-const TICK_SLACK: Duration = Duration::from_millis(2);
-
-/// One grant, as the history shows it.
-#[derive(Debug, Clone)]
-pub struct Hold {
-    /// The client that held it.
-    pub client: usize,
-    /// The owner token.
-    pub token: String,
-    /// The fence.
-    pub fence: u64,
-    /// True time of the grant.
-    pub start: Duration,
-    /// True time belief ended.
-    pub end: Duration,
-    /// Why belief ended.
-    pub ended_by: HoldEnd,
-    /// The deadline in force when belief ended.
-    pub deadline: Duration,
-    /// History index of the `AcquireOk`.
-    pub entry: usize,
-    /// History index of the `Lost`, if any.
-    pub lost_entry: Option<usize>,
-}
-
-/// What ended a belief interval.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HoldEnd {
-    /// The client released.
-    Release,
-    /// The client was told it lost the lock before the deadline.
-    Lost,
-    /// The deadline passed.
-    Deadline,
-    /// The run ended first.
-    EndOfRun,
-}
-
-/// Rebuilds every hold of the history.
-pub fn holds(history: &History, run_end: Duration) -> Vec<Hold> {
-    let mut open: BTreeMap<&str, Hold> = BTreeMap::new();
-    let mut done = Vec::new();
-    for (index, entry) in history.entries.iter().enumerate() {
-        let Process::Client(client) = entry.process else {
-            continue;
-        };
-        // Close any hold whose deadline passed before this entry.
-        let expired: Vec<&str> = open
-            .iter()
-            .filter(|(_, hold)| hold.deadline <= entry.at)
-            .map(|(token, _)| *token)
-            .collect();
-        for token in expired {
-            if let Some(mut hold) = open.remove(token) {
-                hold.end = hold.deadline;
-                hold.ended_by = HoldEnd::Deadline;
-                done.push(hold);
-            }
-        }
-        match &entry.op {
-            Op::AcquireOk {
-                token,
-                fence,
-                valid_until,
-            } => {
-                open.insert(
-                    token,
-                    Hold {
-                        client,
-                        token: token.clone(),
-                        fence: *fence,
-                        start: entry.at,
-                        end: run_end,
-                        ended_by: HoldEnd::EndOfRun,
-                        deadline: *valid_until,
-                        entry: index,
-                        lost_entry: None,
-                    },
-                );
-            }
-            Op::Renewed { token, valid_until } => {
-                if let Some(hold) = open.get_mut(token.as_str()) {
-                    hold.deadline = hold.deadline.max(*valid_until);
-                }
-            }
-            Op::Lost { token, .. } => {
-                if let Some(mut hold) = open.remove(token.as_str()) {
-                    hold.end = entry.at;
-                    hold.ended_by = HoldEnd::Lost;
-                    hold.lost_entry = Some(index);
-                    done.push(hold);
-                } else if let Some(hold) = done.iter_mut().rev().find(|h| &h.token == token) {
-                    hold.lost_entry.get_or_insert(index);
-                }
-            }
-            Op::ReleaseInvoke { token } => {
-                if let Some(mut hold) = open.remove(token.as_str()) {
-                    hold.end = entry.at;
-                    hold.ended_by = HoldEnd::Release;
-                    done.push(hold);
-                }
-            }
-            _ => {}
-        }
-    }
-    for (_, mut hold) in open {
-        if hold.deadline <= run_end {
-            hold.end = hold.deadline;
-            hold.ended_by = HoldEnd::Deadline;
-        }
-        done.push(hold);
-    }
-    done.sort_by_key(|hold| (hold.start, hold.entry));
-    done
-}
-
-/// Runs every checker over `history`.
-pub fn check(scenario: &Scenario, schedule: &[ConcreteFault], history: &History) -> Verdict {
-    let run_end = scenario.duration;
-    let holds = holds(history, run_end);
-    let mut verdict = Verdict::default();
-    lease_exclusion(&holds, &mut verdict);
-    server_oracle(history, &holds, &mut verdict);
-    tokens(scenario.lock.fencing, &holds, &mut verdict);
-    fenced_writes(history, &holds, &mut verdict);
-    owner_only(history, &holds, &mut verdict);
-    timely_loss(history, &holds, &mut verdict);
-    liveness(scenario, schedule, history, &holds, &mut verdict);
-    facts(scenario, history, &holds, &mut verdict);
-    verdict.violations.sort_by_key(|v| (v.at, v.property));
-    verdict
-}
-
 /// S1: no two clients believe they hold at the same true instant.
-fn lease_exclusion(holds: &[Hold], verdict: &mut Verdict) {
+pub(super) fn lease_exclusion(holds: &[Hold], verdict: &mut Verdict) {
     for (i, a) in holds.iter().enumerate() {
         for b in &holds[i + 1..] {
             if b.start >= a.end {
@@ -176,22 +40,9 @@ fn lease_exclusion(holds: &[Hold], verdict: &mut Verdict) {
     }
 }
 
-/// The authoritative owner of the lock key over time, from `Oracle` entries.
-fn oracle_timeline(history: &History) -> Vec<(Duration, Option<&str>, usize)> {
-    history
-        .entries
-        .iter()
-        .enumerate()
-        .filter_map(|(index, entry)| match &entry.op {
-            Op::Oracle { owner, .. } => Some((entry.at, owner.as_deref(), index)),
-            _ => None,
-        })
-        .collect()
-}
-
 /// S2: whenever a client believes it holds the lock, the authoritative
 /// primary holds the key with that client's token.
-fn server_oracle(history: &History, holds: &[Hold], verdict: &mut Verdict) {
+pub(super) fn server_oracle(history: &History, holds: &[Hold], verdict: &mut Verdict) {
     let timeline = oracle_timeline(history);
     if timeline.is_empty() {
         return;
@@ -228,7 +79,7 @@ fn server_oracle(history: &History, holds: &[Hold], verdict: &mut Verdict) {
 }
 
 /// S3: fences are unique and increase in grant order.
-fn tokens(fencing: FencingMode, holds: &[Hold], verdict: &mut Verdict) {
+pub(super) fn tokens(fencing: FencingMode, holds: &[Hold], verdict: &mut Verdict) {
     if fencing == FencingMode::None {
         return;
     }
@@ -253,40 +104,9 @@ fn tokens(fencing: FencingMode, holds: &[Hold], verdict: &mut Verdict) {
     }
 }
 
-/// Grant time of each token, for ordering writers.
-fn grant_times(holds: &[Hold]) -> BTreeMap<&str, (Duration, usize)> {
-    holds
-        .iter()
-        .map(|hold| (hold.token.as_str(), (hold.start, hold.client)))
-        .collect()
-}
-
-/// Finds writes, in the storage's own order, from a holder granted before
-/// one that had already written: stale writes. Returns (stale, newer) pairs
-/// of history indexes.
-fn stale_writes<'a>(
-    writes: impl Iterator<Item = (usize, &'a str)>,
-    grants: &BTreeMap<&str, (Duration, usize)>,
-) -> Vec<(usize, usize)> {
-    let mut newest: Option<(Duration, usize)> = None;
-    let mut stale = Vec::new();
-    for (index, token) in writes {
-        let Some(&(granted, _)) = grants.get(token) else {
-            continue;
-        };
-        match newest {
-            Some((newest_grant, newest_index)) if granted < newest_grant => {
-                stale.push((index, newest_index));
-            }
-            _ => newest = Some((granted, index)),
-        }
-    }
-    stale
-}
-
 /// S4: the storage never accepts a write from a holder older than one whose
 /// write it already accepted (fencing must make it refuse such writes).
-fn fenced_writes(history: &History, holds: &[Hold], verdict: &mut Verdict) {
+pub(super) fn fenced_writes(history: &History, holds: &[Hold], verdict: &mut Verdict) {
     let grants = grant_times(holds);
     let accepted = history
         .entries
@@ -319,7 +139,7 @@ fn fenced_writes(history: &History, holds: &[Hold], verdict: &mut Verdict) {
 
 /// S5: a release that deleted a key, or a renewal that extended one, acted
 /// on the caller's own key: the primary showed that owner during the hold.
-fn owner_only(history: &History, holds: &[Hold], verdict: &mut Verdict) {
+pub(super) fn owner_only(history: &History, holds: &[Hold], verdict: &mut Verdict) {
     let timeline = oracle_timeline(history);
     if timeline.is_empty() {
         return;
@@ -356,55 +176,9 @@ fn owner_only(history: &History, holds: &[Hold], verdict: &mut Verdict) {
     }
 }
 
-/// True-time intervals during which each client was frozen or crashed.
-fn stopped_intervals(history: &History) -> BTreeMap<String, Vec<(Duration, Duration)>> {
-    // Pauses on one client may overlap (a repeating fault): the client is
-    // stopped from the first start until the last of them ends.
-    let mut open: BTreeMap<String, (Duration, usize)> = BTreeMap::new();
-    let mut intervals: BTreeMap<String, Vec<(Duration, Duration)>> = BTreeMap::new();
-    for entry in &history.entries {
-        let Op::Fault {
-            kind,
-            target,
-            phase,
-        } = &entry.op
-        else {
-            continue;
-        };
-        if kind != "pause" && kind != "crash" {
-            continue;
-        }
-        match phase {
-            Phase::Start => {
-                open.entry(target.clone()).or_insert((entry.at, 0)).1 += 1;
-            }
-            Phase::End => {
-                if let Some((start, depth)) = open.get_mut(target) {
-                    *depth -= 1;
-                    if *depth == 0 {
-                        let start = *start;
-                        open.remove(target);
-                        intervals
-                            .entry(target.clone())
-                            .or_default()
-                            .push((start, entry.at));
-                    }
-                }
-            }
-        }
-    }
-    for (target, (start, _)) in open {
-        intervals
-            .entry(target)
-            .or_default()
-            .push((start, Duration::MAX));
-    }
-    intervals
-}
-
 /// S6: Lost is delivered no later than the holder's deadline (unless the
 /// client was frozen or crashed then and could not run at all).
-fn timely_loss(history: &History, holds: &[Hold], verdict: &mut Verdict) {
+pub(super) fn timely_loss(history: &History, holds: &[Hold], verdict: &mut Verdict) {
     let stopped = stopped_intervals(history);
     for hold in holds {
         if hold.ended_by != HoldEnd::Deadline {
@@ -420,7 +194,11 @@ fn timely_loss(history: &History, holds: &[Hold], verdict: &mut Verdict) {
             continue;
         }
         let lost_at = hold.lost_entry.map(|index| history.entries[index].at);
-        let late = lost_at.is_none_or(|at| at > hold.deadline + TICK_SLACK);
+        // A clock change after the client set its expiry timer moves the
+        // deadline but not the timer (tokio's clock does not drift here):
+        // either instant is on time.
+        let due = hold.deadline.max(hold.timer_deadline);
+        let late = lost_at.is_none_or(|at| at > due + TICK_SLACK);
         // A hold still open at the end of the run has no Lost to deliver yet.
         if late
             && hold.deadline + TICK_SLACK < history.entries.last().map_or(Duration::ZERO, |e| e.at)
@@ -440,127 +218,13 @@ fn timely_loss(history: &History, holds: &[Hold], verdict: &mut Verdict) {
     }
 }
 
-/// L1: once every fault has healed, some client acquires within a bound.
-fn liveness(
-    scenario: &Scenario,
-    schedule: &[ConcreteFault],
-    history: &History,
-    holds: &[Hold],
-    verdict: &mut Verdict,
-) {
-    use crate::config::FaultKind;
-    // Faults that never heal (a crashed Redis, a restart that wiped the
-    // key is fine) leave liveness undefined.
-    let permanent = schedule
-        .iter()
-        .any(|fault| fault.kind == FaultKind::Crash && fault.target.starts_with("redis"));
-    if permanent {
-        return;
-    }
-    let healed = schedule
-        .iter()
-        .map(|fault| fault.at + fault.duration.unwrap_or_default())
-        .max()
-        .unwrap_or_default();
-    let clients_alive = (0..scenario.clients.count).any(|client| {
-        !schedule
-            .iter()
-            .any(|f| f.kind == FaultKind::Crash && f.target == format!("client:{client}"))
-    });
-    if !clients_alive {
-        return;
-    }
-    let ttl = scenario.lock.ttl;
-    let bound = healed + ttl * 2 + Duration::from_secs(1);
-    if bound + scenario.clients.hold.max >= scenario.duration {
-        return;
-    }
-    let progressed = holds
-        .iter()
-        .any(|hold| hold.start >= healed && hold.start <= bound)
-        || holds
-            .iter()
-            .any(|hold| hold.start < healed && hold.end > bound);
-    if !progressed {
-        let evidence = history
-            .entries
-            .iter()
-            .enumerate()
-            .rev()
-            .find(|(_, e)| e.at <= bound)
-            .map(|(index, _)| vec![index])
-            .unwrap_or_default();
-        verdict.violations.push(Violation {
-            property: Property::Liveness,
-            at: bound,
-            message: format!("faults healed at {healed:?} but no client acquired by {bound:?}"),
-            evidence,
-        });
-    }
-}
-
-/// "Sometimes" facts: proof that the faults actually bit.
-fn facts(scenario: &Scenario, history: &History, holds: &[Hold], verdict: &mut Verdict) {
-    let mut fact = |name: &str| {
-        verdict.facts.insert(name.to_owned());
-    };
-    if !holds.is_empty() {
-        fact("lock-acquired");
-    }
-    if holds.iter().any(|h| h.lost_entry.is_some()) {
-        fact("lock-lost-while-held");
-    }
-    let stopped = stopped_intervals(history);
-    for hold in holds {
-        let target = format!("client:{}", hold.client);
-        if let Some(intervals) = stopped.get(&target)
-            && intervals.iter().any(|(from, to)| {
-                *from >= hold.start
-                    && *from < hold.end
-                    && to.saturating_sub(*from) > scenario.lock.ttl
-            })
-        {
-            fact("pause-outlived-ttl");
-        }
-    }
-    let grants = grant_times(holds);
-    let mut register = Vec::new();
-    for (index, entry) in history.entries.iter().enumerate() {
-        match (&entry.process, &entry.op) {
-            (
-                Process::Storage,
-                Op::WriteOk {
-                    accepted: false, ..
-                },
-            ) => fact("fenced-write-rejected"),
-            (Process::Storage, Op::RegisterWrite { token, .. }) => {
-                register.push((index, token.as_str()))
-            }
-            (
-                _,
-                Op::Failover {
-                    old_owner: Some(old),
-                    new_owner,
-                    ..
-                },
-            ) if new_owner.as_deref() != Some(old.as_str()) => fact("failover-lost-lock-key"),
-            (_, Op::AcquireFail { .. }) => fact("acquire-gave-up"),
-            _ => {}
-        }
-    }
-    if !stale_writes(register.into_iter(), &grants).is_empty() {
-        fact("unfenced-register-stale-write");
-    }
-}
-
-fn short(token: &str) -> &str {
-    token.get(..8).unwrap_or(token)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::history::Entry;
+    use crate::{
+        checker::holds,
+        history::{Entry, Phase},
+    };
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)

@@ -1,45 +1,23 @@
-//! Scenario files: TOML in, a checked [`Scenario`] out, and every mistake
-//! reported as `file:line:col: message`.
-//!
-//! Parsing is two steps. serde + toml read the raw file (unknown keys are
-//! rejected there, with their position); then each value is checked
-//! against the rest (ranges ordered, targets that exist in the topology,
-//! renewals inside the ttl), keeping the position of the offending value.
+//! Reading scenario files. Parsing is two steps: serde + toml read the raw
+//! file (unknown keys are rejected there, with their position); then each
+//! value is checked against the rest and against the rules in
+//! [`names`](super::names) (ranges ordered, targets that exist in the
+//! topology, parameters the fault kind takes, renewals inside the ttl),
+//! keeping the position of the offending value.
 
-use std::{fmt, ops::Range, path::Path, time::Duration};
+use std::{path::Path, time::Duration};
 
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::config::{
-    ClientsConfig, DurationRange, Expect, FaultKind, FaultSpec, FencingMode, LockConfig, Property,
-    Scenario, SignedDuration, Target, Topology,
+use super::{
+    mix,
+    names::{EXPECTS, FAULT_KINDS, FENCINGS, Hosts, PROPERTIES, TOPOLOGY_KINDS, Use},
+    text::{Locator, ScenarioError},
 };
-
-/// A scenario file that could not be used, with where and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ScenarioError {
-    /// The file, as given.
-    pub file: String,
-    /// 1-based line.
-    pub line: usize,
-    /// 1-based column.
-    pub column: usize,
-    /// What is wrong, in one sentence.
-    pub message: String,
-}
-
-impl fmt::Display for ScenarioError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}:{}:{}: {}",
-            self.file, self.line, self.column, self.message
-        )
-    }
-}
-
-impl std::error::Error for ScenarioError {}
+use crate::config::{
+    ClientsConfig, DurationRange, FaultSpec, FencingMode, LockConfig, Scenario, Target, Topology,
+};
 
 /// Reads and checks the scenario file at `path`; errors name the file as
 /// given.
@@ -70,6 +48,7 @@ struct RawScenario {
     clients: Option<RawClients>,
     #[serde(default)]
     fault: Vec<Spanned<RawFault>>,
+    mix: Option<Spanned<mix::RawMix>>,
 }
 
 #[derive(Deserialize)]
@@ -79,6 +58,8 @@ struct RawTopology {
     replicas: Option<Spanned<usize>>,
     nodes: Option<Spanned<usize>>,
     replication_lag: Option<Spanned<String>>,
+    sentinels: Option<Spanned<usize>>,
+    sentinel_lag: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -106,83 +87,12 @@ struct RawClients {
 struct RawFault {
     kind: Spanned<String>,
     at: Spanned<String>,
-    target: Spanned<String>,
+    target: Option<Spanned<String>>,
     duration: Option<Spanned<String>>,
     every: Option<Spanned<String>>,
     rate: Option<Spanned<f64>>,
     offset: Option<Spanned<String>>,
     delay: Option<Spanned<String>>,
-}
-
-/// Turns byte offsets into line:col errors for one file.
-struct Locator<'a> {
-    file: &'a str,
-    text: &'a str,
-}
-
-impl Locator<'_> {
-    fn error(&self, span: Range<usize>, message: impl Into<String>) -> ScenarioError {
-        let offset = span.start.min(self.text.len());
-        let before = &self.text[..offset];
-        let line = before.matches('\n').count() + 1;
-        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-        ScenarioError {
-            file: self.file.to_owned(),
-            line,
-            column,
-            message: message.into(),
-        }
-    }
-
-    fn duration(&self, value: &Spanned<String>) -> Result<Duration, ScenarioError> {
-        humantime::parse_duration(value.get_ref().trim()).map_err(|error| {
-            self.error(
-                value.span(),
-                format!(
-                    "bad duration {:?}: {error} (write e.g. \"500ms\" or \"2s\")",
-                    value.get_ref()
-                ),
-            )
-        })
-    }
-
-    fn range(&self, value: &Spanned<String>) -> Result<DurationRange, ScenarioError> {
-        let text = value.get_ref();
-        let Some((min, max)) = text.split_once("..") else {
-            let fixed = self.duration(value)?;
-            return Ok(DurationRange::fixed(fixed));
-        };
-        let parse = |part: &str| {
-            humantime::parse_duration(part.trim()).map_err(|error| {
-                self.error(
-                    value.span(),
-                    format!("bad range {text:?}: {part:?}: {error}"),
-                )
-            })
-        };
-        let (min, max) = (parse(min)?, parse(max)?);
-        if min > max {
-            return Err(self.error(
-                value.span(),
-                format!("bad range {text:?}: the start is after the end"),
-            ));
-        }
-        Ok(DurationRange { min, max })
-    }
-
-    fn signed(&self, value: &Spanned<String>) -> Result<SignedDuration, ScenarioError> {
-        let text = value.get_ref().trim();
-        let (negative, rest) = match text.strip_prefix('-') {
-            Some(rest) => (true, rest),
-            None => (false, text.strip_prefix('+').unwrap_or(text)),
-        };
-        let magnitude = humantime::parse_duration(rest.trim())
-            .map_err(|error| self.error(value.span(), format!("bad offset {text:?}: {error}")))?;
-        Ok(SignedDuration {
-            negative,
-            magnitude,
-        })
-    }
 }
 
 fn one_of<T: Copy>(
@@ -207,30 +117,6 @@ fn one_of<T: Copy>(
             )
         })
 }
-
-const PROPERTIES: [(&str, Property); 7] = [
-    ("lease-exclusion", Property::LeaseExclusion),
-    ("server-oracle", Property::ServerOracle),
-    ("tokens", Property::Tokens),
-    ("fenced-writes", Property::FencedWrites),
-    ("owner-only", Property::OwnerOnly),
-    ("timely-loss", Property::TimelyLoss),
-    ("liveness", Property::Liveness),
-];
-
-/// Every fault kind with its scenario-file name.
-pub const FAULT_KINDS: [(&str, FaultKind); 10] = [
-    ("pause", FaultKind::Pause),
-    ("partition", FaultKind::Partition),
-    ("partition-oneway", FaultKind::PartitionOneway),
-    ("latency", FaultKind::Latency),
-    ("failover", FaultKind::Failover),
-    ("restart", FaultKind::Restart),
-    ("clock-drift", FaultKind::ClockDrift),
-    ("clock-jump", FaultKind::ClockJump),
-    ("busy", FaultKind::Busy),
-    ("crash", FaultKind::Crash),
-];
 
 /// Parses and checks a scenario from `text`; `file` labels its errors.
 pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
@@ -264,16 +150,12 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ScenarioError>
     if duration < Duration::from_secs(1) {
         return Err(locator.error(raw.duration.span(), "duration must be at least 1s"));
     }
-    let expect = one_of(
-        &locator,
-        &raw.expect,
-        "expectation",
-        &[("safe", Expect::Safe), ("violation", Expect::Violation)],
-    )?;
+    let expect = one_of(&locator, &raw.expect, "expectation", &EXPECTS)?;
+    let properties = PROPERTIES.map(|(name, property, _)| (name, property));
     let property = raw
         .property
         .as_ref()
-        .map(|p| one_of(&locator, p, "property", &PROPERTIES))
+        .map(|p| one_of(&locator, p, "property", &properties))
         .transpose()?;
 
     let topology = match &raw.topology {
@@ -295,18 +177,7 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ScenarioError>
     let fencing = lock_raw
         .fencing
         .as_ref()
-        .map(|f| {
-            one_of(
-                &locator,
-                f,
-                "fencing",
-                &[
-                    ("none", FencingMode::None),
-                    ("counter", FencingMode::Counter),
-                    ("time-mixed", FencingMode::TimeMixed),
-                ],
-            )
-        })
+        .map(|f| one_of(&locator, f, "fencing", &FENCINGS))
         .transpose()?
         .unwrap_or(FencingMode::TimeMixed);
     let wait_replicas = lock_raw.wait_replicas.as_ref().map_or(0, |w| *w.get_ref());
@@ -337,10 +208,7 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ScenarioError>
         .unwrap_or_else(|| lock_raw.ttl.span());
         return Err(locator.error(span, format!("invalid lock options: {error}")));
     }
-    let replicas = match topology {
-        Topology::PrimaryReplica { replicas, .. } => replicas,
-        Topology::Single | Topology::Redlock { .. } => 0,
-    };
+    let replicas = topology.replicas();
     if wait_replicas as usize > replicas
         && let Some(w) = &lock_raw.wait_replicas
     {
@@ -392,6 +260,12 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ScenarioError>
         )?);
     }
 
+    let mix = raw
+        .mix
+        .as_ref()
+        .map(|spanned| mix::parse(&locator, spanned, &topology, &lock))
+        .transpose()?;
+
     Ok(Scenario {
         name,
         description: raw.description.trim().to_owned(),
@@ -403,6 +277,7 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ScenarioError>
         lock,
         clients,
         faults,
+        mix,
     })
 }
 
@@ -411,56 +286,77 @@ fn topology(
     spanned: &Spanned<RawTopology>,
 ) -> Result<Topology, ScenarioError> {
     let raw = spanned.get_ref();
-    let kind = one_of(
-        locator,
-        &raw.kind,
-        "topology kind",
-        &[("single", 0), ("primary-replica", 1), ("redlock", 2)],
-    )?;
+    let kinds = TOPOLOGY_KINDS.map(|(name, _)| (name, name));
+    let kind = one_of(locator, &raw.kind, "topology kind", &kinds)?;
     // A key that belongs to another kind is a mistake, not a no-op.
-    let stray = |key: &str, span: Range<usize>| {
-        Err(locator.error(
-            span,
-            format!(
-                "`{key}` does not apply to topology kind {:?}",
-                raw.kind.get_ref()
-            ),
-        ))
+    let takes = TOPOLOGY_KINDS
+        .iter()
+        .find(|(name, _)| *name == kind)
+        .map_or(&[][..], |(_, keys)| *keys);
+    let given = [
+        ("replicas", raw.replicas.as_ref().map(Spanned::span)),
+        (
+            "replication_lag",
+            raw.replication_lag.as_ref().map(Spanned::span),
+        ),
+        ("nodes", raw.nodes.as_ref().map(Spanned::span)),
+        ("sentinels", raw.sentinels.as_ref().map(Spanned::span)),
+        ("sentinel_lag", raw.sentinel_lag.as_ref().map(Spanned::span)),
+    ];
+    for (key, span) in given {
+        if let Some(span) = span
+            && !takes.contains(&key)
+        {
+            return Err(locator.error(
+                span,
+                format!("`{key}` does not apply to topology kind {kind:?}"),
+            ));
+        }
+    }
+    let replicas = || {
+        let replicas = raw.replicas.as_ref().map_or(1, |r| *r.get_ref());
+        if replicas == 0 || replicas > 8 {
+            let span = raw.replicas.as_ref().map_or(spanned.span(), Spanned::span);
+            return Err(locator.error(span, format!("{kind} needs 1 to 8 replicas")));
+        }
+        Ok(replicas)
     };
-    if kind != 1 {
-        if let Some(replicas) = &raw.replicas {
-            return stray("replicas", replicas.span());
-        }
-        if let Some(lag) = &raw.replication_lag {
-            return stray("replication_lag", lag.span());
-        }
-    }
-    if kind != 2
-        && let Some(nodes) = &raw.nodes
-    {
-        return stray("nodes", nodes.span());
-    }
+    let replication_lag = || match &raw.replication_lag {
+        Some(lag) => locator.range(lag),
+        None => Ok(DurationRange {
+            min: Duration::from_millis(1),
+            max: Duration::from_millis(20),
+        }),
+    };
     match kind {
-        0 => Ok(Topology::Single),
-        1 => {
-            let replicas = raw.replicas.as_ref().map_or(1, |r| *r.get_ref());
-            if replicas == 0 || replicas > 8 {
-                let span = raw.replicas.as_ref().map_or(spanned.span(), Spanned::span);
-                return Err(locator.error(span, "primary-replica needs 1 to 8 replicas"));
+        "single" => Ok(Topology::Single),
+        "primary-replica" => Ok(Topology::PrimaryReplica {
+            replicas: replicas()?,
+            replication_lag: replication_lag()?,
+        }),
+        "sentinel" => {
+            let sentinels = raw.sentinels.as_ref().map_or(3, |s| *s.get_ref());
+            if !(1..=9).contains(&sentinels) {
+                let span = raw.sentinels.as_ref().map_or(spanned.span(), Spanned::span);
+                return Err(locator.error(span, "sentinel needs 1 to 9 sentinels"));
             }
-            let replication_lag = match &raw.replication_lag {
+            // Real sentinels adopt a failover from each other's hello
+            // messages, published every 2 s.
+            let sentinel_lag = match &raw.sentinel_lag {
                 Some(lag) => locator.range(lag)?,
                 None => DurationRange {
-                    min: Duration::from_millis(1),
-                    max: Duration::from_millis(20),
+                    min: Duration::ZERO,
+                    max: Duration::from_secs(2),
                 },
             };
-            Ok(Topology::PrimaryReplica {
-                replicas,
-                replication_lag,
+            Ok(Topology::Sentinel {
+                replicas: replicas()?,
+                sentinels,
+                replication_lag: replication_lag()?,
+                sentinel_lag,
             })
         }
-        _ => {
+        "redlock" => {
             let Some(nodes) = &raw.nodes else {
                 return Err(locator.error(spanned.span(), "redlock needs `nodes`"));
             };
@@ -470,6 +366,8 @@ fn topology(
             }
             Ok(Topology::Redlock { nodes: count })
         }
+        // `one_of` only returns names from TOPOLOGY_KINDS, each matched above.
+        other => unreachable!("topology kind {other} is in TOPOLOGY_KINDS but not parsed"),
     }
 }
 
@@ -481,50 +379,62 @@ fn fault(
     run: Duration,
 ) -> Result<FaultSpec, ScenarioError> {
     let raw = spanned.get_ref();
-    let kind = one_of(locator, &raw.kind, "fault kind", &FAULT_KINDS)?;
-    let name = raw.kind.get_ref();
+    let kinds = FAULT_KINDS.map(|info| (info.name, info));
+    let info = one_of(locator, &raw.kind, "fault kind", &kinds)?;
+    let name = info.name;
     let at = locator.range(&raw.at)?;
     if at.min >= run {
         return Err(locator.error(raw.at.span(), "the fault starts after the run ends"));
     }
-    let target = parse_target(locator, &raw.target, topology, clients)?;
+    // A fault on Redis nodes hits the primary unless the file names one.
+    let target_span = raw.target.as_ref().map_or(spanned.span(), Spanned::span);
+    let target = match &raw.target {
+        Some(target) => parse_target(locator, target, topology, clients)?,
+        None if info.hosts == Hosts::RedisNodes && topology.has_primary() => Target::Primary,
+        None if info.hosts == Hosts::RedisNodes => {
+            return Err(locator.error(
+                spanned.span(),
+                format!(
+                    "a {name} fault needs `target`: redlock nodes are independent primaries, name one (redis:N)"
+                ),
+            ));
+        }
+        None => {
+            return Err(locator.error(spanned.span(), format!("a {name} fault needs `target`")));
+        }
+    };
     let on_client = matches!(target, Target::Client(_) | Target::AnyClient);
     let on_redis = matches!(target, Target::Primary | Target::Redis(_));
-    let wrong_target = match kind {
-        FaultKind::Pause => (!on_client).then_some("a client (client:N or client:any)"),
-        // A client reads a monotonic clock, which never steps.
-        FaultKind::Failover | FaultKind::Restart | FaultKind::Busy | FaultKind::ClockJump => {
-            (!on_redis).then_some("a Redis node (redis:N or redis:primary)")
-        }
-        FaultKind::ClockDrift => {
-            (!on_client && !on_redis).then_some("a client or a Redis node (storage has no clock)")
-        }
-        FaultKind::Partition
-        | FaultKind::PartitionOneway
-        | FaultKind::Latency
-        | FaultKind::Crash => None,
+    let fits = match info.hosts {
+        Hosts::Clients => on_client,
+        Hosts::RedisNodes => on_redis,
+        Hosts::ClientsOrRedis => on_client || on_redis,
+        Hosts::Any => true,
     };
-    if let Some(wanted) = wrong_target {
+    if !fits {
         return Err(locator.error(
-            raw.target.span(),
-            format!("a {name} fault targets {wanted}"),
+            target_span.clone(),
+            format!("a {name} fault targets {}", info.hosts.wanted()),
         ));
     }
-    if kind == FaultKind::Failover {
-        if !matches!(topology, Topology::PrimaryReplica { .. }) {
-            return Err(locator.error(
-                raw.kind.span(),
-                "failover needs topology kind = \"primary-replica\"",
-            ));
-        }
-        if target != Target::Primary {
-            // The world fails over whichever node is primary; naming one
-            // would promise something it does not do.
-            return Err(locator.error(
-                raw.target.span(),
-                "a failover fault targets redis:primary (the node that is primary when it fires)",
-            ));
-        }
+    if !(info.applies)(topology) {
+        return Err(locator.error(
+            raw.kind.span(),
+            format!(
+                "a {name} fault does not apply to topology kind {:?}",
+                topology.kind_name()
+            ),
+        ));
+    }
+    if info.primary_only && target != Target::Primary {
+        // The world acts on whichever node is primary; naming one would
+        // promise something it does not do.
+        return Err(locator.error(
+            target_span,
+            format!(
+                "a {name} fault targets redis:primary (the node that is primary when it fires)"
+            ),
+        ));
     }
 
     // Each parameter belongs to some kinds: required for some, optional
@@ -538,43 +448,19 @@ fn fault(
     let offset = raw.offset.as_ref().map(|o| locator.signed(o)).transpose()?;
     let delay = raw.delay.as_ref().map(|d| locator.range(d)).transpose()?;
     let every = raw.every.as_ref().map(|e| locator.range(e)).transpose()?;
-    let duration_use = match kind {
-        FaultKind::Pause
-        | FaultKind::Partition
-        | FaultKind::PartitionOneway
-        | FaultKind::Latency
-        | FaultKind::Busy => Use::Required,
-        FaultKind::Restart | FaultKind::ClockDrift => Use::Optional,
-        FaultKind::Failover | FaultKind::ClockJump | FaultKind::Crash => Use::Never,
-    };
-    let only = |wanted: FaultKind| {
-        if kind == wanted {
-            Use::Required
-        } else {
-            Use::Never
-        }
-    };
     let parameters = [
         (
             "duration",
-            duration_use,
+            info.duration,
             raw.duration.as_ref().map(Spanned::span),
         ),
-        (
-            "rate",
-            only(FaultKind::ClockDrift),
-            raw.rate.as_ref().map(Spanned::span),
-        ),
+        ("rate", info.rate, raw.rate.as_ref().map(Spanned::span)),
         (
             "offset",
-            only(FaultKind::ClockJump),
+            info.offset,
             raw.offset.as_ref().map(Spanned::span),
         ),
-        (
-            "delay",
-            only(FaultKind::Latency),
-            raw.delay.as_ref().map(Spanned::span),
-        ),
+        ("delay", info.delay, raw.delay.as_ref().map(Spanned::span)),
     ];
     for (key, use_, span) in parameters {
         match (use_, span) {
@@ -608,7 +494,7 @@ fn fault(
         return Err(locator.error(raw_every.span(), "`every` must be above zero"));
     }
     Ok(FaultSpec {
-        kind,
+        kind: info.kind,
         at,
         target,
         duration,
@@ -617,14 +503,6 @@ fn fault(
         offset,
         delay,
     })
-}
-
-/// Whether a fault kind takes a parameter.
-#[derive(Clone, Copy)]
-enum Use {
-    Required,
-    Optional,
-    Never,
 }
 
 fn parse_target(
@@ -637,7 +515,7 @@ fn parse_target(
     let bad = |message: String| Err(locator.error(value.span(), message));
     match text.split_once(':') {
         Some(("client", "any")) => Ok(Target::AnyClient),
-        Some(("redis", "primary")) if matches!(topology, Topology::Redlock { .. }) => {
+        Some(("redis", "primary")) if !topology.has_primary() => {
             bad("redlock nodes are independent primaries: name one (redis:N)".to_owned())
         }
         Some(("redis", "primary")) => Ok(Target::Primary),
@@ -670,157 +548,10 @@ fn parse_target(
     }
 }
 
-/// A duration in the file format, exact to the nanosecond ("1s 500ms").
-pub fn duration_text(duration: Duration) -> String {
-    humantime::format_duration(duration).to_string()
-}
-
-/// A range in the file format: one value when fixed, else "min..max".
-pub fn range_text(range: DurationRange) -> String {
-    if range.min == range.max {
-        duration_text(range.min)
-    } else {
-        format!("{}..{}", duration_text(range.min), duration_text(range.max))
-    }
-}
-
-/// A quoted TOML string.
-pub fn quoted(text: &str) -> String {
-    toml::Value::String(text.to_owned()).to_string()
-}
-
-/// The name a fault kind has in scenario files.
-pub fn kind_name(kind: FaultKind) -> &'static str {
-    FAULT_KINDS
-        .iter()
-        .find(|(_, k)| *k == kind)
-        .map_or("unknown", |(name, _)| name)
-}
-
-/// The name a property has in scenario files.
-pub fn property_name(property: Property) -> &'static str {
-    PROPERTIES
-        .iter()
-        .find(|(_, p)| *p == property)
-        .map_or("unknown", |(name, _)| name)
-}
-
-/// Writes `scenario` back in the file format, every key explicit;
-/// [`parse_scenario`] reads it back to an equal scenario.
-pub fn to_toml(scenario: &Scenario) -> String {
-    let mut out = String::new();
-    let mut line = |text: String| {
-        out.push_str(&text);
-        out.push('\n');
-    };
-    line(format!("name = {}", quoted(&scenario.name)));
-    line(format!("description = {}", quoted(&scenario.description)));
-    line(format!("seeds = {}", scenario.seeds));
-    line(format!(
-        "duration = {}",
-        quoted(&duration_text(scenario.duration))
-    ));
-    let expect = match scenario.expect {
-        Expect::Safe => "safe",
-        Expect::Violation => "violation",
-    };
-    line(format!("expect = {}", quoted(expect)));
-    if let Some(property) = scenario.property {
-        line(format!("property = {}", quoted(property_name(property))));
-    }
-    line(String::new());
-    line("[topology]".to_owned());
-    match &scenario.topology {
-        Topology::Single => line("kind = \"single\"".to_owned()),
-        Topology::PrimaryReplica {
-            replicas,
-            replication_lag,
-        } => {
-            line("kind = \"primary-replica\"".to_owned());
-            line(format!("replicas = {replicas}"));
-            line(format!(
-                "replication_lag = {}",
-                quoted(&range_text(*replication_lag))
-            ));
-        }
-        Topology::Redlock { nodes } => {
-            line("kind = \"redlock\"".to_owned());
-            line(format!("nodes = {nodes}"));
-        }
-    }
-    line(String::new());
-    let lock = &scenario.lock;
-    line("[lock]".to_owned());
-    line(format!("ttl = {}", quoted(&duration_text(lock.ttl))));
-    if let Some(renew_every) = lock.renew_every {
-        line(format!(
-            "renew_every = {}",
-            quoted(&duration_text(renew_every))
-        ));
-    }
-    // Debug keeps a decimal point, so the value reads back as a float.
-    line(format!("drift_factor = {:?}", lock.drift_factor));
-    let fencing = match lock.fencing {
-        FencingMode::None => "none",
-        FencingMode::Counter => "counter",
-        FencingMode::TimeMixed => "time-mixed",
-    };
-    line(format!("fencing = {}", quoted(fencing)));
-    line(format!("wait_replicas = {}", lock.wait_replicas));
-    if let Some(wait) = lock.wait {
-        line(format!("wait = {}", quoted(&duration_text(wait))));
-    }
-    line(String::new());
-    let clients = &scenario.clients;
-    line("[clients]".to_owned());
-    line(format!("count = {}", clients.count));
-    line(format!("hold = {}", quoted(&range_text(clients.hold))));
-    line(format!("think = {}", quoted(&range_text(clients.think))));
-    line(format!("unfenced_register = {}", clients.unfenced_register));
-    for fault in &scenario.faults {
-        line(String::new());
-        line("[[fault]]".to_owned());
-        line(format!("kind = {}", quoted(kind_name(fault.kind))));
-        line(format!("at = {}", quoted(&range_text(fault.at))));
-        line(format!("target = {}", quoted(&target_text(fault.target))));
-        if let Some(duration) = fault.duration {
-            line(format!("duration = {}", quoted(&range_text(duration))));
-        }
-        if let Some(every) = fault.every {
-            line(format!("every = {}", quoted(&range_text(every))));
-        }
-        if let Some(rate) = fault.rate {
-            line(format!("rate = {rate:?}"));
-        }
-        if let Some(offset) = fault.offset {
-            line(format!("offset = {}", quoted(&offset_text(offset))));
-        }
-        if let Some(delay) = fault.delay {
-            line(format!("delay = {}", quoted(&range_text(delay))));
-        }
-    }
-    out
-}
-
-/// A clock-jump offset in the file format ("-3s").
-pub fn offset_text(offset: SignedDuration) -> String {
-    let sign = if offset.negative { "-" } else { "" };
-    format!("{sign}{}", duration_text(offset.magnitude))
-}
-
-fn target_text(target: Target) -> String {
-    match target {
-        Target::Client(n) => format!("client:{n}"),
-        Target::AnyClient => "client:any".to_owned(),
-        Target::Primary => "redis:primary".to_owned(),
-        Target::Redis(n) => format!("redis:{n}"),
-        Target::Storage => "storage".to_owned(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scenario::to_toml;
 
     const GOOD: &str = r#"
 name = "failover-without-wait"
@@ -998,6 +729,108 @@ target = "redis:primary"
     }
 
     #[test]
+    fn an_eviction_hits_the_primary_unless_told_otherwise() {
+        let evict = GOOD.replace(
+            "kind = \"failover\"\nat = \"2s..8s\"\ntarget = \"redis:primary\"",
+            "kind = \"evict\"\nat = \"2s..8s\"\nevery = \"100ms..1s\"",
+        );
+        let scenario = parse_scenario("f.toml", &evict).expect("valid");
+        assert_eq!(scenario.faults[0].kind, crate::config::FaultKind::Evict);
+        assert_eq!(scenario.faults[0].target, Target::Primary);
+        let back = parse_scenario("round-trip.toml", &to_toml(&scenario)).expect("valid");
+        assert_eq!(back, scenario);
+        let replica = evict.replace("\nevery = ", "\ntarget = \"redis:1\"\nevery = ");
+        assert_eq!(
+            parse_scenario("f.toml", &replica).expect("valid").faults[0].target,
+            Target::Redis(1)
+        );
+        let lasting = evict.replace("\nevery = ", "\nduration = \"1s\"\nevery = ");
+        let error = parse_scenario("f.toml", &lasting).expect_err("duration on an eviction");
+        assert!(error.message.contains("does not apply"), "{error}");
+        let client = evict.replace("\nevery = ", "\ntarget = \"client:0\"\nevery = ");
+        let error = parse_scenario("f.toml", &client).expect_err("a client has no keys");
+        assert!(error.message.contains("targets a Redis node"), "{error}");
+        let redlock = evict.replace(
+            "kind = \"primary-replica\"\nreplicas = 1\nreplication_lag = \"1ms..50ms\"",
+            "kind = \"redlock\"\nnodes = 3",
+        );
+        let error = parse_scenario("f.toml", &redlock).expect_err("no primary in redlock");
+        assert!(error.message.contains("name one"), "{error}");
+        let pause = GOOD.replace(
+            "kind = \"failover\"\nat = \"2s..8s\"\ntarget = \"redis:primary\"",
+            "kind = \"pause\"\nat = \"2s..8s\"\nduration = \"1s\"",
+        );
+        let error = parse_scenario("f.toml", &pause).expect_err("a pause needs its client");
+        assert!(error.message.contains("needs `target`"), "{error}");
+    }
+
+    #[test]
+    fn a_sentinel_topology_takes_its_keys_and_defaults() {
+        let sentinel = GOOD.replace(
+            "kind = \"primary-replica\"\nreplicas = 1\nreplication_lag = \"1ms..50ms\"",
+            "kind = \"sentinel\"\nreplicas = 2",
+        );
+        let scenario = parse_scenario("s.toml", &sentinel).expect("valid");
+        assert_eq!(
+            scenario.topology,
+            Topology::Sentinel {
+                replicas: 2,
+                sentinels: 3,
+                replication_lag: DurationRange {
+                    min: Duration::from_millis(1),
+                    max: Duration::from_millis(20),
+                },
+                sentinel_lag: DurationRange {
+                    min: Duration::ZERO,
+                    max: Duration::from_secs(2),
+                },
+            }
+        );
+        assert_eq!(scenario.topology.node_count(), 3);
+        let back = parse_scenario("round-trip.toml", &to_toml(&scenario)).expect("valid");
+        assert_eq!(back, scenario);
+        for (bad, needle) in [
+            ("replicas = 2\nsentinels = 0", "1 to 9 sentinels"),
+            ("replicas = 2\nnodes = 3", "does not apply"),
+            (
+                "replicas = 2\nsentinel_lag = \"2s..1s\"",
+                "start is after the end",
+            ),
+        ] {
+            let text = sentinel.replace("replicas = 2", bad);
+            let error = parse_scenario("s.toml", &text).expect_err(bad);
+            assert!(error.message.contains(needle), "{bad}: {error}");
+        }
+        let stray = GOOD.replace("replicas = 1", "replicas = 1\nsentinels = 3");
+        let error = parse_scenario("f.toml", &stray).expect_err("sentinels on primary-replica");
+        assert!(error.message.contains("does not apply"), "{error}");
+    }
+
+    #[test]
+    fn a_failover_may_leave_the_old_primary_up_for_a_stale_window() {
+        let stale = GOOD.replace(
+            "target = \"redis:primary\"",
+            "target = \"redis:primary\"\nduration = \"10s..11s\"",
+        );
+        let scenario = parse_scenario("f.toml", &stale).expect("valid");
+        assert_eq!(
+            scenario.faults[0].duration,
+            Some(DurationRange {
+                min: Duration::from_secs(10),
+                max: Duration::from_secs(11),
+            })
+        );
+        let back = parse_scenario("round-trip.toml", &to_toml(&scenario)).expect("valid");
+        assert_eq!(back, scenario);
+        let single = stale.replace(
+            "[topology]\nkind = \"primary-replica\"\nreplicas = 1\nreplication_lag = \"1ms..50ms\"\n",
+            "",
+        );
+        let error = parse_scenario("f.toml", &single).expect_err("no replica to promote");
+        assert!(error.message.contains("does not apply"), "{error}");
+    }
+
+    #[test]
     fn redlock_needs_nodes_and_named_targets() {
         let redlock = GOOD
             .replace(
@@ -1022,5 +855,44 @@ target = "redis:primary"
         );
         let beyond = named.replace("redis:2", "redis:3");
         assert!(parse_scenario("f.toml", &beyond).is_err());
+    }
+
+    #[test]
+    fn a_mix_is_checked_against_the_topology() {
+        let single = GOOD
+            .replace(
+                "[topology]\nkind = \"primary-replica\"\nreplicas = 1\nreplication_lag = \"1ms..50ms\"\n",
+                "",
+            )
+            .replace(
+                "[[fault]]\nkind = \"failover\"\nat = \"2s..8s\"\ntarget = \"redis:primary\"\n",
+                "",
+            );
+        let with = |mix: &str| format!("{single}\n[mix]\n{mix}\n");
+        let scenario = parse_scenario(
+            "m.toml",
+            &with("kinds = [\"pause\", \"latency\"]\nepisodes = \"2..5\""),
+        )
+        .expect("a valid mix");
+        let mix = scenario.mix.expect("a mix");
+        assert_eq!(mix.episodes, (2, 5));
+        assert!((mix.drift - 0.005).abs() < 1e-12, "half the drift factor");
+        for (bad, needle) in [
+            (
+                "kinds = [\"meteor\"]\nepisodes = \"2\"",
+                "unknown fault kind",
+            ),
+            ("kinds = [\"failover\"]\nepisodes = \"2\"", "does not apply"),
+            ("kinds = [\"pause\"]\nepisodes = \"5..2\"", "bad episodes"),
+            ("kinds = [\"pause\", \"pause\"]\nepisodes = \"2\"", "twice"),
+            ("kinds = []\nepisodes = \"2\"", "at least one"),
+            (
+                "kinds = [\"pause\"]\nepisodes = \"2\"\npairs = 2.0",
+                "chance",
+            ),
+        ] {
+            let error = parse_scenario("m.toml", &with(bad)).expect_err(bad);
+            assert!(error.message.contains(needle), "{bad}: {error}");
+        }
     }
 }

@@ -1,0 +1,388 @@
+//! Injecting faults: drawing a seed's concrete schedule from a scenario's
+//! ranges, and making each fault begin and end in the world at its exact
+//! sim time.
+
+use std::{cmp::Reverse, time::Duration};
+
+use super::{BASE_LATENCY, TICK, World};
+use crate::{
+    client::{client_host, redis_host},
+    clock::ClockControl,
+    config::{FaultKind, FaultTarget, Scenario, Target, Topology},
+    history::{Op, Phase, Process},
+    outcome::ConcreteFault,
+    redis::NodeHandle,
+    rng::Rng,
+    scenario::names::fault_kind,
+    storage,
+};
+
+/// Draws the fault schedule of `seed` from the scenario's ranges.
+pub fn draw_schedule(scenario: &Scenario, seed: u64) -> Vec<ConcreteFault> {
+    let mut schedule = Vec::new();
+    for (index, spec) in scenario.faults.iter().enumerate() {
+        let mut rng = Rng::fork(seed, 0xFA17 + index as u64);
+        let mut at = rng.duration(spec.at);
+        loop {
+            if at >= scenario.duration {
+                break;
+            }
+            let target = match spec.target {
+                Target::Client(n) => FaultTarget::Client(n),
+                Target::AnyClient => {
+                    let count = scenario.clients.count.max(1) as u64;
+                    FaultTarget::Client(rng.between(0, count - 1) as usize)
+                }
+                Target::Primary => FaultTarget::Primary,
+                Target::Redis(n) => FaultTarget::Redis(n),
+                Target::Storage => FaultTarget::Storage,
+            };
+            schedule.push(ConcreteFault {
+                kind: spec.kind,
+                at,
+                target,
+                duration: spec.duration.map(|range| rng.duration(range)),
+                rate: spec.rate,
+                offset: spec.offset,
+                delay: spec.delay.map(|range| rng.duration(range)),
+            });
+            match spec.every {
+                Some(every) => at += rng.duration(every).max(TICK),
+                None => break,
+            }
+        }
+    }
+    if let Some(mix) = &scenario.mix {
+        schedule.extend(super::mix::draw(scenario, mix, seed));
+    }
+    schedule.sort_by_key(|fault| fault.at);
+    schedule
+}
+
+impl World<'_> {
+    /// Resolves `redis:primary` to the node that is primary now.
+    fn resolve(&self, target: FaultTarget) -> FaultTarget {
+        match target {
+            FaultTarget::Primary => FaultTarget::Redis(self.discovery.primary()),
+            other => other,
+        }
+    }
+
+    /// The host a resolved target names.
+    fn host_of(target: FaultTarget) -> String {
+        match target {
+            FaultTarget::Client(n) => client_host(n),
+            FaultTarget::Redis(n) => redis_host(n),
+            FaultTarget::Storage => storage::HOST.to_owned(),
+            // `resolve` turned it into a node.
+            FaultTarget::Primary => unreachable!("redis:primary is resolved before use"),
+        }
+    }
+
+    fn clock_of(&self, target: FaultTarget) -> Option<ClockControl> {
+        match target {
+            FaultTarget::Client(n) => self.client_clocks.get(n).cloned(),
+            FaultTarget::Redis(n) => self.nodes.get(n).map(NodeHandle::clock),
+            FaultTarget::Primary | FaultTarget::Storage => None,
+        }
+    }
+
+    fn others(&self, host: &str) -> Vec<String> {
+        self.hosts.iter().filter(|h| *h != host).cloned().collect()
+    }
+
+    /// Makes fault `index` of the schedule, `fault`, begin now.
+    pub(super) fn begin(&mut self, index: usize, fault: &ConcreteFault) {
+        let now = self.now();
+        self.oracle_unchanged = None;
+        let target = self.resolve(fault.target);
+        self.resolved.insert(index, target);
+        let host = Self::host_of(target);
+        self.record(Op::Fault {
+            kind: fault_kind(fault.kind).name.to_owned(),
+            target: target.to_string(),
+            phase: Phase::Start,
+        });
+        let duration = fault.duration.unwrap_or_default();
+        match fault.kind {
+            FaultKind::Pause => {
+                if let FaultTarget::Client(n) = target
+                    && let Some(freeze) = self.freezes.get(n)
+                {
+                    freeze.freeze_until(now + duration);
+                }
+            }
+            FaultKind::Partition => {
+                for other in self.others(&host) {
+                    self.sim.partition(host.as_str(), other.as_str());
+                }
+            }
+            FaultKind::PartitionOneway => {
+                for other in self.others(&host) {
+                    self.sim.partition_oneway(host.as_str(), other.as_str());
+                }
+            }
+            FaultKind::Latency => {
+                let delay = fault.delay.unwrap_or(Duration::from_millis(100));
+                self.set_latency(&host, delay);
+            }
+            FaultKind::Failover => self.failover(fault.duration),
+            FaultKind::Restart => {
+                // Down for `duration`, then back empty (no persistence).
+                self.sim.crash(host.as_str());
+                if fault.duration.is_none() {
+                    self.sim.bounce(host.as_str());
+                }
+            }
+            FaultKind::ClockDrift => {
+                if let Some(clock) = self.clock_of(target) {
+                    clock.set_rate(now, fault.rate.unwrap_or_default());
+                    self.remap_deadlines(target);
+                }
+            }
+            FaultKind::ClockJump => {
+                if let (Some(clock), Some(offset)) = (self.clock_of(target), fault.offset) {
+                    let magnitude = offset.magnitude.as_nanos() as i128;
+                    let signed = if offset.negative {
+                        -magnitude
+                    } else {
+                        magnitude
+                    };
+                    // A client's clock is monotonic: it never steps back.
+                    if !(matches!(target, FaultTarget::Client(_)) && signed < 0) {
+                        if let FaultTarget::Redis(n) = target
+                            && signed < 0
+                            && let Some(node) = self.nodes.get(n)
+                        {
+                            // Redis's active expiry had deleted what the
+                            // clock passed: a step back must not revive it.
+                            node.expire_due(now);
+                        }
+                        clock.jump(now, signed);
+                        self.remap_deadlines(target);
+                    }
+                }
+            }
+            FaultKind::Busy => {
+                if let FaultTarget::Redis(n) = target
+                    && let Some(node) = self.nodes.get(n)
+                {
+                    node.busy_until(now + duration);
+                }
+            }
+            FaultKind::Crash => {
+                // Partition first so the death is silent (turmoil's crash
+                // would otherwise close connections with a FIN).
+                for other in self.others(&host) {
+                    self.sim.partition(host.as_str(), other.as_str());
+                }
+                self.sim.crash(host.as_str());
+            }
+            FaultKind::Evict => {
+                if let FaultTarget::Redis(n) = target {
+                    self.evict(n, &host);
+                }
+                // Instantaneous: it ends where it began.
+                self.record(Op::Fault {
+                    kind: fault_kind(fault.kind).name.to_owned(),
+                    target: target.to_string(),
+                    phase: Phase::End,
+                });
+            }
+        }
+    }
+
+    /// Node `n` evicts one key under memory pressure (a process that is
+    /// down holds no memory to free), and the history says which.
+    fn evict(&mut self, n: usize, host: &str) {
+        let Some(node) = self.nodes.get(n) else {
+            return;
+        };
+        if !self.sim.is_host_running(host) {
+            return;
+        }
+        if let Some((key, value)) = node.evict(self.now()) {
+            self.record(Op::Evicted {
+                node: n,
+                key: String::from_utf8_lossy(&key).into_owned(),
+                value: value.map(|bytes| String::from_utf8_lossy(&bytes).into_owned()),
+            });
+        }
+    }
+
+    /// Makes fault `index` of the schedule, `fault`, end now, on the host
+    /// it began on.
+    pub(super) fn end(&mut self, index: usize, fault: &ConcreteFault) {
+        self.oracle_unchanged = None;
+        let target = self
+            .resolved
+            .get(&index)
+            .copied()
+            .unwrap_or_else(|| self.resolve(fault.target));
+        let host = Self::host_of(target);
+        match fault.kind {
+            FaultKind::Partition => {
+                for other in self.others(&host) {
+                    self.sim.repair(host.as_str(), other.as_str());
+                }
+            }
+            FaultKind::PartitionOneway => {
+                for other in self.others(&host) {
+                    self.sim.repair_oneway(host.as_str(), other.as_str());
+                }
+            }
+            FaultKind::Latency => self.set_latency(&host, BASE_LATENCY),
+            FaultKind::Restart => self.sim.bounce(host.as_str()),
+            FaultKind::ClockDrift => {
+                if let Some(clock) = self.clock_of(target) {
+                    clock.set_rate(self.now(), 0.0);
+                    self.remap_deadlines(target);
+                }
+            }
+            FaultKind::Pause | FaultKind::Busy => {}
+            // The stale window is over: the sentinels reach the old
+            // primary and make it a replica of today's primary.
+            FaultKind::Failover => {
+                if let FaultTarget::Redis(n) = target
+                    && let Some(node) = self.nodes.get(n)
+                    && node.is_deposed()
+                {
+                    node.demote(redis_host(self.discovery.primary()));
+                }
+            }
+            FaultKind::ClockJump | FaultKind::Crash | FaultKind::Evict => {
+                return;
+            }
+        }
+        self.record(Op::Fault {
+            kind: fault_kind(fault.kind).name.to_owned(),
+            target: target.to_string(),
+            phase: Phase::End,
+        });
+    }
+
+    /// After a client's clock changed rate or stepped: records where each
+    /// deadline it holds (fixed on its own clock) now falls in true time.
+    fn remap_deadlines(&self, target: FaultTarget) {
+        let FaultTarget::Client(n) = target else {
+            return;
+        };
+        let (Some(clock), Some(deadlines)) =
+            (self.client_clocks.get(n), self.client_deadlines.get(n))
+        else {
+            return;
+        };
+        let now = self.now();
+        for (token, local) in deadlines.held() {
+            self.recorder.record(
+                now,
+                clock.local(now),
+                Process::Client(n),
+                Op::Deadline {
+                    token,
+                    valid_until: clock.true_time_of(local.as_nanos() as i128),
+                },
+            );
+        }
+    }
+
+    /// Sets the one-way delay of every existing link of `host` (turmoil
+    /// then delivers each message exactly that late). Links turmoil has
+    /// not created yet (no traffic so far) keep the base latency.
+    fn set_latency(&self, host: &str, delay: Duration) {
+        let ip = self.sim.lookup(host);
+        let mut pairs = Vec::new();
+        self.sim.links(|links| {
+            for link in links {
+                let (a, b) = link.pair();
+                if a == ip || b == ip {
+                    pairs.push((a, b));
+                }
+            }
+        });
+        for (a, b) in pairs {
+            self.sim.set_link_latency(a, b, delay);
+        }
+    }
+
+    /// Promotes the most up-to-date live replica, as a Sentinel would, and
+    /// makes it the primary of record (the oracle's authoritative node,
+    /// the node new connections reach). Without a `stale_window` the old
+    /// primary dies silently; with one it stays up, writable, its clients
+    /// still connected, until the fault's end demotes it. The sentinels,
+    /// if any, announce the new primary: the failover's leader at once,
+    /// each other one after its draw of the topology's `sentinel_lag`.
+    fn failover(&mut self, stale_window: Option<Duration>) {
+        let now = self.now();
+        let old = self.discovery.primary();
+        // Like Sentinel, promote the live replica that applied the most of
+        // the old primary's stream (ties: the lowest index). A primary
+        // deposed by an earlier failover is no replica: its stream diverged.
+        let Some(new) = (0..self.nodes.len())
+            .filter(|&n| {
+                n != old
+                    && !self.nodes[n].is_deposed()
+                    && self.sim.is_host_running(redis_host(n).as_str())
+            })
+            .max_by_key(|&n| (self.nodes[n].offset(), Reverse(n)))
+        else {
+            return;
+        };
+        let old_owner = self.nodes[old]
+            .peek(&self.lock_key, now)
+            .map(|(owner, _)| owner);
+        let old_host = redis_host(old);
+        if stale_window.is_some() {
+            self.nodes[old].depose();
+        } else {
+            for other in self.others(&old_host) {
+                self.sim.partition(old_host.as_str(), other.as_str());
+            }
+            self.sim.crash(old_host.as_str());
+        }
+        self.nodes[new].promote();
+        for (index, node) in self.nodes.iter().enumerate() {
+            // A deposed primary keeps serving until its own demotion.
+            if index != new && index != old && !node.is_deposed() {
+                node.replicate_from(redis_host(new));
+            }
+        }
+        self.discovery.set_primary(new);
+        self.announce(new);
+        let new_owner = self.nodes[new]
+            .peek(&self.lock_key, now)
+            .map(|(owner, _)| owner);
+        self.record(Op::Failover {
+            new_primary: new,
+            old_owner,
+            new_owner,
+        });
+    }
+
+    /// The sentinels adopt `new` as the primary: a leader drawn among them
+    /// at once, the others as the leader's hello reaches each.
+    fn announce(&mut self, new: usize) {
+        let Topology::Sentinel { sentinel_lag, .. } = self.topology else {
+            return;
+        };
+        if self.sentinels.is_empty() {
+            return;
+        }
+        let now = self.now();
+        let leader = self
+            .failover_rng
+            .between(0, self.sentinels.len() as u64 - 1) as usize;
+        for (index, sentinel) in self.sentinels.iter().enumerate() {
+            let lag = if index == leader {
+                Duration::ZERO
+            } else {
+                self.failover_rng.duration(sentinel_lag)
+            };
+            if lag.is_zero() {
+                sentinel.switch_now(new);
+            } else {
+                sentinel.switch_at(now + lag, new);
+            }
+        }
+    }
+}

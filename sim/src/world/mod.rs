@@ -1,0 +1,344 @@
+//! The turmoil world: builds the hosts of one scenario seed, injects its
+//! fault schedule at exact sim times, and hands the history to the checkers.
+//!
+//! Hosts: `redis-0` … (redis-0 starts as the primary), `sentinel-0` … (in
+//! the Sentinel topology), `client-0` … (the real lock adapter), and
+//! `storage` (the fenced resource). The world itself
+//! plays the fault controller: it steps the simulation one tick at a time
+//! and applies each fault between ticks, so a fault lands at the same
+//! instant on every replay.
+
+mod faults;
+mod mix;
+mod oracle;
+
+use std::{
+    collections::BTreeMap,
+    sync::Arc,
+    time::{Duration, UNIX_EPOCH},
+};
+
+use lock_core::scripts::KeyNames;
+
+use crate::{
+    checker,
+    client::{self, ClientSetup, Deadlines, Discovery, KEY, client_host, redis_host},
+    clock::ClockControl,
+    config::{FaultTarget, Scenario, Topology},
+    freeze::FreezeSwitch,
+    history::{Op, Process, Recorder},
+    outcome::{ConcreteFault, SeedOutcome},
+    redis::{
+        NodeConfig, NodeHandle,
+        sentinel::{self, SentinelHandle, sentinel_host},
+    },
+    rng::Rng,
+    scenario::names::fault_kind,
+    storage,
+};
+
+pub use faults::draw_schedule;
+
+/// The simulation's time step. Timers resolve to it, so it must be far
+/// below the smallest drift margin in use (ttl × drift_factor + 2 ms).
+pub const TICK: Duration = Duration::from_millis(1);
+
+/// The base one-way network delay: uniform-ish in [0, BASE_LATENCY].
+pub const BASE_LATENCY: Duration = Duration::from_millis(2);
+
+/// How a world runs: knobs of the harness itself.
+#[derive(Debug, Clone, Copy)]
+pub struct WorldOptions {
+    /// Skip the idle part of each step exactly (turmoil's `skip_idle`),
+    /// and jump whole steps in which no host has work, up to the next
+    /// fault or the next change of the oracle. On by default; the history
+    /// is the same either way, byte for byte (tests/equivalence.rs).
+    pub skip_idle: bool,
+    /// Run the clients with a deliberately broken validity rule (counted
+    /// from the reply instead of the send), to prove the checkers catch it.
+    pub broken_validity: bool,
+}
+
+impl Default for WorldOptions {
+    fn default() -> Self {
+        Self {
+            skip_idle: true,
+            broken_validity: false,
+        }
+    }
+}
+
+/// Runs `scenario` with `seed`, injecting exactly `schedule`, and checks it.
+pub fn run_schedule(scenario: &Scenario, seed: u64, schedule: &[ConcreteFault]) -> SeedOutcome {
+    run_with(scenario, seed, schedule, WorldOptions::default())
+}
+
+/// Runs one seed with the schedule drawn from it.
+pub fn run_seed(scenario: &Scenario, seed: u64) -> SeedOutcome {
+    run_schedule(scenario, seed, &draw_schedule(scenario, seed))
+}
+
+/// What the world does at one instant.
+#[derive(Debug, Clone)]
+enum Action {
+    Begin(usize),
+    End(usize),
+}
+
+/// Runs one seed with harness knobs.
+pub fn run_with(
+    scenario: &Scenario,
+    seed: u64,
+    schedule: &[ConcreteFault],
+    options: WorldOptions,
+) -> SeedOutcome {
+    let mut world = World::build(scenario, seed, options);
+    let mut actions: Vec<(Duration, usize, Action)> = Vec::new();
+    for (index, fault) in schedule.iter().enumerate() {
+        actions.push((fault.at, index, Action::Begin(index)));
+        if let Some(duration) = fault.duration
+            && fault_kind(fault.kind).lasts()
+        {
+            actions.push((fault.at + duration, index, Action::End(index)));
+        }
+    }
+    // Stable order: time, then schedule position, begin before end.
+    actions.sort_by_key(|(at, index, action)| (*at, *index, matches!(action, Action::End(_))));
+    let mut next = 0;
+    let mut error = None;
+    while world.sim.elapsed() < scenario.duration {
+        let now = world.sim.elapsed();
+        if actions.get(next).is_some_and(|(at, _, _)| *at <= now) {
+            // A fault may wake a host's tasks directly (a promotion wakes
+            // the replication loop): skipped hosts must be up to date.
+            world.sim.catch_up();
+        }
+        while let Some((at, _, action)) = actions.get(next)
+            && *at <= now
+        {
+            match action {
+                Action::Begin(index) => world.begin(*index, &schedule[*index]),
+                Action::End(index) => world.end(*index, &schedule[*index]),
+            }
+            next += 1;
+        }
+        if options.skip_idle {
+            // Jump the steps in which no host has work, but stop where
+            // the world acts or samples something that changes with no
+            // host running: the next fault, the end, a key's expiry.
+            let idle_until = world.sim.idle_until();
+            let next_action = actions.get(next).map_or(Duration::MAX, |(at, _, _)| *at);
+            let limit = idle_until.min(next_action).min(scenario.duration);
+            let until = if limit > now {
+                let limit = limit.min(world.next_oracle_change(now));
+                now + whole_ticks(limit.saturating_sub(now))
+            } else {
+                now
+            };
+            if until > now {
+                // The skipped step at `now` changes nothing: sample first.
+                world.sample_oracle(now);
+                if let Err(failure) = world.sim.skip_to(until) {
+                    error = Some(failure.to_string());
+                    break;
+                }
+                continue;
+            }
+        }
+        if let Err(failure) = world.sim.step() {
+            error = Some(failure.to_string());
+            break;
+        }
+        // Hosts stamp what they do during the step [now, now + TICK) from
+        // `now` on; the state they leave is stamped with the step's start
+        // too, so the oracle never lags a client's view by a tick.
+        world.sample_oracle(now);
+    }
+    let history = world.recorder.snapshot();
+    let mut verdict = checker::check(scenario, schedule, &history);
+    if world
+        .nodes
+        .iter()
+        .any(|node| node.grants_behind_floor() > 0)
+    {
+        // Fences only Redis saw: a grant while the server clock was behind
+        // an earlier fence, ordered by the time-mixed floor alone.
+        verdict
+            .facts
+            .insert("grant-while-clock-behind-fence".to_owned());
+    }
+    for node in &world.nodes {
+        // What a primary acknowledged after a failover replaced it, before
+        // its demotion: the stale window bit (its resync discards these).
+        let acks = node.deposed_acks();
+        let seen = [
+            (acks.grants, "grant-on-deposed-primary"),
+            (acks.renewals, "renewal-on-deposed-primary"),
+            (acks.short_waits, "wait-short-on-deposed-primary"),
+        ];
+        for (count, fact) in seen {
+            if count > 0 {
+                verdict.facts.insert(fact.to_owned());
+            }
+        }
+    }
+    if let Some(error) = error {
+        verdict.facts.insert(format!("host-error: {error}"));
+    }
+    SeedOutcome {
+        seed,
+        schedule: schedule.to_vec(),
+        history,
+        verdict,
+    }
+}
+
+/// `span` rounded down to whole ticks.
+fn whole_ticks(span: Duration) -> Duration {
+    let ticks = span.as_nanos() / TICK.as_nanos();
+    TICK * u32::try_from(ticks).unwrap_or(u32::MAX)
+}
+
+struct World<'a> {
+    sim: turmoil::Sim<'a>,
+    recorder: Recorder,
+    discovery: Discovery,
+    nodes: Vec<NodeHandle>,
+    /// The sentinels (Sentinel topology): whom each names as primary.
+    sentinels: Vec<SentinelHandle>,
+    /// Draws what a failover leaves to chance: which sentinel leads it,
+    /// and when each other one adopts it.
+    failover_rng: Rng,
+    client_clocks: Vec<ClockControl>,
+    /// Each client's deadlines on its own clock, remapped when it changes.
+    client_deadlines: Vec<Deadlines>,
+    freezes: Vec<FreezeSwitch>,
+    hosts: Vec<String>,
+    lock_key: String,
+    last_oracle: Option<(usize, Option<String>)>,
+    /// What the last oracle sample saw: the nodes' activity, the primary,
+    /// and until when no key expires; the oracle stands still while all hold.
+    /// Faults clear it (a clock change moves expiries).
+    oracle_unchanged: Option<(u64, usize, Duration)>,
+    /// Redlock: the oracle is the majority's owner, not one primary's.
+    redlock: bool,
+    /// The deployment (failovers read the sentinels' lag from it).
+    topology: Topology,
+    /// Targets resolved when a fault began (by schedule position), so its
+    /// end undoes the same host.
+    resolved: BTreeMap<usize, FaultTarget>,
+}
+
+impl World<'_> {
+    fn build(scenario: &Scenario, seed: u64, options: WorldOptions) -> Self {
+        let mut builder = turmoil::Builder::new();
+        builder
+            .rng_seed(seed)
+            .epoch(UNIX_EPOCH)
+            .tick_duration(TICK)
+            .simulation_duration(scenario.duration + Duration::from_secs(60))
+            .min_message_latency(Duration::ZERO)
+            .max_message_latency(BASE_LATENCY)
+            .skip_idle(options.skip_idle);
+        let mut sim = builder.build();
+        let recorder = Recorder::default();
+        let discovery = Discovery::default();
+        let scenario_arc = Arc::new(scenario.clone());
+        let mut hosts = Vec::new();
+
+        let node_count = scenario.topology.node_count();
+        let replication_lag = scenario.topology.replication_lag();
+        let mut nodes = Vec::new();
+        for index in 0..node_count {
+            let replica_of = match scenario.topology {
+                Topology::PrimaryReplica { .. } | Topology::Sentinel { .. } if index > 0 => {
+                    Some(redis_host(0))
+                }
+                _ => None,
+            };
+            let node = NodeHandle::new(NodeConfig {
+                index,
+                replica_of,
+                replication_lag,
+                seed: Rng::fork(seed, 0x2ED1 + index as u64).next_u64(),
+            });
+            let host = redis_host(index);
+            let serving = node.clone();
+            sim.host(host.as_str(), move || crate::redis::serve(serving.clone()));
+            hosts.push(host);
+            nodes.push(node);
+        }
+
+        let mut sentinels = Vec::new();
+        for index in 0..scenario.topology.sentinel_count() {
+            let sentinel = SentinelHandle::default();
+            let serving = sentinel.clone();
+            let host = sentinel_host(index);
+            sim.host(host.as_str(), move || sentinel::serve(serving.clone()));
+            hosts.push(host);
+            sentinels.push(sentinel);
+        }
+
+        let storage_recorder = recorder.clone();
+        sim.host(storage::HOST, move || {
+            storage::serve(storage_recorder.clone())
+        });
+        hosts.push(storage::HOST.to_owned());
+
+        let mut client_clocks = Vec::new();
+        let mut client_deadlines = Vec::new();
+        let mut freezes = Vec::new();
+        for index in 0..scenario.clients.count {
+            let clock = ClockControl::default();
+            let deadlines = Deadlines::default();
+            let freeze = FreezeSwitch::default();
+            let setup = ClientSetup {
+                index,
+                scenario: Arc::clone(&scenario_arc),
+                seed: Rng::fork(seed, 0xC11E + index as u64).next_u64(),
+                recorder: recorder.clone(),
+                clock: clock.clone(),
+                discovery: discovery.clone(),
+                broken_validity: options.broken_validity,
+                deadlines: deadlines.clone(),
+            };
+            let host = client_host(index);
+            let switch = freeze.clone();
+            sim.host(host.as_str(), move || {
+                client::run(setup.clone(), switch.clone())
+            });
+            hosts.push(host);
+            client_clocks.push(clock);
+            client_deadlines.push(deadlines);
+            freezes.push(freeze);
+        }
+
+        Self {
+            sim,
+            recorder,
+            discovery,
+            nodes,
+            sentinels,
+            failover_rng: Rng::fork(seed, 0x5E47),
+            client_clocks,
+            client_deadlines,
+            freezes,
+            hosts,
+            lock_key: KeyNames::new("lock", KEY).lock,
+            last_oracle: None,
+            oracle_unchanged: None,
+            redlock: matches!(scenario.topology, Topology::Redlock { .. }),
+            topology: scenario.topology.clone(),
+            resolved: BTreeMap::new(),
+        }
+    }
+
+    fn now(&self) -> Duration {
+        self.sim.elapsed()
+    }
+
+    fn record(&self, op: Op) {
+        let now = self.now();
+        self.recorder.record(now, now, Process::Controller, op);
+    }
+}
