@@ -21,8 +21,9 @@ impl fmt::Display for CommandId {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Command {
-    /// Run [`scripts::ACQUIRE`](crate::scripts::ACQUIRE); then, if `wait_replicas`
-    /// is set and the key was granted, `WAIT replicas timeout`.
+    /// Set the key if free and issue a fence (the [`LOCK`](crate::scripts::LOCK)
+    /// script's acquire, or `SET NX PX GET` without fencing); then, if
+    /// `wait_replicas` is set and the key was granted, `WAIT replicas timeout`.
     /// Answer with [`Reply::Granted`] or [`Reply::Contended`].
     Acquire {
         /// The key's ttl, a whole number of milliseconds.
@@ -32,7 +33,7 @@ pub enum Command {
         /// `(replicas, timeout)` for a `WAIT` after a grant.
         wait_replicas: Option<(u32, Duration)>,
     },
-    /// Run [`scripts::RENEW`](crate::scripts::RENEW); then, if set and renewed,
+    /// Reset the key's ttl if it is ours (the script's renew); then, if set and renewed,
     /// `WAIT`. Answer with [`Reply::Renewed`] or [`Reply::NotOwner`].
     Renew {
         /// The new ttl, a whole number of milliseconds.
@@ -40,7 +41,8 @@ pub enum Command {
         /// `(replicas, timeout)` for a `WAIT` after a renewal.
         wait_replicas: Option<(u32, Duration)>,
     },
-    /// Run [`scripts::RELEASE`](crate::scripts::RELEASE). Answer with
+    /// Delete the key if it is ours and wake the waiters (the script's
+    /// release). Answer with
     /// [`Reply::Released`] or [`Reply::NotOwner`].
     Release,
 }
@@ -95,6 +97,25 @@ pub enum Failure {
     NoScript,
     /// `WRONGTYPE`: the lock key holds a non-string value; nothing ran.
     WrongType,
+    /// `NOREPLICAS`: fewer replicas than the server's `min-replicas-to-write`
+    /// are connected (a primary cut off from its replicas); nothing ran.
+    NoReplicas,
+    /// `MASTERDOWN`: a replica lost its primary and serves no data; nothing ran.
+    MasterDown,
+    /// `MOVED`: the key's cluster slot lives on another node (after a
+    /// failover or a migration); nothing ran here.
+    Moved,
+    /// `ASK`: the key's slot is migrating and the key has left this node;
+    /// nothing ran here.
+    Ask,
+    /// `TRYAGAIN`: the slot is migrating and the script's keys are split
+    /// between two nodes for now; nothing ran.
+    TryAgain,
+    /// `CLUSTERDOWN`: the cluster cannot serve the slot; nothing ran.
+    ClusterDown,
+    /// `CROSSSLOT`: the keys of one call hash to different slots; nothing
+    /// ran, and retrying cannot help.
+    CrossSlot,
     /// Any other error reply; nothing ran.
     Other,
 }
@@ -110,7 +131,14 @@ impl Failure {
 
     /// Returns true if retrying cannot help (the key itself is unusable).
     pub fn is_permanent(self) -> bool {
-        matches!(self, Self::WrongType)
+        matches!(self, Self::WrongType | Self::CrossSlot)
+    }
+
+    /// Returns true if the reply says another node owns the key now (a
+    /// cluster redirection): the adapter follows it, and a renewal that
+    /// meets it never extends the lock.
+    pub fn is_redirect(self) -> bool {
+        matches!(self, Self::Moved | Self::Ask)
     }
 }
 
@@ -125,6 +153,13 @@ impl fmt::Display for Failure {
             Self::Busy => "node is busy running a script",
             Self::NoScript => "script missing on the node",
             Self::WrongType => "lock key holds a value of the wrong type",
+            Self::NoReplicas => "not enough replicas connected to the primary",
+            Self::MasterDown => "replica lost its primary",
+            Self::Moved => "key's slot moved to another node",
+            Self::Ask => "key's slot is migrating to another node",
+            Self::TryAgain => "slot migration in progress",
+            Self::ClusterDown => "cluster is down",
+            Self::CrossSlot => "keys hash to different cluster slots",
             Self::Other => "error reply",
         })
     }

@@ -47,7 +47,8 @@ pub use redlock::{RedlockError, RedlockMachine};
 pub mod redis;
 #[cfg(feature = "redis")]
 pub use crate::redis::{
-    AcquireError, ConnectError, LockGuard, Locker, LockerBuilder, ReleaseError,
+    AcquireError, CheckError, CheckOptions, ConnectError, DeploymentReport, Finding, FindingKind,
+    LockGuard, Locker, LockerBuilder, ReleaseError, Severity, check_deployment,
 };
 
 /// The README's examples, compiled and run as doctests (they need a Redis at

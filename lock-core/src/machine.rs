@@ -42,6 +42,7 @@
 
 use std::{
     collections::VecDeque,
+    sync::Arc,
     time::{Duration, Instant},
 };
 
@@ -219,8 +220,8 @@ pub enum UsageError {
 #[derive(Debug, Clone)]
 pub struct LockMachine {
     timing: Timing,
-    keys: KeyNames,
-    token: String,
+    keys: Arc<KeyNames>,
+    token: Arc<str>,
     state: State,
     timers: [Option<Instant>; 4],
     in_flight: Option<InFlight>,
@@ -242,6 +243,18 @@ impl LockMachine {
         token: String,
         jitter_seed: u64,
     ) -> Result<Self, OptionsError> {
+        let keys = Arc::new(KeyNames::new(opts.key_namespace(), key));
+        Self::with_names(opts, keys, token.into(), jitter_seed)
+    }
+
+    /// Like [`new`](Self::new), with key names and token already built
+    /// (shared, not copied, by a quorum's per-node machines).
+    pub(crate) fn with_names(
+        opts: &LockOptions,
+        keys: Arc<KeyNames>,
+        token: Arc<str>,
+        jitter_seed: u64,
+    ) -> Result<Self, OptionsError> {
         // Timing rule 8: no machine exists with options that break the argument.
         opts.validate()?;
         let timing = Timing {
@@ -259,7 +272,7 @@ impl LockMachine {
         };
         Ok(Self {
             timing,
-            keys: KeyNames::new(opts.key_namespace(), key),
+            keys,
             token,
             state: State::Idle,
             timers: [None; 4],
@@ -280,6 +293,13 @@ impl LockMachine {
     /// The owner token stored as the lock key's value.
     pub fn token(&self) -> &str {
         &self.token
+    }
+
+    /// The key names and the token, shared (an adapter encodes commands
+    /// with them without holding the machine).
+    #[cfg(feature = "redis")]
+    pub(crate) fn shared_names(&self) -> (Arc<KeyNames>, Arc<str>) {
+        (Arc::clone(&self.keys), Arc::clone(&self.token))
     }
 
     /// The current state.
@@ -360,6 +380,42 @@ impl LockMachine {
             releasing @ State::Releasing(_) => self.state = releasing,
             State::Released => {}
         }
+    }
+
+    /// When the watchdog's next renewal is scheduled, if the lock is held
+    /// and nothing is in flight.
+    ///
+    /// A driver that batches renewals reads it to find the locks whose
+    /// renewal falls due soon, and sends them early with
+    /// [`renew_early`](Self::renew_early).
+    pub fn renewal_due(&self) -> Option<Instant> {
+        match self.state {
+            State::Held(_) if self.in_flight.is_none() => self.timers[Timer::Renew as usize],
+            _ => None,
+        }
+    }
+
+    /// Sends the scheduled renewal now instead of at its timer, so that it
+    /// can share one call with others (group commit).
+    ///
+    /// Renewing early is always safe: the renewal still extends validity
+    /// only from its own send (timing rules 1 and 2). Does nothing unless a
+    /// renewal is scheduled ([`renewal_due`](Self::renewal_due) is `Some`).
+    pub fn renew_early(&mut self, now: Instant) {
+        self.expire_if_due(now);
+        if self.renewal_due().is_some() {
+            self.timers[Timer::Renew as usize] = None;
+            self.send(now, Kind::Renew);
+        }
+    }
+
+    /// The command whose reply the machine waits for, if any.
+    ///
+    /// After `handle_timeout`, a driver compares it with the command it
+    /// still waits on: if the machine gave up on that command (it timed
+    /// out, or the lock expired meanwhile), the driver may drop the call.
+    pub fn in_flight(&self) -> Option<CommandId> {
+        self.in_flight.map(|in_flight| in_flight.id)
     }
 
     /// Retries a contended acquire at once (a release was announced).
@@ -623,7 +679,12 @@ impl LockMachine {
                 });
                 self.state = State::Held(hold);
             }
-            Reply::NotOwner => self.lose(LostReason::NotOwner),
+            // WRONGTYPE: the key holds something other than a string, so
+            // it is not our token any more; waiting for the deadline would
+            // only hide that.
+            Reply::NotOwner | Reply::Failed(Failure::WrongType) => {
+                self.lose(LostReason::NotOwner);
+            }
             Reply::Failed(Failure::ReadOnly) => self.lose(LostReason::Failover),
             _ => {
                 // Timing rule 2: a failed, ambiguous or under-replicated
@@ -649,7 +710,8 @@ impl LockMachine {
         };
         let outcome = match reply {
             Reply::Released => ReleaseOutcome::Deleted,
-            Reply::NotOwner => ReleaseOutcome::NotOwner,
+            // WRONGTYPE: the key is not a string, so not ours; nothing was deleted.
+            Reply::NotOwner | Reply::Failed(Failure::WrongType) => ReleaseOutcome::NotOwner,
             Reply::Failed(failure)
                 if !failure.is_permanent() && releasing.attempts < RELEASE_ATTEMPTS =>
             {

@@ -29,12 +29,13 @@
 
 use std::{
     collections::VecDeque,
+    sync::Arc,
     time::{Duration, Instant},
 };
 
 use crate::{
     AcquireFailure, Command, CommandId, Event, LockMachine, LockOptions, LostReason, OptionsError,
-    ReleaseOutcome, Reply, State, jitter::Jitter,
+    ReleaseOutcome, Reply, State, jitter::Jitter, scripts::KeyNames,
 };
 
 /// Why a Redlock could not be set up.
@@ -88,8 +89,8 @@ enum Phase {
 #[derive(Debug, Clone)]
 pub struct RedlockMachine {
     opts: LockOptions,
-    key: String,
-    token: String,
+    keys: Arc<KeyNames>,
+    token: Arc<str>,
     nodes: Vec<LockMachine>,
     phase: Phase,
     round: u64,
@@ -117,8 +118,8 @@ impl RedlockMachine {
         }
         let mut machine = Self {
             opts: opts.clone(),
-            key: key.to_owned(),
-            token,
+            keys: Arc::new(KeyNames::new(opts.key_namespace(), key)),
+            token: token.into(),
             nodes: Vec::new(),
             phase: Phase::Idle,
             round: 0,
@@ -140,7 +141,12 @@ impl RedlockMachine {
         (0..count)
             .map(|_| {
                 let seed = self.jitter.seed();
-                LockMachine::new(&single, &self.key, self.token.clone(), seed)
+                LockMachine::with_names(
+                    &single,
+                    Arc::clone(&self.keys),
+                    Arc::clone(&self.token),
+                    seed,
+                )
             })
             .collect()
     }
@@ -201,9 +207,14 @@ impl RedlockMachine {
     }
 
     /// The Redis key names, the same on every node.
-    pub fn keys(&self) -> &crate::scripts::KeyNames {
-        // `new` refuses zero nodes and rounds replace nodes one for one.
-        self.nodes[0].keys()
+    pub fn keys(&self) -> &KeyNames {
+        &self.keys
+    }
+
+    /// The key names and the token, shared.
+    #[cfg(feature = "redis")]
+    pub(crate) fn shared_names(&self) -> (Arc<KeyNames>, Arc<str>) {
+        (Arc::clone(&self.keys), Arc::clone(&self.token))
     }
 
     /// Starts acquiring: the first round goes to every node at once.
@@ -293,6 +304,37 @@ impl RedlockMachine {
         {
             self.start_round(now, give_up_at);
             return;
+        }
+        self.settle(now);
+    }
+
+    /// Returns true if node `node` still waits for the reply to command
+    /// `id` (see [`LockMachine::in_flight`]).
+    pub fn awaits(&self, node: usize, id: CommandId) -> bool {
+        id.0 >> ROUND_SHIFT == self.round_tag()
+            && self
+                .nodes
+                .get(node)
+                .and_then(LockMachine::in_flight)
+                .is_some_and(|inner| inner.0 == id.0 & INNER_MASK)
+    }
+
+    /// The earliest scheduled renewal over the nodes that hold the lock
+    /// (see [`LockMachine::renewal_due`]).
+    pub fn renewal_due(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Held { .. } => self.nodes.iter().filter_map(LockMachine::renewal_due).min(),
+            _ => None,
+        }
+    }
+
+    /// Sends every node's scheduled renewal now (see
+    /// [`LockMachine::renew_early`]).
+    pub fn renew_early(&mut self, now: Instant) {
+        if matches!(self.phase, Phase::Held { .. }) {
+            for node in &mut self.nodes {
+                node.renew_early(now);
+            }
         }
         self.settle(now);
     }

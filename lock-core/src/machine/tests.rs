@@ -695,6 +695,69 @@ fn wrongtype_is_a_permanent_acquire_failure() {
 }
 
 #[test]
+fn wrongtype_on_renewal_loses_the_lock_at_once() {
+    let mut machine = LockMachine::new(&opts(), "k", "me".into(), 1).expect("valid");
+    let t0 = Instant::now();
+    machine.acquire(t0).expect("idle");
+    let (id, _) = machine.poll_command().expect("acquire");
+    machine.handle_reply(
+        t0,
+        id,
+        Reply::Granted {
+            fence: 1,
+            replicas: None,
+        },
+    );
+    let _ = machine.poll_event();
+    let renew_at = machine.poll_timeout().expect("a renewal is scheduled");
+    machine.handle_timeout(renew_at);
+    let (id, command) = machine.poll_command().expect("renew");
+    assert!(matches!(command, Command::Renew { .. }));
+    machine.handle_reply(renew_at, id, Reply::Failed(Failure::WrongType));
+    assert_eq!(
+        machine.poll_event(),
+        Some(Event::Lost {
+            reason: LostReason::NotOwner
+        })
+    );
+    assert!(!machine.is_held(renew_at));
+}
+
+#[test]
+fn wrongtype_on_release_means_the_key_is_not_ours() {
+    let mut machine = LockMachine::new(&opts(), "k", "me".into(), 1).expect("valid");
+    let t0 = Instant::now();
+    machine.acquire(t0).expect("idle");
+    let (id, _) = machine.poll_command().expect("acquire");
+    machine.handle_reply(
+        t0,
+        id,
+        Reply::Granted {
+            fence: 1,
+            replicas: None,
+        },
+    );
+    let _ = machine.poll_event();
+    machine.release(t0);
+    let (id, command) = machine.poll_command().expect("release");
+    assert_eq!(command, Command::Release);
+    machine.handle_reply(t0, id, Reply::Failed(Failure::WrongType));
+    assert_eq!(
+        machine.poll_event(),
+        Some(Event::Lost {
+            reason: LostReason::NotOwner
+        })
+    );
+    assert_eq!(
+        machine.poll_event(),
+        Some(Event::Released {
+            outcome: ReleaseOutcome::NotOwner
+        })
+    );
+    assert!(machine.poll_command().is_none(), "not retried");
+}
+
+#[test]
 fn reply_of_the_wrong_kind_is_treated_as_unknown() {
     let mut machine = LockMachine::new(&opts(), "k", "me".into(), 1).expect("valid");
     let t0 = Instant::now();

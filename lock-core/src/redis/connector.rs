@@ -5,7 +5,6 @@
 //! random source; nothing else about the adapter changes.
 
 use std::{
-    fmt,
     future::Future,
     io,
     pin::Pin,
@@ -132,22 +131,9 @@ pub struct Observed<'a> {
 }
 
 /// A callback that sees every lock event of a locker (for metrics, audit
-/// logs, or a simulator's history). It runs on the driver: keep it short.
+/// logs, or a simulator's history). It runs on whichever task drove the
+/// lock (the caller's, or the driver's): keep it short.
 pub type Observer = Arc<dyn Fn(&Observed<'_>) + Send + Sync>;
-
-/// The injection points the driver uses besides its nodes' connectors
-/// (entropy stays with the locker).
-#[derive(Clone)]
-pub(crate) struct Environment {
-    pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) observer: Option<Observer>,
-}
-
-impl fmt::Debug for Environment {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Environment").finish_non_exhaustive()
-    }
-}
 
 /// Builds an owner token: a uuid v4 from `entropy`, then the pid and host, so
 /// that `GET` on a lock key tells a human who holds it.

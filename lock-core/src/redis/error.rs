@@ -13,7 +13,18 @@ pub enum ConnectError {
     Url(String),
     /// The TCP connection failed.
     #[error("cannot connect to redis: {0}")]
-    Io(#[from] std::io::Error),
+    Io(#[source] std::io::Error),
+    /// TLS failed: its certificates or key, the server's name, or the
+    /// handshake.
+    #[cfg(feature = "tls")]
+    #[error("tls: {0}")]
+    Tls(#[from] super::TlsError),
+    /// The sentinels named no primary that confirmed it is one.
+    #[error("sentinel: {0}")]
+    Sentinel(#[from] super::sentinel::SentinelError),
+    /// The cluster's slot map could not be read from any seed node.
+    #[error("cluster: {0}")]
+    Cluster(String),
     /// The connection opened but the handshake failed.
     #[error("redis handshake failed: {0}")]
     Handshake(#[source] redis::RedisError),
@@ -33,6 +44,23 @@ pub enum ConnectError {
         /// Why the first unreachable node failed.
         first: Box<Self>,
     },
+}
+
+impl From<std::io::Error> for ConnectError {
+    fn from(error: std::io::Error) -> Self {
+        // A TLS connector reports through the Connector trait's io::Error;
+        // take its typed error back out.
+        #[cfg(feature = "tls")]
+        let error = match super::tls::take_tls_error(error) {
+            Ok(tls) => return Self::Tls(tls),
+            Err(error) => error,
+        };
+        // So does the Sentinel connector.
+        match super::follow::take_sentinel_error(error) {
+            Ok(sentinel) => Self::Sentinel(sentinel),
+            Err(error) => Self::Io(error),
+        }
+    }
 }
 
 /// Why an acquire did not produce a [`LockGuard`](crate::LockGuard).

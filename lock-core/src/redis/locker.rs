@@ -1,4 +1,4 @@
-//! The public face of the adapter: [`Locker`], [`LockerBuilder`], [`LockGuard`].
+//! The public face of the adapter: [`Locker`] and [`LockerBuilder`].
 
 use std::{
     fmt,
@@ -6,36 +6,48 @@ use std::{
     pin::Pin,
     sync::Arc,
     task::{Context, Poll},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use redis::{IntoConnectionInfo, RedisConnectionInfo};
-use tokio::sync::{mpsc, oneshot, watch};
 
 use super::{
-    AcquireError, Clock, ConnectError, Connector, Entropy, OsEntropy, ReleaseError, TcpConnector,
-    TokioClock,
-    connector::{Environment, owner_token},
-    driver::{self, Endpoint, Mode, Request, Status},
+    AcquireError, Clock, ConnectError, Connector, Dialer, Entropy, LockGuard, NodeAddress,
+    OsEntropy, TokioClock,
+    cell::LockCell,
+    connector::owner_token,
+    drive::drive,
+    driver::{Alive, DriverTask, Tasks},
+    follow::{Current, SentinelConnector, SentinelWatch},
+    machines::Machine,
+    node::{Endpoint, open},
+    pubsub::Subscriber,
+    route::{self, AnyNodeConnector, ClusterRouter, ClusterUpkeep},
+    sentinel::SentinelResolver,
+    session::Session,
 };
-use crate::{LockOptions, LostReason};
+use crate::{LockOptions, scripts::KeyNames};
 
-/// A handle to one Redis connection (or, for Redlock, one per node) that
-/// serves any number of locks.
+/// A handle to one Redis server (or, for Redlock, several) that serves any
+/// number of locks.
 ///
-/// Cheap to clone; every clone shares the same driver task. The driver
-/// stops once every `Locker` clone and every [`LockGuard`] are dropped and
-/// their releases are done.
+/// Cheap to clone; every clone shares the same connections. Acquire and
+/// release run in the calling task, over a clone of the node's multiplexed
+/// connection; the locker's driver renews held locks and keeps the
+/// connections open. The driver stops once every `Locker` clone and every
+/// [`LockGuard`] are dropped and their releases are done.
 #[derive(Clone)]
 pub struct Locker {
-    requests: mpsc::UnboundedSender<Request>,
-    clock: Arc<dyn Clock>,
-    entropy: Arc<dyn Entropy>,
+    session: Arc<Session>,
+    alive: Arc<Alive>,
 }
 
 impl fmt::Debug for Locker {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Locker").finish_non_exhaustive()
+        f.debug_struct("Locker")
+            .field("nodes", &self.session.nodes.len())
+            .field("redlock", &self.session.redlock)
+            .finish_non_exhaustive()
     }
 }
 
@@ -43,9 +55,7 @@ impl Locker {
     /// Connects to the Redis at `url` (`redis://[user:pass@]host:port/db`) and
     /// spawns the driver on the current tokio runtime.
     pub async fn connect(url: &str) -> Result<Self, ConnectError> {
-        let (locker, driver) = LockerBuilder::from_url(url)?.connect().await?;
-        tokio::spawn(driver);
-        Ok(locker)
+        LockerBuilder::from_url(url)?.spawn().await
     }
 
     /// Connects to N independent Redis primaries and spawns the driver; every
@@ -59,41 +69,102 @@ impl Locker {
     /// [`redlock`](crate::redlock) for what its fence guarantees (less than
     /// a single node's).
     pub async fn connect_redlock(urls: &[&str]) -> Result<Self, ConnectError> {
-        let (locker, driver) = LockerBuilder::redlock(urls)?.connect().await?;
-        tokio::spawn(driver);
-        Ok(locker)
+        LockerBuilder::redlock(urls)?.spawn().await
+    }
+
+    /// Connects to the primary that the sentinels at `sentinel_urls` name for
+    /// `master_name`, and spawns the driver.
+    ///
+    /// Every connect resolves the primary again and confirms it with
+    /// `ROLE`; a `+switch-master` announcement moves the locker to the new
+    /// primary at once. Without `wait_replicas`, a failover can still lose
+    /// a lock (see the README's safety table).
+    pub async fn connect_sentinel(
+        sentinel_urls: &[&str],
+        master_name: &str,
+    ) -> Result<Self, ConnectError> {
+        LockerBuilder::sentinel(sentinel_urls, master_name)?
+            .spawn()
+            .await
+    }
+
+    /// Connects to the Redis Cluster that the seed nodes at `seed_urls`
+    /// belong to, and spawns the driver.
+    ///
+    /// Each lock's commands go to the primary of its slot (the lock key,
+    /// its fence floor and its channel share one hash tag), following
+    /// `MOVED`, `ASK` and `TRYAGAIN` within the lock's deadlines. `WAIT`
+    /// goes to the lock's own shard. Without `wait_replicas`, a shard
+    /// failover can lose a lock (see the README's safety table).
+    pub async fn connect_cluster(seed_urls: &[&str]) -> Result<Self, ConnectError> {
+        LockerBuilder::cluster(seed_urls)?.spawn().await
     }
 
     /// Connects with the address and credentials of an existing client, and
     /// spawns the driver; async because it opens the connection at once.
     pub async fn from_client(client: redis::Client) -> Result<Self, ConnectError> {
-        let (locker, driver) = LockerBuilder::from_connection_info(client.get_connection_info())?
-            .connect()
-            .await?;
-        tokio::spawn(driver);
-        Ok(locker)
+        LockerBuilder::from_connection_info(client.get_connection_info())?
+            .spawn()
+            .await
     }
 
     /// Acquires `key`, waiting up to the options' `wait` while another owner
     /// holds it; fails with [`AcquireError::Timeout`] after that.
     pub async fn acquire(&self, key: &str, opts: &LockOptions) -> Result<LockGuard, AcquireError> {
-        opts.validate()?;
-        let (reply, granted) = oneshot::channel();
-        let token = owner_token(self.entropy.as_ref());
-        self.requests
-            .send(Request::Acquire {
-                key: key.to_owned(),
-                opts: Box::new(opts.clone()),
+        let session = &self.session;
+        let token = owner_token(session.entropy.as_ref());
+        let machine = if session.cluster.is_some() {
+            // In a cluster the fence counter must live in the lock's slot:
+            // one counter per namespace and slot.
+            let mut names = KeyNames::new(opts.key_namespace(), key);
+            names.counter = route::counter_key(opts.key_namespace(), &names.lock);
+            Machine::single_with_names(opts, names, token, session.entropy.next_u64())?
+        } else {
+            Machine::new(
+                session.redlock,
+                opts,
+                key,
                 token,
-                jitter_seed: self.entropy.next_u64(),
-                reply,
-            })
-            .map_err(|_| AcquireError::DriverStopped)?;
-        let granted = granted.await.map_err(|_| AcquireError::DriverStopped)??;
-        Ok(LockGuard {
-            inner: Some(granted),
-            clock: Arc::clone(&self.clock),
+                session.nodes.len(),
+                session.entropy.next_u64(),
+            )?
+        };
+        let id = session.next_lock_id();
+        let span = tracing::debug_span!("lock", key = %key, id);
+        let cell = Arc::new(LockCell::new(id, key.to_owned(), machine, opts, span));
+        let (outgoing, deadline) = {
+            let mut state = cell.lock();
+            state.machine.acquire(session.clock.now());
+            let mut outgoing = Vec::new();
+            let deadline = cell.drain(&mut state, session, &mut outgoing);
+            (outgoing, deadline)
+        };
+        drive(session, &cell, outgoing, deadline, |state| {
+            state.acquire_result.is_some()
         })
+        .await;
+        let mut state = cell.lock();
+        let result = state.acquire_result.take();
+        if !state.machine.is_released() {
+            // Held (or, after a failure, still undoing a Redlock round):
+            // the watchdog drives it from here.
+            let deadline = state.machine.poll_timeout();
+            if session.watchdog.watch(&cell, &mut state, deadline) {
+                session.wake_driver();
+            }
+        }
+        drop(state);
+        match result {
+            Some(Ok(fence)) => Ok(LockGuard::new(
+                cell,
+                Arc::clone(session),
+                Arc::clone(&self.alive),
+                fence,
+            )),
+            Some(Err(error)) => Err(error),
+            // `drive` returns only once the acquire has a result.
+            None => Err(AcquireError::DriverStopped),
+        }
     }
 
     /// Makes one attempt at `key`: `Ok(None)` if another owner holds it.
@@ -110,26 +181,55 @@ impl Locker {
     }
 }
 
-/// Builds a [`Locker`] and the driver future that does its work.
+/// Builds a [`Locker`], and optionally hands back the driver future that
+/// does its background work.
 ///
-/// The driver is returned rather than spawned (like redis-rs's
-/// `MultiplexedConnection::new` or hyper's `handshake`) so the caller decides
-/// where it runs; a simulator wraps it to pause a whole client. The
-/// [`Connector`], [`Clock`] and [`Entropy`] setters are advanced injection
-/// points; production needs none of them.
+/// [`spawn`](Self::spawn) is what most programs want. [`connect`](Self::connect)
+/// returns the driver instead (like redis-rs's `MultiplexedConnection::new` or
+/// hyper's `handshake`), with redis-rs's connection tasks inside it, so the
+/// caller decides where it runs; a simulator wraps it to pause a whole
+/// client. The [`Connector`], [`Clock`] and [`Entropy`] setters are advanced
+/// injection points; production needs none of them.
 pub struct LockerBuilder {
-    mode: Mode,
+    redlock: bool,
     endpoints: Vec<Endpoint>,
     clock: Arc<dyn Clock>,
     entropy: Arc<dyn Entropy>,
     connect_timeout: Duration,
     observer: Option<super::Observer>,
+    /// The URLs behind `endpoints`, so `tls` can rebuild their connectors;
+    /// empty when the caller gave connectors.
+    urls: Vec<redis::ConnectionInfo>,
+    /// The sentinels that name the primary, in Sentinel mode.
+    sentinel: Option<SentinelSetup>,
+    /// The seed nodes, in Redis Cluster mode.
+    cluster: Option<ClusterSetup>,
+}
+
+/// How a cluster-mode locker finds the cluster.
+struct ClusterSetup {
+    seeds: Vec<NodeAddress>,
+    settings: RedisConnectionInfo,
+    dialer: Arc<dyn Dialer>,
+    tls: bool,
+    /// Built from URLs (so `tls` may replace the dialer).
+    from_urls: bool,
+}
+
+/// How a Sentinel-mode locker finds its primary.
+struct SentinelSetup {
+    sentinels: Vec<NodeAddress>,
+    master_name: String,
+    settings: RedisConnectionInfo,
+    dialer: Arc<dyn Dialer>,
+    /// Built from URLs (so `tls` may replace the dialer).
+    from_urls: bool,
 }
 
 impl fmt::Debug for LockerBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LockerBuilder")
-            .field("mode", &self.mode)
+            .field("redlock", &self.redlock)
             .field("nodes", &self.endpoints.len())
             .field("connect_timeout", &self.connect_timeout)
             .finish_non_exhaustive()
@@ -160,17 +260,103 @@ impl LockerBuilder {
                 endpoint(&info)
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Self::new(Mode::Redlock, endpoints))
+        let mut builder = Self::new(true, endpoints);
+        builder.urls = urls
+            .iter()
+            .filter_map(|url| url.into_connection_info().ok())
+            .collect();
+        Ok(builder)
     }
 
     fn from_connection_info(info: &redis::ConnectionInfo) -> Result<Self, ConnectError> {
-        Ok(Self::new(Mode::Single, vec![endpoint(info)?]))
+        let mut builder = Self::new(false, vec![endpoint(info)?]);
+        builder.urls = vec![info.clone()];
+        Ok(builder)
+    }
+
+    /// A builder for the primary that the sentinels at `sentinel_urls`
+    /// (`redis://host:port`, or `rediss://` for TLS) name for
+    /// `master_name` (see [`Locker::connect_sentinel`]). The sentinels'
+    /// credentials come from their URLs; the primary's from
+    /// [`redis_settings`](Self::redis_settings).
+    pub fn sentinel(sentinel_urls: &[&str], master_name: &str) -> Result<Self, ConnectError> {
+        let (sentinels, settings, tls) = addresses(sentinel_urls)?;
+        let dialer = url_dialer(tls)?;
+        let mut builder = Self::sentinel_with_dialer_arc(dialer, sentinels, master_name);
+        if let Some(sentinel) = &mut builder.sentinel {
+            sentinel.settings = settings;
+            sentinel.from_urls = true;
+        }
+        Ok(builder)
+    }
+
+    /// A Sentinel builder whose streams come from `dialer`, asking the
+    /// sentinels at `sentinels` for `master_name` (advanced: a simulator's
+    /// network, or a custom transport).
+    pub fn sentinel_with_dialer(
+        dialer: impl Dialer,
+        sentinels: Vec<NodeAddress>,
+        master_name: &str,
+    ) -> Self {
+        Self::sentinel_with_dialer_arc(Arc::new(dialer), sentinels, master_name)
+    }
+
+    fn sentinel_with_dialer_arc(
+        dialer: Arc<dyn Dialer>,
+        sentinels: Vec<NodeAddress>,
+        master_name: &str,
+    ) -> Self {
+        // Replaced in `open` by the connector that asks the sentinels.
+        let placeholder = Endpoint {
+            connector: Arc::new(super::TcpConnector::new("0.0.0.0", 0)),
+            redis: RedisConnectionInfo::default(),
+        };
+        let mut builder = Self::new(false, vec![placeholder]);
+        builder.sentinel = Some(SentinelSetup {
+            sentinels,
+            master_name: master_name.to_owned(),
+            settings: RedisConnectionInfo::default(),
+            dialer,
+            from_urls: false,
+        });
+        builder
+    }
+
+    /// A builder for the Redis Cluster that the seed nodes at `seed_urls`
+    /// (`redis://host:port`, or `rediss://` for TLS) belong to (see
+    /// [`Locker::connect_cluster`]). The data nodes' credentials come from
+    /// the first URL.
+    pub fn cluster(seed_urls: &[&str]) -> Result<Self, ConnectError> {
+        let (seeds, settings, tls) = addresses(seed_urls)?;
+        let dialer = url_dialer(tls)?;
+        let mut builder = Self::cluster_with_dialer(dialer, seeds);
+        if let Some(cluster) = &mut builder.cluster {
+            cluster.settings = settings;
+            cluster.tls = tls;
+            cluster.from_urls = true;
+        }
+        Ok(builder)
+    }
+
+    /// A cluster builder whose streams come from `dialer`, starting from
+    /// the seed nodes at `seeds` (advanced: a simulator's network, or a
+    /// custom transport).
+    pub fn cluster_with_dialer(dialer: impl Dialer, seeds: Vec<NodeAddress>) -> Self {
+        let mut builder = Self::new(false, Vec::new());
+        builder.cluster = Some(ClusterSetup {
+            seeds,
+            settings: RedisConnectionInfo::default(),
+            dialer: Arc::new(dialer),
+            tls: false,
+            from_urls: false,
+        });
+        builder
     }
 
     /// A builder whose streams come from `connector` (advanced).
     pub fn with_connector(connector: impl Connector) -> Self {
         Self::new(
-            Mode::Single,
+            false,
             vec![Endpoint {
                 connector: Arc::new(connector),
                 redis: RedisConnectionInfo::default(),
@@ -188,22 +374,69 @@ impl LockerBuilder {
                 redis: RedisConnectionInfo::default(),
             })
             .collect();
-        Self::new(Mode::Redlock, endpoints)
+        Self::new(true, endpoints)
     }
 
-    fn new(mode: Mode, endpoints: Vec<Endpoint>) -> Self {
+    fn new(redlock: bool, endpoints: Vec<Endpoint>) -> Self {
         Self {
-            mode,
+            redlock,
             endpoints,
             clock: Arc::new(TokioClock),
             entropy: Arc::new(OsEntropy),
             connect_timeout: Duration::from_secs(5),
             observer: None,
+            urls: Vec::new(),
+            sentinel: None,
+            cluster: None,
         }
     }
 
+    /// Connects over TLS with `options` to every node given by URL
+    /// (`redis://` ones too); fails if their certificates or key do not load.
+    /// A builder made from connectors is refused: wrap them in TLS instead.
+    #[cfg(feature = "tls")]
+    pub fn tls(mut self, options: super::TlsOptions) -> Result<Self, ConnectError> {
+        if let Some(sentinel) = &mut self.sentinel {
+            if !sentinel.from_urls {
+                return Err(ConnectError::Url(
+                    "tls options apply to sentinels given by url; wrap a custom dialer in \
+                     TlsDialer instead"
+                        .into(),
+                ));
+            }
+            let upgrader = super::TlsUpgrader::new(&options)?;
+            sentinel.dialer = Arc::new(super::TlsDialer::new(super::TcpDialer, upgrader));
+            return Ok(self);
+        }
+        if let Some(cluster) = &mut self.cluster {
+            if !cluster.from_urls {
+                return Err(ConnectError::Url(
+                    "tls options apply to seed nodes given by url; wrap a custom dialer in \
+                     TlsDialer instead"
+                        .into(),
+                ));
+            }
+            let upgrader = super::TlsUpgrader::new(&options)?;
+            cluster.dialer = Arc::new(super::TlsDialer::new(super::TcpDialer, upgrader));
+            cluster.tls = true;
+            return Ok(self);
+        }
+        if self.urls.len() != self.endpoints.len() {
+            return Err(ConnectError::Url(
+                "tls options apply to nodes given by url; wrap a custom connector in \
+                 TlsDialer instead"
+                    .into(),
+            ));
+        }
+        for (endpoint, info) in self.endpoints.iter_mut().zip(&self.urls) {
+            endpoint.connector = super::tls::connector_for(info, Some(&options))?;
+        }
+        Ok(self)
+    }
+
     /// Calls `observer` with every event of every lock (acquired, renewed,
-    /// contended, lost, released), on the driver, as it happens.
+    /// contended, lost, released), as it happens, on whichever task drove
+    /// the lock's machine.
     pub fn observer(
         mut self,
         observer: impl Fn(&super::Observed<'_>) + Send + Sync + 'static,
@@ -230,6 +463,9 @@ impl LockerBuilder {
         for endpoint in &mut self.endpoints {
             endpoint.redis = settings.clone();
         }
+        if let Some(cluster) = &mut self.cluster {
+            cluster.settings = settings.clone();
+        }
         self
     }
 
@@ -241,47 +477,212 @@ impl LockerBuilder {
 
     /// Opens the first connection (for Redlock, one per node, of which a
     /// majority must succeed) and returns the locker with its driver, which
-    /// must be polled (spawned) for any lock to make progress.
+    /// must be polled for any lock to make progress: it carries redis-rs's
+    /// connection tasks, the watchdog and the wake-ups.
     pub async fn connect(self) -> Result<(Locker, Driver), ConnectError> {
-        let env = Environment {
-            clock: Arc::clone(&self.clock),
-            observer: self.observer,
+        let (locker, task) = self.open(Tasks::Inline).await?;
+        Ok((locker, Driver(Box::pin(task))))
+    }
+
+    /// Opens the first connection(s) like [`connect`](Self::connect), then
+    /// spawns the driver and redis-rs's connection tasks on the current
+    /// tokio runtime.
+    pub async fn spawn(self) -> Result<Locker, ConnectError> {
+        let (locker, task) = self.open(Tasks::Spawned).await?;
+        tokio::spawn(task);
+        Ok(locker)
+    }
+
+    async fn open(mut self, tasks: Tasks) -> Result<(Locker, DriverTask), ConnectError> {
+        if let Some(cluster) = self.cluster.take() {
+            return self.open_cluster(cluster, tasks).await;
+        }
+        if self.endpoints.is_empty() {
+            return Err(ConnectError::NoNodes);
+        }
+        let watch = match self.sentinel.take() {
+            Some(setup) => {
+                let primary_settings = self.endpoints[0].redis.clone();
+                let resolver = SentinelResolver::new(setup.sentinels, setup.master_name)
+                    .sentinel_settings(setup.settings)
+                    .master_settings(primary_settings)
+                    .timeout(self.connect_timeout);
+                let current: Current = Arc::default();
+                self.endpoints[0].connector = Arc::new(SentinelConnector {
+                    resolver: resolver.clone(),
+                    dialer: Arc::clone(&setup.dialer),
+                    current: Arc::clone(&current),
+                });
+                Some(SentinelWatch::new(
+                    resolver,
+                    setup.dialer,
+                    current,
+                    self.connect_timeout,
+                ))
+            }
+            None => None,
         };
-        let (requests, receiver) = mpsc::unbounded_channel();
-        let driver = driver::start(
-            env,
-            self.mode,
-            self.endpoints,
-            self.connect_timeout,
-            receiver,
-            requests.downgrade(),
+        let opened = futures_util::future::join_all(
+            self.endpoints
+                .iter()
+                .map(|endpoint| open(endpoint.clone(), self.connect_timeout, 0)),
         )
-        .await?;
-        let locker = Locker {
-            requests,
-            clock: self.clock,
-            entropy: self.entropy,
-        };
-        Ok((locker, Driver(Box::pin(driver))))
+        .await;
+        let total = self.endpoints.len();
+        let needed = total / 2 + 1;
+        let mut first_error = None;
+        let opened: Vec<_> = opened
+            .into_iter()
+            .map(|result| match result {
+                Ok(opened) => Some(opened),
+                Err(error) => {
+                    first_error.get_or_insert(error);
+                    None
+                }
+            })
+            .collect();
+        let connected = opened.iter().filter(|opened| opened.is_some()).count();
+        if let Some(error) = first_error
+            && connected < needed
+        {
+            return Err(if self.redlock {
+                ConnectError::NoQuorum {
+                    connected,
+                    needed,
+                    first: Box::new(error),
+                }
+            } else {
+                error
+            });
+        }
+        let session = Arc::new(Session::new(
+            self.redlock,
+            total,
+            self.clock,
+            self.entropy,
+            self.observer,
+        ));
+        let alive = Arc::new(Alive::new(Arc::clone(&session)));
+        let task = DriverTask::new(
+            Arc::clone(&session),
+            &alive,
+            self.endpoints,
+            opened,
+            tasks,
+            self.connect_timeout,
+        )
+        .with_sentinel_watch(watch);
+        Ok((Locker { session, alive }, task))
     }
 }
 
+impl LockerBuilder {
+    /// Reads the slot table from the seeds; the driver then keeps one
+    /// connection per primary.
+    async fn open_cluster(
+        self,
+        setup: ClusterSetup,
+        tasks: Tasks,
+    ) -> Result<(Locker, DriverTask), ConnectError> {
+        if setup.seeds.is_empty() {
+            return Err(ConnectError::NoNodes);
+        }
+        let router = Arc::new(ClusterRouter::new(
+            Arc::clone(&setup.dialer),
+            setup.settings.clone(),
+            setup.seeds.clone(),
+            setup.tls,
+        ));
+        let map = route::fetch_map(
+            setup.dialer.as_ref(),
+            &setup.settings,
+            &setup.seeds,
+            setup.tls,
+            self.connect_timeout,
+        )
+        .await?;
+        router.install(&map);
+        let mut session = Session::new(false, 0, self.clock, self.entropy, self.observer);
+        session.cluster = Some(Arc::clone(&router));
+        let session = Arc::new(session);
+        let alive = Arc::new(Alive::new(Arc::clone(&session)));
+        let now = session.clock.now();
+        let subscriber = Subscriber::new(
+            Endpoint {
+                connector: Arc::new(AnyNodeConnector {
+                    router: Arc::clone(&router),
+                }),
+                redis: setup.settings,
+            },
+            self.connect_timeout,
+        );
+        let task = DriverTask::new(
+            Arc::clone(&session),
+            &alive,
+            Vec::new(),
+            Vec::new(),
+            tasks,
+            self.connect_timeout,
+        )
+        .with_subscriber(subscriber)
+        .with_cluster(ClusterUpkeep::new(router, self.connect_timeout, tasks, now));
+        Ok((Locker { session, alive }, task))
+    }
+}
+
+/// The addresses, the first URL's connection settings, and whether the
+/// URLs ask for TLS (`rediss://`).
+fn addresses(urls: &[&str]) -> Result<(Vec<NodeAddress>, RedisConnectionInfo, bool), ConnectError> {
+    if urls.is_empty() {
+        return Err(ConnectError::NoNodes);
+    }
+    let mut addresses = Vec::with_capacity(urls.len());
+    let mut settings = None;
+    let mut tls = false;
+    for url in urls {
+        let info = url
+            .into_connection_info()
+            .map_err(|error| ConnectError::Url(format!("{url}: {error}")))?;
+        let address = match info.addr() {
+            redis::ConnectionAddr::Tcp(host, port) => NodeAddress::new(host.clone(), *port),
+            redis::ConnectionAddr::TcpTls { host, port, .. } => {
+                tls = true;
+                NodeAddress::new(host.clone(), *port)
+            }
+            other => return Err(super::dial::unsupported(other)),
+        };
+        settings.get_or_insert_with(|| info.redis_settings().clone());
+        addresses.push(address);
+    }
+    Ok((addresses, settings.unwrap_or_default(), tls))
+}
+
+/// Plain TCP, or TLS with the system's trusted roots.
+fn url_dialer(tls: bool) -> Result<Arc<dyn Dialer>, ConnectError> {
+    if !tls {
+        return Ok(Arc::new(super::TcpDialer));
+    }
+    #[cfg(feature = "tls")]
+    {
+        let upgrader = super::TlsUpgrader::new(&super::TlsOptions::new())?;
+        Ok(Arc::new(super::TlsDialer::new(super::TcpDialer, upgrader)))
+    }
+    #[cfg(not(feature = "tls"))]
+    Err(ConnectError::Url(
+        "rediss:// needs lock-core's `tls` feature".into(),
+    ))
+}
+
 fn endpoint(info: &redis::ConnectionInfo) -> Result<Endpoint, ConnectError> {
-    let redis::ConnectionAddr::Tcp(host, port) = info.addr() else {
-        return Err(ConnectError::Url(format!(
-            "only plain TCP addresses are supported, not {}",
-            info.addr()
-        )));
-    };
     Ok(Endpoint {
-        connector: Arc::new(TcpConnector::new(host.clone(), *port)),
+        connector: super::dial::connector_for(info)?,
         redis: info.redis_settings().clone(),
     })
 }
 
-/// The future that drives every lock of a [`Locker`]: poll it to completion
-/// (`tokio::spawn` it) or nothing happens. It finishes once the locker and
-/// all its guards are gone.
+/// The future that does a [`Locker`]'s background work: poll it to
+/// completion (`tokio::spawn` it) or no lock makes progress. It finishes
+/// once the locker and all its guards are gone.
 #[must_use = "the driver does nothing unless polled"]
 pub struct Driver(Pin<Box<dyn Future<Output = ()> + Send>>);
 
@@ -296,136 +697,5 @@ impl Future for Driver {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         self.0.as_mut().poll(cx)
-    }
-}
-
-/// What the driver hands over when a lock is granted.
-pub(crate) struct Granted {
-    pub(crate) id: u64,
-    pub(crate) key: String,
-    pub(crate) token: String,
-    pub(crate) fence: u64,
-    pub(crate) status: watch::Receiver<Status>,
-    pub(crate) requests: mpsc::UnboundedSender<Request>,
-    pub(crate) span: tracing::Span,
-}
-
-impl Drop for Granted {
-    fn drop(&mut self) {
-        // Dropping a grant nobody took (a cancelled acquire) or a guard
-        // releases the lock in the background. `release` disarms this.
-        if self.id != u64::MAX {
-            let _ = self.requests.send(Request::Release {
-                id: self.id,
-                reply: None,
-            });
-        }
-    }
-}
-
-/// A held lock. Dropping it releases the lock in the background.
-pub struct LockGuard {
-    inner: Option<Granted>,
-    clock: Arc<dyn Clock>,
-}
-
-impl fmt::Debug for LockGuard {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LockGuard")
-            .field("key", &self.key())
-            .field("fence", &self.fence())
-            .field("valid_until", &self.valid_until())
-            .finish_non_exhaustive()
-    }
-}
-
-impl LockGuard {
-    fn granted(&self) -> &Granted {
-        // `inner` is only taken by `release(self)`, which consumes the guard.
-        self.inner
-            .as_ref()
-            .expect("a live guard always holds its grant")
-    }
-
-    /// The fencing token: attach it to every write the lock protects, and
-    /// have the resource refuse tokens lower than the highest it has seen.
-    ///
-    /// Under Redlock it is the highest of the majority's per-node tokens,
-    /// which is not globally ordered: see [`redlock`](crate::redlock).
-    pub fn fence(&self) -> u64 {
-        self.granted().fence
-    }
-
-    /// The key as given to `acquire` (without namespace or hash tag).
-    pub fn key(&self) -> &str {
-        &self.granted().key
-    }
-
-    /// The owner token stored in Redis (`GET` it to see who holds a lock).
-    pub fn token(&self) -> &str {
-        &self.granted().token
-    }
-
-    /// The instant (on the locker's clock) from which the lock is no longer
-    /// held unless renewed; `None` once lost.
-    pub fn valid_until(&self) -> Option<Instant> {
-        match *self.granted().status.borrow() {
-            Status::Held { valid_until } => Some(valid_until),
-            Status::Lost(_) | Status::Released => None,
-        }
-    }
-
-    /// Returns true while the lock is held: false once lost, and false from
-    /// `valid_until` on even if the driver has not said so yet.
-    pub fn is_held(&self) -> bool {
-        self.valid_until()
-            .is_some_and(|valid_until| self.clock.now() < valid_until)
-    }
-
-    /// Resolves when the lock is lost, with the reason; pending while held.
-    ///
-    /// Stop the protected work when it resolves: someone else may get the
-    /// lock from that instant on.
-    pub async fn lost(&self) -> LostReason {
-        let mut status = self.granted().status.clone();
-        loop {
-            let valid_until = match *status.borrow_and_update() {
-                Status::Lost(reason) => return reason,
-                Status::Released => return LostReason::NotOwner,
-                Status::Held { valid_until } => valid_until,
-            };
-            if status.changed().await.is_err() {
-                // The driver is gone, so nothing renews the lock any more:
-                // it is lost at its deadline (timing rule 3).
-                let remaining = valid_until.saturating_duration_since(self.clock.now());
-                tokio::time::sleep(remaining).await;
-                return LostReason::Expired;
-            }
-        }
-    }
-
-    /// Releases the lock (owner-checked) and waits for Redis to confirm.
-    ///
-    /// Errors if the lock had already been lost; the release is still sent
-    /// and never touches another owner's key.
-    pub async fn release(mut self) -> Result<(), ReleaseError> {
-        let Some(mut granted) = self.inner.take() else {
-            return Err(ReleaseError::DriverStopped);
-        };
-        let id = std::mem::replace(&mut granted.id, u64::MAX);
-        let (reply, done) = oneshot::channel();
-        granted
-            .requests
-            .send(Request::Release {
-                id,
-                reply: Some(reply),
-            })
-            .map_err(|_| ReleaseError::DriverStopped)?;
-        done.await.map_err(|_| ReleaseError::DriverStopped)?
-    }
-
-    /// The tracing span of this lock (key and a token prefix).
-    pub fn span(&self) -> &tracing::Span {
-        &self.granted().span
     }
 }

@@ -1,178 +1,315 @@
-//! Turns the machine's commands into Redis calls and Redis's answers into
-//! the machine's replies. No decisions about the lock are made here.
+//! Encodes the machine's commands as Redis calls and decodes Redis's
+//! answers into the machine's replies. Pure functions: no I/O, no lock
+//! decisions. Every decoder turns any value it does not expect into a
+//! typed failure, never a panic.
 
 use std::time::Duration;
 
-use redis::{RedisError, Value, aio::MultiplexedConnection};
+use redis::{Cmd, RedisError, Value};
 
-use crate::{Command, Failure, Reply, scripts, scripts::KeyNames};
+use crate::{Command, Failure, Fencing, Reply, scripts, scripts::KeyNames};
 
-/// Runs one machine command on `conn` and reports what Redis said.
-pub(crate) async fn execute(
-    conn: &mut MultiplexedConnection,
-    keys: &KeyNames,
-    token: &str,
-    command: &Command,
-) -> Reply {
-    match run(conn, keys, token, command).await {
-        Ok(reply) => reply,
-        Err(failure) => Reply::Failed(failure),
+/// What a server supports, read once per connection (`INFO server`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Dialect {
+    /// `SET … NX … GET` is accepted (Redis 7.0 and later).
+    pub(crate) set_nx_get: bool,
+}
+
+impl Dialect {
+    /// The dialect of a server whose `INFO server` reply is `info`. An
+    /// unreadable version means the oldest dialect, which works everywhere.
+    pub(crate) fn from_info(info: &str) -> Self {
+        let version = info
+            .lines()
+            .find_map(|line| line.strip_prefix("redis_version:"))
+            .map(str::trim);
+        let major = version
+            .and_then(|version| version.split('.').next())
+            .and_then(|major| major.parse::<u32>().ok());
+        Self {
+            set_nx_get: major.is_some_and(|major| major >= 7),
+        }
     }
 }
 
-async fn run(
-    conn: &mut MultiplexedConnection,
-    keys: &KeyNames,
-    token: &str,
-    command: &Command,
-) -> Result<Reply, Failure> {
+/// The kind of one operation, to decode its part of a reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OpKind {
+    Acquire,
+    Renew,
+    Release,
+}
+
+impl OpKind {
+    pub(crate) fn of(command: &Command) -> Self {
+        match command {
+            Command::Acquire { .. } => Self::Acquire,
+            Command::Renew { .. } => Self::Renew,
+            Command::Release => Self::Release,
+        }
+    }
+}
+
+/// How a single command goes to Redis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Plan {
+    /// `SET lock token NX PX ttl GET`: an unfenced acquire on Redis 7+.
+    SetNxGet,
+    /// One operation of the lock script.
+    Script(OpKind),
+}
+
+/// A command ready to send: the call itself, and a `WAIT` to pipeline
+/// after it when the lock asks for replica acknowledgements.
+#[derive(Debug, Clone)]
+pub(crate) struct Encoded {
+    pub(crate) call: Cmd,
+    pub(crate) plan: Plan,
+    pub(crate) wait: Option<Cmd>,
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn wait_cmd(wait_replicas: Option<(u32, Duration)>) -> Option<Cmd> {
+    wait_replicas.map(|(replicas, timeout)| {
+        // WAIT 0 means "forever" to Redis; a zero timeout here means
+        // "don't block".
+        let mut wait = redis::cmd("WAIT");
+        wait.arg(replicas).arg(millis(timeout).max(1));
+        wait
+    })
+}
+
+/// Encodes one machine command for one lock.
+pub(crate) fn encode(keys: &KeyNames, token: &str, command: &Command, dialect: Dialect) -> Encoded {
     match command {
         Command::Acquire {
             ttl,
-            fencing,
+            fencing: Fencing::None,
             wait_replicas,
-        } => {
-            let ttl_ms = millis(*ttl);
-            let value = eval(
-                conn,
-                scripts::ACQUIRE,
-                &[&keys.lock, &keys.fence],
-                &[token, &ttl_ms, fencing.script_arg()],
-            )
-            .await?;
-            match parse_acquire(&value)? {
-                Reply::Granted { fence, .. } => {
-                    let replicas = match wait_replicas {
-                        Some((count, timeout)) => Some(wait(conn, *count, *timeout).await?),
-                        None => None,
-                    };
-                    Ok(Reply::Granted { fence, replicas })
-                }
-                other => Ok(other),
+        } if dialect.set_nx_get => {
+            let mut call = Cmd::with_capacity(7, keys.lock.len() + token.len() + 32);
+            call.arg("SET")
+                .arg(&keys.lock)
+                .arg(token)
+                .arg("NX")
+                .arg("PX")
+                .arg(millis(*ttl))
+                .arg("GET");
+            Encoded {
+                call,
+                plan: Plan::SetNxGet,
+                wait: wait_cmd(*wait_replicas),
             }
         }
-        Command::Renew { ttl, wait_replicas } => {
-            let ttl_ms = millis(*ttl);
-            let value = eval(conn, scripts::RENEW, &[&keys.lock], &[token, &ttl_ms]).await?;
-            if !parse_flag(&value)? {
-                return Ok(Reply::NotOwner);
-            }
-            let replicas = match wait_replicas {
-                Some((count, timeout)) => Some(wait(conn, *count, *timeout).await?),
-                None => None,
+        _ => {
+            let mut call = script_call(1, keys.lock.len() + keys.fence.len() + token.len() + 80);
+            push_op(&mut call, keys, token, command, dialect);
+            let wait = match command {
+                Command::Acquire { wait_replicas, .. } | Command::Renew { wait_replicas, .. } => {
+                    wait_cmd(*wait_replicas)
+                }
+                Command::Release => None,
             };
-            Ok(Reply::Renewed { replicas })
+            Encoded {
+                call,
+                plan: Plan::Script(OpKind::of(command)),
+                wait,
+            }
+        }
+    }
+}
+
+/// An `EVALSHA` of the lock script, before its keys and arguments.
+fn script_call(ops: usize, bytes: usize) -> Cmd {
+    let mut call = Cmd::with_capacity(3 + ops * 6, 64 + bytes);
+    call.arg("EVALSHA").arg(scripts::LOCK.sha1);
+    call
+}
+
+/// Appends one operation's keys and arguments. A batch lays out all keys
+/// first, then all arguments: see [`encode_batch`].
+fn push_op(call: &mut Cmd, keys: &KeyNames, token: &str, command: &Command, dialect: Dialect) {
+    match command {
+        Command::Acquire { ttl, fencing, .. } => {
+            let code = if dialect.set_nx_get {
+                scripts::op::ACQUIRE
+            } else {
+                scripts::op::ACQUIRE_COMPAT
+            };
+            call.arg(2)
+                .arg(&keys.lock)
+                .arg(keys.fence_key(*fencing))
+                .arg(code)
+                .arg(token)
+                .arg(millis(*ttl))
+                .arg(fencing.script_arg());
+        }
+        Command::Renew { ttl, .. } => {
+            call.arg(1)
+                .arg(&keys.lock)
+                .arg(scripts::op::RENEW)
+                .arg(token)
+                .arg(millis(*ttl));
         }
         Command::Release => {
-            let value = eval(
-                conn,
-                scripts::RELEASE,
-                &[&keys.lock],
-                &[token, &keys.channel],
-            )
-            .await?;
-            Ok(if parse_flag(&value)? {
+            call.arg(1)
+                .arg(&keys.lock)
+                .arg(scripts::op::RELEASE)
+                .arg(token);
+        }
+    }
+}
+
+/// One operation of a batch.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BatchOp<'a> {
+    pub(crate) keys: &'a KeyNames,
+    pub(crate) token: &'a str,
+    pub(crate) command: &'a Command,
+}
+
+/// Encodes several operations as one `EVALSHA` of the lock script.
+pub(crate) fn encode_batch(ops: &[BatchOp<'_>], dialect: Dialect) -> Cmd {
+    let bytes = ops
+        .iter()
+        .map(|op| op.keys.lock.len() * 2 + op.token.len() + 24)
+        .sum();
+    let mut call = script_call(ops.len(), bytes);
+    let key_count: usize = ops
+        .iter()
+        .map(|op| match op.command {
+            Command::Acquire { .. } => 2,
+            _ => 1,
+        })
+        .sum();
+    call.arg(key_count);
+    for op in ops {
+        call.arg(&op.keys.lock);
+        if let Command::Acquire { fencing, .. } = op.command {
+            call.arg(op.keys.fence_key(*fencing));
+        }
+    }
+    for op in ops {
+        match op.command {
+            Command::Acquire { ttl, fencing, .. } => {
+                let code = if dialect.set_nx_get {
+                    scripts::op::ACQUIRE
+                } else {
+                    scripts::op::ACQUIRE_COMPAT
+                };
+                call.arg(code)
+                    .arg(op.token)
+                    .arg(millis(*ttl))
+                    .arg(fencing.script_arg());
+            }
+            Command::Renew { ttl, .. } => {
+                call.arg(scripts::op::RENEW).arg(op.token).arg(millis(*ttl));
+            }
+            Command::Release => {
+                call.arg(scripts::op::RELEASE).arg(op.token);
+            }
+        }
+    }
+    call
+}
+
+/// The renew operation alone, for the rare `SET NX GET` answer that shows
+/// the key is already ours (a retry after a lost reply): the ttl must be
+/// refreshed, owner-checked, before the grant counts.
+pub(crate) fn encode_own_refresh(keys: &KeyNames, token: &str, ttl: Duration) -> Cmd {
+    let mut call = script_call(1, keys.lock.len() + token.len() + 32);
+    push_op(
+        &mut call,
+        keys,
+        token,
+        &Command::Renew {
+            ttl,
+            wait_replicas: None,
+        },
+        Dialect::default(),
+    );
+    call
+}
+
+/// What the answer to a `SET NX GET` says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum SetNxGet {
+    /// The key was free and is ours now.
+    Granted,
+    /// The key was already ours: refresh its ttl before counting it.
+    AlreadyOurs,
+    /// Another owner holds it.
+    Contended,
+}
+
+/// Decodes the answer to `SET lock token NX PX ttl GET`.
+pub(crate) fn decode_set_nx_get(value: &Value, token: &str) -> Result<SetNxGet, Failure> {
+    match value {
+        Value::Nil => Ok(SetNxGet::Granted),
+        Value::BulkString(holder) if holder.as_slice() == token.as_bytes() => {
+            Ok(SetNxGet::AlreadyOurs)
+        }
+        Value::BulkString(_) => Ok(SetNxGet::Contended),
+        Value::SimpleString(holder) if holder == token => Ok(SetNxGet::AlreadyOurs),
+        Value::SimpleString(_) => Ok(SetNxGet::Contended),
+        Value::ServerError(error) => Err(failure_of_code(error.code(), error.details())),
+        _ => Err(Failure::Protocol),
+    }
+}
+
+/// Decodes a whole script reply: one entry per operation, in order. A
+/// reply of the wrong shape fails every operation with a protocol failure
+/// (the outcome is unknown).
+pub(crate) fn decode_script(value: &Value, kinds: &[OpKind]) -> Vec<Reply> {
+    match value {
+        Value::Array(items) if items.len() == kinds.len() => items
+            .iter()
+            .zip(kinds)
+            .map(|(item, kind)| decode_op(*kind, item))
+            .collect(),
+        Value::ServerError(error) => {
+            let failure = failure_of_code(error.code(), error.details());
+            vec![Reply::Failed(failure); kinds.len()]
+        }
+        _ => vec![Reply::Failed(Failure::Protocol); kinds.len()],
+    }
+}
+
+/// Decodes one operation's entry of a script reply.
+pub(crate) fn decode_op(kind: OpKind, value: &Value) -> Reply {
+    let decoded = match (kind, value) {
+        (_, Value::ServerError(error)) => Err(failure_of_code(error.code(), error.details())),
+        (OpKind::Acquire, value) => decode_acquire(value),
+        (OpKind::Renew, value) => decode_flag(value).map(|renewed| {
+            if renewed {
+                Reply::Renewed { replicas: None }
+            } else {
+                Reply::NotOwner
+            }
+        }),
+        (OpKind::Release, value) => decode_flag(value).map(|deleted| {
+            if deleted {
                 Reply::Released
             } else {
                 Reply::NotOwner
-            })
-        }
-    }
+            }
+        }),
+    };
+    decoded.unwrap_or_else(Reply::Failed)
 }
 
-fn millis(duration: Duration) -> String {
-    duration.as_millis().to_string()
-}
-
-/// `EVALSHA`, loading the script once on `NOSCRIPT` (a restarted or
-/// failed-over node has an empty script cache) and retrying.
-async fn eval(
-    conn: &mut MultiplexedConnection,
-    script: scripts::Script,
-    keys: &[&str],
-    args: &[&str],
-) -> Result<Value, Failure> {
-    let mut evalsha = redis::cmd("EVALSHA");
-    evalsha.arg(script.sha1).arg(keys.len()).arg(keys).arg(args);
-    match evalsha.query_async::<Value>(conn).await {
-        Err(error) if failure_of(&error) == Failure::NoScript => {
-            tracing::debug!(script = script.name, "NOSCRIPT: loading the script");
-            redis::cmd("SCRIPT")
-                .arg("LOAD")
-                .arg(script.source)
-                .query_async::<Value>(conn)
-                .await
-                .map_err(|error| failure_of(&error))?;
-            evalsha
-                .query_async::<Value>(conn)
-                .await
-                .map_err(|error| failure_of(&error))
-        }
-        result => result.map_err(|error| failure_of(&error)),
-    }
-}
-
-async fn wait(
-    conn: &mut MultiplexedConnection,
-    replicas: u32,
-    timeout: Duration,
-) -> Result<u32, Failure> {
-    // WAIT 0 means "forever" to Redis; a zero timeout here means "don't block".
-    let timeout_ms = timeout.as_millis().max(1);
-    let acked: i64 = redis::cmd("WAIT")
-        .arg(replicas)
-        .arg(timeout_ms.to_string())
-        .query_async(conn)
-        .await
-        .map_err(|error| failure_of(&error))?;
-    u32::try_from(acked).map_err(|_| Failure::Protocol)
-}
-
-/// Classifies a redis-rs error the way the machine needs it.
-pub(crate) fn failure_of(error: &RedisError) -> Failure {
-    if error.is_timeout() {
-        return Failure::Timeout;
-    }
-    if error.is_io_error() || error.is_connection_dropped() || error.is_unrecoverable_error() {
-        return Failure::Connection;
-    }
-    match error.code() {
-        Some("READONLY") => Failure::ReadOnly,
-        Some("LOADING") => Failure::Loading,
-        Some("BUSY") => Failure::Busy,
-        Some("NOSCRIPT") => Failure::NoScript,
-        Some("WRONGTYPE") => Failure::WrongType,
-        Some(_) => classify_detail(error),
-        None => Failure::Protocol,
-    }
-}
-
-/// A script error wraps the inner command's error (`ERR Error running
-/// script ... WRONGTYPE ...` on older servers): look inside.
-fn classify_detail(error: &RedisError) -> Failure {
-    let text = error.to_string();
-    for (needle, failure) in [
-        ("WRONGTYPE", Failure::WrongType),
-        ("READONLY", Failure::ReadOnly),
-        ("LOADING", Failure::Loading),
-        ("BUSY", Failure::Busy),
-        ("NOSCRIPT", Failure::NoScript),
-    ] {
-        if text.contains(needle) {
-            return failure;
-        }
-    }
-    Failure::Other
-}
-
-/// `{1, "fence"}` or `{0, pttl}`.
-fn parse_acquire(value: &Value) -> Result<Reply, Failure> {
+/// `{1, fence}` or `{0, pttl}`.
+fn decode_acquire(value: &Value) -> Result<Reply, Failure> {
     let Value::Array(items) = value else {
         return Err(Failure::Protocol);
     };
     match items.as_slice() {
         [Value::Int(1), fence] => Ok(Reply::Granted {
-            fence: parse_u64(fence)?,
+            fence: decode_u64(fence)?,
             replicas: None,
         }),
         [Value::Int(0), Value::Int(pttl)] => Ok(Reply::Contended {
@@ -182,7 +319,7 @@ fn parse_acquire(value: &Value) -> Result<Reply, Failure> {
     }
 }
 
-fn parse_u64(value: &Value) -> Result<u64, Failure> {
+fn decode_u64(value: &Value) -> Result<u64, Failure> {
     match value {
         Value::BulkString(bytes) => std::str::from_utf8(bytes)
             .ok()
@@ -194,7 +331,7 @@ fn parse_u64(value: &Value) -> Result<u64, Failure> {
     }
 }
 
-fn parse_flag(value: &Value) -> Result<bool, Failure> {
+fn decode_flag(value: &Value) -> Result<bool, Failure> {
     match value {
         Value::Int(1) => Ok(true),
         Value::Int(0) => Ok(false),
@@ -202,46 +339,193 @@ fn parse_flag(value: &Value) -> Result<bool, Failure> {
     }
 }
 
+/// Decodes `WAIT`'s answer: the number of replicas that acknowledged.
+pub(crate) fn decode_wait(value: &Value) -> Result<u32, Failure> {
+    match value {
+        Value::Int(acked) => u32::try_from(*acked).map_err(|_| Failure::Protocol),
+        Value::ServerError(error) => Err(failure_of_code(error.code(), error.details())),
+        _ => Err(Failure::Protocol),
+    }
+}
+
+/// Adds what `WAIT` reported to a granted or renewed reply.
+pub(crate) fn with_replicas(reply: Reply, wait: Result<u32, Failure>) -> Reply {
+    match (reply, wait) {
+        (Reply::Granted { fence, .. }, Ok(acked)) => Reply::Granted {
+            fence,
+            replicas: Some(acked),
+        },
+        (Reply::Renewed { .. }, Ok(acked)) => Reply::Renewed {
+            replicas: Some(acked),
+        },
+        // The key was granted (or renewed) but we cannot tell how far it
+        // replicated: treat it as acknowledged by none, which never counts
+        // when replicas were asked for.
+        (Reply::Granted { fence, .. }, Err(_)) => Reply::Granted {
+            fence,
+            replicas: Some(0),
+        },
+        (Reply::Renewed { .. }, Err(_)) => Reply::Renewed { replicas: Some(0) },
+        (other, _) => other,
+    }
+}
+
+/// Classifies a redis-rs error the way the machine needs it.
+pub(crate) fn failure_of(error: &RedisError) -> Failure {
+    if error.is_timeout() {
+        return Failure::Timeout;
+    }
+    if error.is_io_error() || error.is_connection_dropped() || error.is_unrecoverable_error() {
+        return Failure::Connection;
+    }
+    match error.code() {
+        Some(code) => failure_of_code(code, error.detail()),
+        None => Failure::Protocol,
+    }
+}
+
+/// Classifies an error reply by its code, looking inside the details of a
+/// generic `ERR` (older servers wrap a script's inner error: `ERR Error
+/// running script ... WRONGTYPE ...`).
+pub(crate) fn failure_of_code(code: &str, detail: Option<&str>) -> Failure {
+    match code {
+        "READONLY" => Failure::ReadOnly,
+        "LOADING" => Failure::Loading,
+        "BUSY" => Failure::Busy,
+        "NOSCRIPT" => Failure::NoScript,
+        "WRONGTYPE" => Failure::WrongType,
+        "NOREPLICAS" => Failure::NoReplicas,
+        "MASTERDOWN" => Failure::MasterDown,
+        "MOVED" => Failure::Moved,
+        "ASK" => Failure::Ask,
+        "TRYAGAIN" => Failure::TryAgain,
+        "CLUSTERDOWN" => Failure::ClusterDown,
+        "CROSSSLOT" => Failure::CrossSlot,
+        _ => classify_detail(detail.unwrap_or_default()),
+    }
+}
+
+fn classify_detail(text: &str) -> Failure {
+    for (needle, failure) in [
+        ("WRONGTYPE", Failure::WrongType),
+        ("READONLY", Failure::ReadOnly),
+        ("LOADING", Failure::Loading),
+        ("BUSY", Failure::Busy),
+        ("NOSCRIPT", Failure::NoScript),
+        ("NOREPLICAS", Failure::NoReplicas),
+        ("MASTERDOWN", Failure::MasterDown),
+        ("MOVED", Failure::Moved),
+        ("TRYAGAIN", Failure::TryAgain),
+        ("CLUSTERDOWN", Failure::ClusterDown),
+        ("CROSSSLOT", Failure::CrossSlot),
+    ] {
+        if text.contains(needle) {
+            return failure;
+        }
+    }
+    Failure::Other
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn bulk(text: &str) -> Value {
+        Value::BulkString(text.as_bytes().to_vec())
+    }
+
     #[test]
-    fn acquire_replies_parse() {
-        let granted = Value::Array(vec![
-            Value::Int(1),
-            Value::BulkString(b"1700000000000001".to_vec()),
-        ]);
+    fn acquire_replies_decode() {
+        let granted = Value::Array(vec![Value::Int(1), bulk("1700000000000001")]);
         assert_eq!(
-            parse_acquire(&granted),
-            Ok(Reply::Granted {
+            decode_op(OpKind::Acquire, &granted),
+            Reply::Granted {
                 fence: 1_700_000_000_000_001,
                 replicas: None
-            })
+            }
         );
         let held = Value::Array(vec![Value::Int(0), Value::Int(1500)]);
         assert_eq!(
-            parse_acquire(&held),
-            Ok(Reply::Contended {
+            decode_op(OpKind::Acquire, &held),
+            Reply::Contended {
                 pttl: Some(Duration::from_millis(1500))
-            })
+            }
         );
         let no_ttl = Value::Array(vec![Value::Int(0), Value::Int(-1)]);
-        assert_eq!(parse_acquire(&no_ttl), Ok(Reply::Contended { pttl: None }));
+        assert_eq!(
+            decode_op(OpKind::Acquire, &no_ttl),
+            Reply::Contended { pttl: None }
+        );
         for bad in [
             Value::Nil,
             Value::Int(1),
-            Value::Array(vec![Value::Int(1), Value::BulkString(b"-3".to_vec())]),
+            Value::Array(vec![Value::Int(1), bulk("-3")]),
             Value::Array(vec![Value::Int(7), Value::Int(0)]),
         ] {
-            assert_eq!(parse_acquire(&bad), Err(Failure::Protocol), "{bad:?}");
+            assert_eq!(
+                decode_op(OpKind::Acquire, &bad),
+                Reply::Failed(Failure::Protocol),
+                "{bad:?}"
+            );
         }
     }
 
     #[test]
-    fn flags_parse() {
-        assert_eq!(parse_flag(&Value::Int(1)), Ok(true));
-        assert_eq!(parse_flag(&Value::Int(0)), Ok(false));
-        assert_eq!(parse_flag(&Value::Okay), Err(Failure::Protocol));
+    fn script_replies_decode_per_operation() {
+        let kinds = [OpKind::Release, OpKind::Acquire, OpKind::Renew];
+        let reply = Value::Array(vec![
+            Value::Int(1),
+            Value::Array(vec![Value::Int(1), bulk("9")]),
+            Value::Int(0),
+        ]);
+        assert_eq!(
+            decode_script(&reply, &kinds),
+            vec![
+                Reply::Released,
+                Reply::Granted {
+                    fence: 9,
+                    replicas: None
+                },
+                Reply::NotOwner
+            ]
+        );
+        // A reply of the wrong length leaves every outcome unknown.
+        assert_eq!(
+            decode_script(&Value::Array(vec![Value::Int(1)]), &kinds),
+            vec![Reply::Failed(Failure::Protocol); 3]
+        );
+    }
+
+    #[test]
+    fn set_nx_get_tells_ours_from_theirs() {
+        assert_eq!(decode_set_nx_get(&Value::Nil, "t"), Ok(SetNxGet::Granted));
+        assert_eq!(
+            decode_set_nx_get(&bulk("t"), "t"),
+            Ok(SetNxGet::AlreadyOurs)
+        );
+        assert_eq!(decode_set_nx_get(&bulk("u"), "t"), Ok(SetNxGet::Contended));
+        assert_eq!(
+            decode_set_nx_get(&Value::Int(3), "t"),
+            Err(Failure::Protocol)
+        );
+    }
+
+    #[test]
+    fn dialect_follows_the_major_version() {
+        assert!(Dialect::from_info("# Server\r\nredis_version:7.0.15\r\n").set_nx_get);
+        assert!(!Dialect::from_info("redis_version:6.2.14\r\n").set_nx_get);
+        assert!(!Dialect::from_info("garbage").set_nx_get);
+    }
+
+    #[test]
+    fn error_codes_classify() {
+        assert_eq!(failure_of_code("READONLY", None), Failure::ReadOnly);
+        assert_eq!(failure_of_code("NOREPLICAS", None), Failure::NoReplicas);
+        assert_eq!(
+            failure_of_code("ERR", Some("Error running script: WRONGTYPE Operation")),
+            Failure::WrongType
+        );
+        assert_eq!(failure_of_code("ERR", Some("syntax error")), Failure::Other);
+        assert_eq!(failure_of_code("ERR", None), Failure::Other);
     }
 }

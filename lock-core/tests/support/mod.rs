@@ -8,6 +8,13 @@
 // only means "visible to the test file that declares `mod support;`".
 #![allow(dead_code, unreachable_pub)]
 
+pub mod cluster;
+pub mod pki;
+pub mod process;
+pub mod sentinel;
+#[cfg(feature = "tls")]
+pub mod tls;
+
 use std::{
     cell::Cell,
     fs,
@@ -54,6 +61,8 @@ pub struct RedisServer {
     /// Scratch directory for the log and a replica's sync file, so nothing
     /// lands in the repository. Removed on drop.
     dir: PathBuf,
+    /// Arguments after the defaults (later arguments win in redis-server).
+    extra_args: Vec<String>,
     child: Option<Child>,
 }
 
@@ -61,7 +70,13 @@ impl RedisServer {
     /// Starts a server with no persistence on a free port and waits until it
     /// answers.
     pub fn start() -> Self {
-        Self::start_on_free_port(None)
+        Self::start_on_free_port(None, &[])
+    }
+
+    /// Starts a server like [`Self::start`], with `args` after the defaults
+    /// (so `--appendonly yes` overrides the default `--appendonly no`).
+    pub fn start_with(args: &[&str]) -> Self {
+        Self::start_on_free_port(None, args)
     }
 
     /// Starts a replica of `primary` and waits until it acknowledges a
@@ -74,7 +89,7 @@ impl RedisServer {
     /// A replica of `primary` that connects to `link_port`, which is the
     /// primary's own port or a relay to it.
     fn replica_linked_through(primary: &Self, link_port: u16) -> Self {
-        let replica = Self::start_on_free_port(Some(link_port));
+        let replica = Self::start_on_free_port(Some(link_port), &[]);
         let online = format!("port={},state=online", replica.port);
         let deadline = Instant::now() + STARTUP;
         let mut info = String::new();
@@ -119,7 +134,7 @@ impl RedisServer {
         }
     }
 
-    fn start_on_free_port(replica_of: Option<u16>) -> Self {
+    fn start_on_free_port(replica_of: Option<u16>, extra_args: &[&str]) -> Self {
         // A port that was free when probed can be taken before redis-server
         // binds it (by another test's server, or as the local end of an
         // outgoing connection): then try another one.
@@ -131,9 +146,10 @@ impl RedisServer {
                 replica_of: Cell::new(replica_of),
                 dir: std::env::temp_dir()
                     .join(format!("redis-lock-test-{}-{port}", std::process::id())),
+                extra_args: extra_args.iter().map(|arg| (*arg).to_owned()).collect(),
                 child: None,
             };
-            match server.launch() {
+            match server.launch(true) {
                 Ok(()) => return server,
                 Err(log) if log.contains("Address already in use") => last_log = log,
                 Err(log) => panic!("redis-server on port {port} exited at startup:\n{log}"),
@@ -142,11 +158,14 @@ impl RedisServer {
         panic!("redis-server found no free port in {PORT_ATTEMPTS} attempts:\n{last_log}");
     }
 
-    /// Starts the process on `self.port` with an empty dataset and waits
-    /// until it answers. `Err` carries the log of a process that exited.
-    fn launch(&mut self) -> Result<(), String> {
-        // A fresh directory: a replica's old sync file must not be loaded.
-        let _ = fs::remove_dir_all(&self.dir);
+    /// Starts the process on `self.port` and waits until it answers: with
+    /// an empty dataset if `fresh`, else with what its directory holds.
+    /// `Err` carries the log of a process that exited.
+    fn launch(&mut self, fresh: bool) -> Result<(), String> {
+        if fresh {
+            // A fresh directory: a replica's old sync file must not be loaded.
+            let _ = fs::remove_dir_all(&self.dir);
+        }
         fs::create_dir_all(&self.dir).expect("a scratch directory");
         let log = self.dir.join("redis.log");
         let mut command = Command::new(binary());
@@ -164,6 +183,7 @@ impl RedisServer {
         if let Some(primary) = self.replica_of.get() {
             command.args(["--replicaof", "127.0.0.1", &primary.to_string()]);
         }
+        command.args(&self.extra_args);
         let child = command
             .spawn()
             .unwrap_or_else(|error| panic!("{HOW_TO_GET_REDIS} ({error})"));
@@ -237,7 +257,18 @@ impl RedisServer {
     /// dataset, as a primary if it was promoted, else in its first role.
     pub fn restart(&mut self) {
         self.kill();
-        if let Err(log) = self.launch() {
+        if let Err(log) = self.launch(true) {
+            panic!("redis-server did not restart on port {}:\n{log}", self.port);
+        }
+    }
+
+    /// Kills the server and starts it again on the same port with the
+    /// dataset its directory holds (an RDB written by `SAVE`), as a node
+    /// with persistence comes back. Returns once it answers, which may be
+    /// while it is still loading.
+    pub fn restart_keeping_data(&mut self) {
+        self.kill();
+        if let Err(log) = self.launch(false) {
             panic!("redis-server did not restart on port {}:\n{log}", self.port);
         }
     }

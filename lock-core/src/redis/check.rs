@@ -1,0 +1,139 @@
+//! The deployment check: reads a Redis server's configuration and state and
+//! reports what in it can break the lock.
+//!
+//! Most broken Redis locks are broken by the server's configuration, not by
+//! the client: an eviction policy that drops a held key, a restart that
+//! forgets it, a failover to a replica that never had it. The check reads
+//! what it can — `CONFIG GET` (`maxmemory-policy`, `maxmemory`,
+//! `appendonly`, `appendfsync`, `save`, `min-replicas-to-write`,
+//! `min-replicas-max-lag`, `replica-read-only`), `INFO` (`server`, `memory`,
+//! `persistence`, `replication`), `ROLE`, and `TIME` against the local wall
+//! clock — and reports one [`Finding`] per problem, each pointing to the
+//! row of the README's safety table it belongs to and saying what to
+//! change. It only reads: it never writes a key or changes a setting.
+//!
+//! Where the server refuses a command (managed services rename or disable
+//! `CONFIG`: `ERR unknown command 'CONFIG'`; an ACL answers `NOPERM`), the
+//! check falls back to `INFO` where `INFO` says the same thing, and
+//! otherwise reports a `*-unreadable` finding with the refusal instead of
+//! guessing.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::time::Duration;
+//! use lock_core::{CheckOptions, LockOptions, check_deployment};
+//!
+//! let client = redis::Client::open("redis://127.0.0.1:6379/")?;
+//! let mut conn = client.get_multiplexed_async_connection().await?;
+//! let opts = LockOptions::new(Duration::from_secs(30));
+//! let report = check_deployment(&mut conn, &CheckOptions::for_lock(&opts)).await?;
+//! print!("{report}");
+//! if !report.is_safe() {
+//!     eprintln!("this Redis can lose or double-grant locks");
+//! }
+//! # Ok(())
+//! # }
+//! ```
+
+mod read;
+mod report;
+mod rules;
+
+use std::{fmt, sync::Arc, time::Duration, time::SystemTime};
+
+use redis::aio::ConnectionLike;
+
+pub use report::{DeploymentReport, Finding, FindingKind, Reading, Severity, UnknownKind};
+
+use crate::LockOptions;
+
+/// What the check needs to know about the locks the server will hold.
+#[derive(Clone)]
+pub struct CheckOptions {
+    pub(crate) ttl: Duration,
+    pub(crate) wait_replicas: u32,
+    pub(crate) max_clock_offset: Duration,
+    wall_clock: Arc<dyn Fn() -> SystemTime + Send + Sync>,
+}
+
+impl fmt::Debug for CheckOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CheckOptions")
+            .field("ttl", &self.ttl)
+            .field("wait_replicas", &self.wait_replicas)
+            .field("max_clock_offset", &self.max_clock_offset)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CheckOptions {
+    /// Options for locks of `ttl` that do not `WAIT` for replicas, allowing
+    /// the clock offset of the default drift margin (ttl × 0.01 + 2 ms).
+    pub fn new(ttl: Duration) -> Self {
+        Self::for_lock(&LockOptions::new(ttl))
+    }
+
+    /// Options matching `opts`: its ttl, its `wait_replicas` count, and its
+    /// drift margin as the largest clock offset allowed.
+    pub fn for_lock(opts: &LockOptions) -> Self {
+        Self {
+            ttl: opts.ttl(),
+            wait_replicas: opts.replicas().map_or(0, |(replicas, _)| replicas),
+            max_clock_offset: opts.drift(),
+            wall_clock: Arc::new(SystemTime::now),
+        }
+    }
+
+    /// Sets how many replica acknowledgements the locks `WAIT` for (0: none).
+    pub fn wait_replicas(mut self, replicas: u32) -> Self {
+        self.wait_replicas = replicas;
+        self
+    }
+
+    /// Sets the largest server clock offset that is not reported.
+    ///
+    /// The default is the lock's drift margin: a forward step of the
+    /// server clock larger than that expires keys before their holders'
+    /// `valid_until`.
+    pub fn max_clock_offset(mut self, offset: Duration) -> Self {
+        self.max_clock_offset = offset;
+        self
+    }
+
+    /// Reads the local wall clock from `clock` instead of
+    /// [`SystemTime::now`] (advanced: for tests and simulators).
+    pub fn wall_clock(mut self, clock: impl Fn() -> SystemTime + Send + Sync + 'static) -> Self {
+        self.wall_clock = Arc::new(clock);
+        self
+    }
+}
+
+/// Why [`check_deployment`] could not produce a report.
+///
+/// A refused command is not an error: it becomes a `*-unreadable` finding.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CheckError {
+    /// The connection failed or timed out during the check.
+    #[error("lost the connection to redis during the check: {0}")]
+    Connection(#[source] redis::RedisError),
+}
+
+/// Reads the server behind `conn` and reports what in its configuration can
+/// break locks taken with `opts`.
+///
+/// Only reads (`CONFIG GET`, `INFO`, `ROLE`, `TIME`), one command at a time,
+/// on the connection given: run it on a connection to the node the locks
+/// use (for Redlock, once per node). A command the server refuses becomes a
+/// finding; only a transport failure is an error. The connection's own
+/// response timeout bounds each command.
+pub async fn check_deployment<C: ConnectionLike + Send>(
+    conn: &mut C,
+    opts: &CheckOptions,
+) -> Result<DeploymentReport, CheckError> {
+    let server = read::server(conn, opts.wall_clock.as_ref()).await?;
+    Ok(DeploymentReport {
+        findings: rules::findings(&server, opts),
+        readings: rules::readings(&server),
+    })
+}

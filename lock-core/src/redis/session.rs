@@ -1,0 +1,91 @@
+//! What every clone of a [`Locker`](crate::Locker), every guard and the
+//! driver share: the nodes' connections, the injection points, the
+//! watchdog's registry and the waiters of each lock channel.
+
+use std::sync::{
+    Arc,
+    atomic::{AtomicU64, Ordering},
+};
+
+use futures_util::task::AtomicWaker;
+
+use super::{
+    Clock, Entropy, Observer, node::NodeSlot, pubsub::Waiters, route::ClusterRouter,
+    watchdog::Registry,
+};
+
+pub(crate) struct Session {
+    /// Locks are Redlock quorums over every node (else node 0 alone).
+    pub(crate) redlock: bool,
+    pub(crate) nodes: Vec<NodeSlot>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) entropy: Arc<dyn Entropy>,
+    pub(crate) observer: Option<Observer>,
+    pub(crate) watchdog: Registry,
+    /// Slot routing, in Redis Cluster mode.
+    pub(crate) cluster: Option<Arc<ClusterRouter>>,
+    pub(crate) waiters: Waiters,
+    /// Wakes the driver: a connection broke, the watchdog has work, a
+    /// channel needs (un)subscribing.
+    driver: AtomicWaker,
+    next_lock: AtomicU64,
+}
+
+impl Session {
+    pub(crate) fn new(
+        redlock: bool,
+        nodes: usize,
+        clock: Arc<dyn Clock>,
+        entropy: Arc<dyn Entropy>,
+        observer: Option<Observer>,
+    ) -> Self {
+        Self {
+            redlock,
+            nodes: (0..nodes).map(|_| NodeSlot::new()).collect(),
+            clock,
+            entropy,
+            observer,
+            watchdog: Registry::default(),
+            cluster: None,
+            waiters: Waiters::default(),
+            driver: AtomicWaker::new(),
+            next_lock: AtomicU64::new(0),
+        }
+    }
+
+    /// A fresh id for a lock of this locker.
+    pub(crate) fn next_lock_id(&self) -> u64 {
+        self.next_lock.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Asks the driver to look at its work again.
+    pub(crate) fn wake_driver(&self) {
+        self.driver.wake();
+    }
+
+    /// Registers the driver's waker.
+    pub(crate) fn register_driver(&self, waker: &std::task::Waker) {
+        self.driver.register(waker);
+    }
+
+    /// Drops `node`'s connection, whatever its generation, and has the
+    /// driver open a new one (the primary moved).
+    pub(crate) fn break_node(&self, node: usize) {
+        if let Some(generation) = self.nodes.get(node).and_then(NodeSlot::generation) {
+            self.break_connection(node, generation);
+        }
+    }
+
+    /// Drops `node`'s connection if it is still `generation`, and has the
+    /// driver open a new one.
+    pub(crate) fn break_connection(&self, node: usize, generation: u64) {
+        if self
+            .nodes
+            .get(node)
+            .is_some_and(|slot| slot.break_generation(generation))
+        {
+            tracing::debug!(node, generation, "dropping the connection");
+            self.wake_driver();
+        }
+    }
+}

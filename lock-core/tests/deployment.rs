@@ -1,0 +1,371 @@
+//! The deployment check against real `redis-server`s, configured safe and
+//! unsafe: each finding is produced by the configuration it names, and a
+//! safe server produces none.
+
+#![cfg(feature = "redis")]
+
+mod support;
+
+use std::time::{Duration, SystemTime};
+
+use lock_core::{
+    CheckOptions, DeploymentReport, FindingKind, LockOptions, Severity, check_deployment,
+};
+use support::RedisServer;
+
+async fn check_url(url: &str, opts: &CheckOptions) -> DeploymentReport {
+    let client = redis::Client::open(url).expect("a valid url");
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap_or_else(|error| panic!("connect to {url}: {error}"));
+    check_deployment(&mut conn, opts)
+        .await
+        .expect("the check runs to the end")
+}
+
+async fn check(server: &RedisServer, opts: &CheckOptions) -> DeploymentReport {
+    check_url(&server.url(), opts).await
+}
+
+fn opts() -> CheckOptions {
+    CheckOptions::new(Duration::from_secs(30))
+}
+
+/// The kinds and severities of a report, in report order.
+fn found(report: &DeploymentReport) -> Vec<(FindingKind, Severity)> {
+    report
+        .findings
+        .iter()
+        .map(|finding| (finding.kind, finding.severity))
+        .collect()
+}
+
+fn config_set(server: &RedisServer, name: &str, value: &str) {
+    let _: String = server.query(&["CONFIG", "SET", name, value]);
+}
+
+/// AOF with an fsync per write: the configuration the README recommends.
+fn make_durable(server: &RedisServer) {
+    config_set(server, "appendonly", "yes");
+    config_set(server, "appendfsync", "always");
+}
+
+#[tokio::test]
+async fn a_safe_server_has_no_findings() {
+    let server = RedisServer::start();
+    make_durable(&server);
+    let report = check(&server, &opts()).await;
+    assert_eq!(found(&report), [], "{report}");
+    assert!(report.is_safe());
+    assert_eq!(report.worst(), None);
+    let reading = |name: &str| {
+        report
+            .readings
+            .iter()
+            .find(|reading| reading.name == name)
+            .map(|reading| reading.value.clone())
+    };
+    assert_eq!(reading("appendfsync").as_deref(), Some("\"always\""));
+    assert_eq!(
+        reading("maxmemory-policy").as_deref(),
+        Some("\"noeviction\"")
+    );
+    assert_eq!(
+        reading("role").as_deref(),
+        Some("primary, 0 replica(s) attached")
+    );
+}
+
+#[tokio::test]
+async fn every_evicting_policy_is_unsafe_once_memory_is_capped() {
+    let server = RedisServer::start();
+    make_durable(&server);
+    config_set(&server, "maxmemory", "100mb");
+    for policy in [
+        "allkeys-lru",
+        "allkeys-lfu",
+        "allkeys-random",
+        "volatile-lru",
+        "volatile-lfu",
+        "volatile-random",
+        "volatile-ttl",
+    ] {
+        config_set(&server, "maxmemory-policy", policy);
+        let report = check(&server, &opts()).await;
+        assert_eq!(
+            found(&report),
+            [(FindingKind::EvictionPolicy, Severity::Unsafe)],
+            "{policy}: {report}"
+        );
+        let finding = &report.findings[0];
+        assert_eq!(
+            finding.observed,
+            format!("maxmemory-policy {policy}, maxmemory 104857600")
+        );
+        assert_eq!(
+            finding.safety_row,
+            "Eviction of a held key under memory pressure"
+        );
+        assert!(finding.fix.contains("noeviction"), "{}", finding.fix);
+        assert!(!report.is_safe());
+    }
+    // Without a memory limit nothing is evicted yet: a warning.
+    config_set(&server, "maxmemory", "0");
+    let report = check(&server, &opts()).await;
+    assert_eq!(
+        found(&report),
+        [(FindingKind::EvictionPolicy, Severity::Warning)],
+        "{report}"
+    );
+    assert!(report.is_safe());
+}
+
+#[tokio::test]
+async fn a_restart_that_forgets_locks_is_unsafe() {
+    // The test servers run with neither AOF nor snapshots.
+    let server = RedisServer::start();
+    let report = check(&server, &opts()).await;
+    assert_eq!(
+        found(&report),
+        [(FindingKind::NoPersistence, Severity::Unsafe)],
+        "{report}"
+    );
+    assert_eq!(report.findings[0].observed, "appendonly no, save \"\"");
+    assert_eq!(
+        report.findings[0].safety_row,
+        "Redis restart without persistence"
+    );
+    assert!(report.findings[0].fix.contains("30s"), "names the ttl");
+
+    // RDB snapshots alone always miss the newest locks.
+    config_set(&server, "save", "3600 1");
+    let report = check(&server, &opts()).await;
+    assert_eq!(
+        found(&report),
+        [(FindingKind::NoPersistence, Severity::Unsafe)]
+    );
+    assert_eq!(
+        report.findings[0].observed,
+        "appendonly no, save \"3600 1\""
+    );
+
+    config_set(&server, "appendonly", "yes");
+    for fsync in ["everysec", "no"] {
+        config_set(&server, "appendfsync", fsync);
+        let report = check(&server, &opts()).await;
+        assert_eq!(
+            found(&report),
+            [(FindingKind::AofNotAlways, Severity::Unsafe)],
+            "{fsync}: {report}"
+        );
+        assert_eq!(
+            report.findings[0].observed,
+            format!("appendonly yes, appendfsync {fsync}")
+        );
+    }
+}
+
+#[tokio::test]
+async fn replication_findings_follow_the_lock_options() {
+    let primary = RedisServer::start();
+    make_durable(&primary);
+    let replica = RedisServer::replica_of(&primary);
+
+    let report = check(&primary, &opts()).await;
+    assert_eq!(
+        found(&report),
+        [(FindingKind::FailoverCanLoseLock, Severity::Unsafe)],
+        "{report}"
+    );
+    assert_eq!(
+        report.findings[0].observed,
+        "1 replica(s) attached, the locks WAIT for 0, min-replicas-to-write 0"
+    );
+    assert_eq!(
+        report.findings[0].safety_row,
+        "Failover with async replication"
+    );
+
+    // min-replicas-to-write bounds a cut-off primary, but a grant can still
+    // be lost: only WAIT makes a grant wait for a replica.
+    config_set(&primary, "min-replicas-to-write", "1");
+    let report = check(&primary, &opts()).await;
+    assert_eq!(
+        found(&report),
+        [(FindingKind::FailoverCanLoseLock, Severity::Unsafe)]
+    );
+
+    // The options of a lock that WAITs for its replica: nothing to report.
+    let waiting =
+        LockOptions::new(Duration::from_secs(30)).wait_replicas(1, Duration::from_millis(100));
+    let report = check(&primary, &CheckOptions::for_lock(&waiting)).await;
+    assert_eq!(found(&report), [], "{report}");
+
+    let report = check(&primary, &opts().wait_replicas(2)).await;
+    assert_eq!(
+        found(&report),
+        [(FindingKind::TooFewReplicasForWait, Severity::Unavailable)],
+        "{report}"
+    );
+
+    config_set(&primary, "min-replicas-to-write", "2");
+    let report = check(&primary, &opts().wait_replicas(1)).await;
+    assert_eq!(
+        found(&report),
+        [(FindingKind::MinReplicasUnmet, Severity::Unavailable)],
+        "{report}"
+    );
+    assert_eq!(
+        report.findings[0].observed,
+        "min-replicas-to-write 2, min-replicas-max-lag 10, 1 good replica(s)"
+    );
+
+    // The replica itself: locks there are refused, or worse if it is writable.
+    make_durable(&replica);
+    let report = check(&replica, &opts()).await;
+    assert_eq!(
+        found(&report),
+        [(FindingKind::NotAPrimary, Severity::Unavailable)],
+        "{report}"
+    );
+    assert!(
+        report.findings[0]
+            .observed
+            .starts_with(&format!("ROLE: replica of 127.0.0.1:{}", primary.port())),
+        "{}",
+        report.findings[0].observed
+    );
+    config_set(&replica, "replica-read-only", "no");
+    let report = check(&replica, &opts()).await;
+    assert_eq!(
+        found(&report),
+        [(FindingKind::NotAPrimary, Severity::Unsafe)],
+        "{report}"
+    );
+}
+
+#[tokio::test]
+async fn a_server_clock_far_from_ours_is_reported() {
+    let server = RedisServer::start();
+    make_durable(&server);
+    // Redis has no command to move its clock: move ours instead.
+    let behind = opts().wall_clock(|| SystemTime::now() - Duration::from_secs(10));
+    let report = check(&server, &behind).await;
+    assert_eq!(
+        found(&report),
+        [(FindingKind::ClockOffset, Severity::Warning)],
+        "{report}"
+    );
+    let observed = &report.findings[0].observed;
+    // About +10 000 ms: the server is ahead of the (moved) local clock.
+    assert!(
+        observed.starts_with("server clock +9999.") || observed.starts_with("server clock +10000."),
+        "{observed}"
+    );
+    assert_eq!(report.findings[0].safety_row, "Redis clock jump forward");
+
+    // Within the drift margin (30 s × 0.01 + 2 ms = 302 ms): nothing.
+    let close = opts().wall_clock(|| SystemTime::now() + Duration::from_millis(100));
+    assert_eq!(found(&check(&server, &close).await), []);
+    let strict = opts()
+        .max_clock_offset(Duration::from_millis(20))
+        .wall_clock(|| SystemTime::now() + Duration::from_millis(100));
+    let report = check(&server, &strict).await;
+    assert_eq!(
+        found(&report),
+        [(FindingKind::ClockOffset, Severity::Warning)],
+        "{report}"
+    );
+    assert!(report.findings[0].observed.starts_with("server clock -"));
+}
+
+#[tokio::test]
+async fn a_renamed_config_command_is_reported_unreadable_not_guessed() {
+    // What managed services do: CONFIG is gone. INFO still tells the
+    // eviction policy and whether AOF is on, but not its fsync policy or
+    // min-replicas-to-write.
+    let server = RedisServer::start_with(&[
+        "--appendonly",
+        "yes",
+        "--maxmemory",
+        "100mb",
+        "--maxmemory-policy",
+        "volatile-lru",
+        "--rename-command",
+        "CONFIG",
+        "",
+    ]);
+    let report = check(&server, &opts()).await;
+    assert_eq!(
+        found(&report),
+        [
+            (FindingKind::EvictionPolicy, Severity::Unsafe),
+            (FindingKind::PersistenceUnreadable, Severity::Unknown),
+            (FindingKind::ReplicationUnreadable, Severity::Unknown),
+        ],
+        "{report}"
+    );
+    assert_eq!(
+        report.findings[0].observed,
+        "maxmemory-policy volatile-lru, maxmemory 104857600"
+    );
+    for unreadable in &report.findings[1..] {
+        assert!(
+            unreadable.observed.contains("ERR unknown command 'CONFIG'"),
+            "{}",
+            unreadable.observed
+        );
+    }
+}
+
+#[tokio::test]
+async fn commands_an_acl_denies_are_reported_unreadable() {
+    let server = RedisServer::start();
+    let _: String = server.query(&[
+        "ACL",
+        "SETUSER",
+        "no-config",
+        "on",
+        ">pw",
+        "~*",
+        "+@all",
+        "-config",
+    ]);
+    let _: String = server.query(&["ACL", "SETUSER", "ping-only", "on", ">pw", "+ping"]);
+    let url = |user: &str| format!("redis://{user}:pw@127.0.0.1:{}/", server.port());
+
+    let report = check_url(&url("no-config"), &opts()).await;
+    assert_eq!(
+        found(&report),
+        [
+            (FindingKind::NoPersistence, Severity::Unsafe),
+            (FindingKind::ReplicationUnreadable, Severity::Unknown),
+        ],
+        "{report}"
+    );
+    assert!(
+        report.findings[1].observed.contains("NOPERM"),
+        "{}",
+        report.findings[1].observed
+    );
+
+    let report = check_url(&url("ping-only"), &opts()).await;
+    assert_eq!(
+        found(&report),
+        [
+            (FindingKind::RoleUnreadable, Severity::Unknown),
+            (FindingKind::EvictionUnreadable, Severity::Unknown),
+            (FindingKind::PersistenceUnreadable, Severity::Unknown),
+            (FindingKind::ClockUnreadable, Severity::Unknown),
+        ],
+        "{report}"
+    );
+    for finding in &report.findings {
+        assert!(finding.observed.contains("NOPERM"), "{}", finding.observed);
+    }
+    assert!(
+        report.is_safe(),
+        "nothing unsafe was read, and nothing is guessed"
+    );
+}
