@@ -10,7 +10,7 @@
 use std::time::{Duration, Instant};
 
 use bench::{
-    raw::{evalsha, fresh_key, ping, runtime, set_nx_px},
+    raw::{evalsha, fresh_key, ping, release, runtime, set_nx_px},
     raw_connection, redis_for_bench,
 };
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
@@ -92,9 +92,8 @@ fn benches(c: &mut Criterion) {
         b.to_async(&rt).iter(|| async {
             evalsha(
                 &mut conn.clone(),
-                scripts::RENEW,
-                "renew-me",
-                &["token", "30000"],
+                &["renew-me"],
+                &[scripts::op::RENEW, "token", "30000"],
             )
             .await
         })
@@ -109,7 +108,7 @@ fn benches(c: &mut Criterion) {
         b.to_async(&rt).iter(|| async {
             let key = fresh_key("raw");
             set_nx_px(&mut conn.clone(), &key).await;
-            evalsha(&mut conn.clone(), scripts::RELEASE, &key, &["token", "ch"]).await;
+            release(&mut conn.clone(), &key).await;
         })
     });
     group.bench_function("lock-core acquire + release", |b| {
@@ -148,7 +147,7 @@ fn benches(c: &mut Criterion) {
                             handles.push(tokio::spawn(async move {
                                 let key = fresh_key("tp-raw");
                                 set_nx_px(&mut conn, &key).await;
-                                evalsha(&mut conn, scripts::RELEASE, &key, &["token", "ch"]).await;
+                                release(&mut conn, &key).await;
                             }));
                         }
                         for handle in handles {

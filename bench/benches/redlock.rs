@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use bench::{
-    raw::{evalsha, fresh_key, ping, runtime, set_nx_px},
+    raw::{fresh_key, ping, release, runtime, set_nx_px},
     raw_connection, redis_nodes_for_bench,
 };
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
@@ -33,7 +33,7 @@ fn benches(c: &mut Criterion) {
             let mut conn = raw_connection(url).await;
             let _: String = redis::cmd("SCRIPT")
                 .arg("LOAD")
-                .arg(scripts::RELEASE.source)
+                .arg(scripts::LOCK.source)
                 .query_async(&mut conn)
                 .await
                 .expect("SCRIPT LOAD");
@@ -90,7 +90,7 @@ fn benches(c: &mut Criterion) {
                         let mut conn = conn.clone();
                         let key = &key;
                         async move {
-                            evalsha(&mut conn, scripts::RELEASE, key, &["token", "ch"]).await;
+                            release(&mut conn, key).await;
                         }
                     }))
                     .await;

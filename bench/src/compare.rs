@@ -11,7 +11,8 @@ use sim::{
         ClientsConfig, DurationRange, Expect, FaultKind, FaultSpec, FencingMode, LockConfig,
         Scenario, Target, Topology,
     },
-    world,
+    runner,
+    world::WorldOptions,
 };
 
 /// One configuration under comparison.
@@ -178,17 +179,25 @@ fn scenario(config: &Config) -> Scenario {
             offset: None,
             delay: None,
         }],
+        mix: None,
     }
 }
 
-/// Runs the configuration's scenario over `seeds` seeds.
+/// Runs the configuration's scenario over `seeds` seeds, on every core.
 pub fn simulate(config: &Config, seeds: u64) -> SimResult {
     let scenario = scenario(config);
     let mut availability = Vec::new();
     let mut gaps = Vec::new();
     let mut unsafe_seeds = 0;
-    for seed in 0..seeds {
-        let outcome = world::run_seed(&scenario, seed);
+    let seed_list: Vec<u64> = (0..seeds).collect();
+    let outcomes = runner::map_seeds(
+        &scenario,
+        &seed_list,
+        runner::available_jobs(),
+        WorldOptions::default(),
+        |outcome| outcome,
+    );
+    for outcome in outcomes {
         if !outcome.verdict.violations.is_empty() {
             unsafe_seeds += 1;
         }

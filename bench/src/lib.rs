@@ -227,21 +227,21 @@ pub mod raw {
             .expect("SET NX PX");
     }
 
-    /// `EVALSHA` of one of lock-core's scripts on `key` (the script must be
-    /// loaded).
-    pub async fn evalsha(
-        conn: &mut MultiplexedConnection,
-        script: scripts::Script,
-        key: &str,
-        args: &[&str],
-    ) {
+    /// `EVALSHA` of lock-core's script with `keys` and `args` (the script
+    /// must be loaded): the same Redis work as the lock's own call.
+    pub async fn evalsha(conn: &mut MultiplexedConnection, keys: &[&str], args: &[&str]) {
         let _: redis::Value = redis::cmd("EVALSHA")
-            .arg(script.sha1)
-            .arg(1)
-            .arg(key)
+            .arg(scripts::LOCK.sha1)
+            .arg(keys.len())
+            .arg(keys)
             .arg(args)
             .query_async(conn)
             .await
             .expect("EVALSHA");
+    }
+
+    /// The owner-checked release the lock sends, as a raw call.
+    pub async fn release(conn: &mut MultiplexedConnection, key: &str) {
+        evalsha(conn, &[key], &[scripts::op::RELEASE, "token"]).await;
     }
 }
