@@ -5,8 +5,9 @@
 //! The adapter sees three injected things and nothing else: a connector
 //! that dials the current primary (like a Sentinel-aware client; in the
 //! Sentinel topology, a dialer, and lock-core's own Sentinel mode asks the
-//! simulated sentinels), a [`SimClock`] with this client's drift, and
-//! entropy from the seed.
+//! simulated sentinels; in a cluster, the same dialer, and lock-core's
+//! Cluster mode routes by slot), a [`SimClock`] with this client's drift,
+//! and entropy from the seed.
 
 use std::{
     collections::BTreeMap,
@@ -108,7 +109,8 @@ impl Connector for SimConnector {
 }
 
 /// Dials any simulated host by name: lock-core's Sentinel mode reaches the
-/// sentinels, and the nodes they name, through it.
+/// sentinels, and the nodes they name, through it, and its Cluster mode
+/// the nodes the slot table and redirections name.
 struct SimDialer;
 
 impl Dialer for SimDialer {
@@ -267,6 +269,13 @@ async fn workload(setup: ClientSetup) -> turmoil::Result {
                     .map(|index| NodeAddress::new(sentinel_host(index), SENTINEL_PORT))
                     .collect(),
                 MASTER_NAME,
+            ),
+            // Every node is a seed, in index order, as users list them.
+            Topology::Cluster { .. } => LockerBuilder::cluster_with_dialer(
+                SimDialer,
+                (0..scenario.topology.node_count())
+                    .map(|index| NodeAddress::new(redis_host(index), REDIS_PORT))
+                    .collect(),
             ),
         };
         let builder = builder

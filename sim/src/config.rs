@@ -111,6 +111,19 @@ pub enum Topology {
         /// failover. Until then it still names the old primary.
         sentinel_lag: DurationRange,
     },
+    /// A Redis Cluster: `shards` shards, each a primary with `replicas`
+    /// replicas (asynchronous replication), the 16384 slots split into
+    /// contiguous ranges as `redis-cli --cluster create` splits them.
+    /// Shard `s` is `redis-{s × (1 + replicas)}` (its first primary) and
+    /// the replicas after it; clients run lock-core's Cluster mode.
+    Cluster {
+        /// How many shards.
+        shards: usize,
+        /// Replicas per shard.
+        replicas: usize,
+        /// The delay before a replica applies a write.
+        replication_lag: DurationRange,
+    },
 }
 
 impl Topology {
@@ -121,11 +134,13 @@ impl Topology {
             Self::PrimaryReplica { .. } => "primary-replica",
             Self::Redlock { .. } => "redlock",
             Self::Sentinel { .. } => "sentinel",
+            Self::Cluster { .. } => "cluster",
         }
     }
 
     /// Whether one node is the primary (`redis:primary` names it); in a
-    /// Redlock every node is.
+    /// Redlock every node is. In a cluster it is the primary that owns the
+    /// lock key's slot.
     pub fn has_primary(&self) -> bool {
         !matches!(self, Self::Redlock { .. })
     }
@@ -135,10 +150,23 @@ impl Topology {
         matches!(self, Self::PrimaryReplica { .. } | Self::Sentinel { .. })
     }
 
-    /// How many replicas the primary starts with.
+    /// Whether a replica of a cluster shard can take over its primary.
+    pub fn can_fail_over_shard(&self) -> bool {
+        matches!(self, Self::Cluster { replicas, .. } if *replicas > 0)
+    }
+
+    /// Whether a cluster has another shard to move a slot to.
+    pub fn can_migrate_slots(&self) -> bool {
+        matches!(self, Self::Cluster { shards, .. } if *shards > 1)
+    }
+
+    /// How many replicas the primary starts with (in a cluster, each
+    /// shard's primary).
     pub fn replicas(&self) -> usize {
         match self {
-            Self::PrimaryReplica { replicas, .. } | Self::Sentinel { replicas, .. } => *replicas,
+            Self::PrimaryReplica { replicas, .. }
+            | Self::Sentinel { replicas, .. }
+            | Self::Cluster { replicas, .. } => *replicas,
             Self::Single | Self::Redlock { .. } => 0,
         }
     }
@@ -150,6 +178,9 @@ impl Topology {
                 replication_lag, ..
             }
             | Self::Sentinel {
+                replication_lag, ..
+            }
+            | Self::Cluster {
                 replication_lag, ..
             } => Some(*replication_lag),
             Self::Single | Self::Redlock { .. } => None,
@@ -170,6 +201,20 @@ impl Topology {
             Self::Single => 1,
             Self::PrimaryReplica { replicas, .. } | Self::Sentinel { replicas, .. } => 1 + replicas,
             Self::Redlock { nodes } => *nodes,
+            Self::Cluster {
+                shards, replicas, ..
+            } => shards * (1 + replicas),
+        }
+    }
+
+    /// The cluster's shards and replicas per shard (`None` outside a
+    /// cluster).
+    pub fn cluster_shape(&self) -> Option<(usize, usize)> {
+        match self {
+            Self::Cluster {
+                shards, replicas, ..
+            } => Some((*shards, *replicas)),
+            _ => None,
         }
     }
 }
@@ -247,6 +292,18 @@ pub enum FaultKind {
     /// Evict one key with a ttl from a Redis node, as `maxmemory` with a
     /// `volatile-*` policy does under memory pressure.
     Evict,
+    /// Redis Cluster: promote the most up-to-date replica of the target's
+    /// shard, which takes over its primary's slots. Without a duration the
+    /// old primary is demoted at once (a forced failover: it resyncs from
+    /// the new one, losing what it had not replicated, and answers `MOVED`);
+    /// with one, it stays up, writable and believing it owns its slots for
+    /// that long (the stale window), then is demoted.
+    ShardFailover,
+    /// Redis Cluster: move the lock key's slot from the shard that owns it
+    /// to another, drawn per firing: `MIGRATING`/`IMPORTING` at the start,
+    /// one key at a time over the duration, `CLUSTER SETSLOT … NODE` at
+    /// the end.
+    SlotMigration,
 }
 
 /// Who a fault hits.

@@ -148,6 +148,15 @@ pub enum Op {
         /// token).
         value: Option<String>,
     },
+    /// A slot migration moved one key (`MIGRATE`) between two nodes.
+    Migrated {
+        /// The key.
+        key: String,
+        /// The node it left.
+        from: usize,
+        /// The node it went to.
+        to: usize,
+    },
     /// A replica was promoted; `lost_key` says whether the lock key it had
     /// differs from the old primary's.
     Failover {

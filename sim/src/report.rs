@@ -128,6 +128,7 @@ impl<'a> Timeline<'a> {
             Topology::Single | Topology::PrimaryReplica { .. } | Topology::Sentinel { .. } => {
                 "primary key"
             }
+            Topology::Cluster { .. } => "slot owner key",
         };
         let mut lanes = vec![(FAULT_Y, "faults".to_owned())];
         lanes.extend(

@@ -12,15 +12,30 @@ use tokio::{
 use turmoil::net::TcpStream;
 
 use super::{
-    NodeHandle, Role, db,
+    Node, NodeHandle, Role, cluster, db,
     frame::{bulk, error, next_command, ok, parse_i64, to_bytes},
     replication, scripts,
 };
 use crate::clock;
 
+/// What a connection remembers between commands.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Session {
+    /// The connection's id (its subscriptions are filed under it).
+    pub id: u64,
+    /// Redis Cluster: `ASKING` came just before; it lasts one command.
+    pub asking: bool,
+    /// Redis Cluster: `READONLY` was sent (a replica serves reads).
+    pub readonly: bool,
+}
+
 /// Serves one connection until it closes.
 pub async fn handle(node: NodeHandle, stream: TcpStream) {
     let id = node.0.borrow_mut().next_id();
+    let mut session = Session {
+        id,
+        ..Session::default()
+    };
     let (mut reader, mut writer) = stream.into_split();
     let (push, mut pushes) = mpsc::unbounded_channel::<Frame>();
     let mut buffer = Vec::with_capacity(4096);
@@ -65,7 +80,7 @@ pub async fn handle(node: NodeHandle, stream: TcpStream) {
                         }
                         break 'connection;
                     }
-                    for reply in dispatch(&node, id, &push, &args).await {
+                    for reply in dispatch_in(&node, &mut session, &push, &args).await {
                         if writer.write_all(&to_bytes(&reply)).await.is_err() {
                             break 'connection;
                         }
@@ -83,19 +98,75 @@ pub async fn handle(node: NodeHandle, stream: TcpStream) {
         .retain(|_, subscribers| !subscribers.is_empty());
 }
 
-/// Runs one command and returns its reply frames (SUBSCRIBE answers one per
-/// channel; everything else answers one).
+/// Runs one command on a fresh connection `id` and returns its reply
+/// frames (SUBSCRIBE answers one per channel; everything else answers one).
 pub async fn dispatch(
     node: &NodeHandle,
     id: u64,
     push: &mpsc::UnboundedSender<Frame>,
     args: &[Vec<u8>],
 ) -> Vec<Frame> {
+    let mut session = Session {
+        id,
+        ..Session::default()
+    };
+    dispatch_in(node, &mut session, push, args).await
+}
+
+/// Runs one command on the connection whose state is `session`.
+pub async fn dispatch_in(
+    node: &NodeHandle,
+    session: &mut Session,
+    push: &mpsc::UnboundedSender<Frame>,
+    args: &[Vec<u8>],
+) -> Vec<Frame> {
     let now = clock::now();
+    let id = session.id;
     let Some(name) = args.first().map(|name| name.to_ascii_uppercase()) else {
         return vec![error("ERR Protocol error: empty command")];
     };
     node.0.borrow_mut().activity += 1;
+    // `ASKING` holds for the one command after it, whatever that is.
+    let asking = std::mem::take(&mut session.asking);
+    let cluster = node.0.borrow().cluster.clone();
+    if let Some(cluster) = &cluster {
+        match name.as_slice() {
+            b"ASKING" => {
+                session.asking = true;
+                return vec![ok()];
+            }
+            b"READONLY" | b"READWRITE" => {
+                session.readonly = name == b"READONLY";
+                return vec![ok()];
+            }
+            b"CLUSTER" => return vec![cluster::cluster_command(&node.0.borrow(), cluster, args)],
+            b"SELECT" if args.len() == 2 && args[1] != b"0" => {
+                return vec![error("ERR SELECT is not allowed in cluster mode")];
+            }
+            _ => {}
+        }
+        // Redirections come before everything but the arity check (which
+        // `command_keys` leaves to the command).
+        let mut state = node.0.borrow_mut();
+        let time = state.time_at(now);
+        if let Some(redirect) =
+            cluster::redirection(&state, cluster, args, asking, session.readonly, time)
+        {
+            if let Frame::Error(text) = &redirect {
+                let counts = &mut state.redirects;
+                match text.split(' ').next() {
+                    Some("MOVED") => counts.moved += 1,
+                    Some("ASK") => counts.ask += 1,
+                    Some("TRYAGAIN") => counts.try_again += 1,
+                    Some("CROSSSLOT") => counts.cross_slot += 1,
+                    _ => {}
+                }
+            }
+            return vec![redirect];
+        }
+    } else if matches!(name.as_slice(), b"CLUSTER" | b"ASKING" | b"READWRITE") {
+        return vec![error("ERR This instance has cluster support disabled")];
+    }
     {
         let state = node.0.borrow();
         if now < state.busy_until {
@@ -269,9 +340,23 @@ fn eval(node: &NodeHandle, args: &[Vec<u8>], by_source: bool) -> Frame {
     reply
 }
 
+/// `PUBLISH`: to this node's subscribers, or in a cluster to every
+/// node's; answers how many of this node's got it.
 fn publish(node: &NodeHandle, channel: &[u8], message: &[u8]) -> usize {
-    let state = node.0.borrow();
-    let Some(subscribers) = state.subscribers.get(channel) else {
+    let (cluster, index) = {
+        let state = node.0.borrow();
+        (state.cluster.clone(), state.index)
+    };
+    match cluster {
+        Some(cluster) => cluster.publish(index, channel, message),
+        None => deliver(&node.0.borrow(), channel, message),
+    }
+}
+
+/// Pushes a message to `node`'s subscribers of `channel`; answers how
+/// many got it.
+pub(crate) fn deliver(node: &Node, channel: &[u8], message: &[u8]) -> usize {
+    let Some(subscribers) = node.subscribers.get(channel) else {
         return 0;
     };
     let frame = Frame::Array(vec![bulk(b"message"), bulk(channel), bulk(message)]);

@@ -102,6 +102,68 @@ impl Db {
         }
     }
 
+    /// Whether `key` is live.
+    pub fn exists(&self, key: &[u8], now: NodeTime) -> bool {
+        self.live(key, now).is_some()
+    }
+
+    /// How many live keys have cluster slot `slot`.
+    pub fn count_in_slot(&self, slot: u16, now: NodeTime) -> usize {
+        self.entries
+            .iter()
+            .filter(|(key, stored)| {
+                stored.expires_at.is_none_or(|at| now.ms < at)
+                    && lock_core::redis::cluster::slot_of(key) == slot
+            })
+            .count()
+    }
+
+    /// The smallest live key whose cluster slot is `slot`.
+    pub fn first_key_in_slot(&self, slot: u16, now: NodeTime) -> Option<Vec<u8>> {
+        self.entries
+            .iter()
+            .find(|(key, stored)| {
+                stored.expires_at.is_none_or(|at| now.ms < at)
+                    && lock_core::redis::cluster::slot_of(key) == slot
+            })
+            .map(|(key, _)| key.clone())
+    }
+
+    /// A live key's value and remaining ttl in ms (`DUMP` and `PTTL`, as
+    /// `MIGRATE` sends them).
+    pub fn dump(&self, key: &[u8], now: NodeTime) -> Option<(Value, Option<i64>)> {
+        let stored = self.live(key, now)?;
+        Some((
+            stored.value.clone(),
+            stored.expires_at.map(|at| at - now.ms),
+        ))
+    }
+
+    /// `RESTORE … REPLACE`: stores `value` at `key` with an absolute
+    /// expiry; returns the effects to replicate.
+    pub fn restore(&mut self, key: &[u8], value: Value, expires_at: Option<i64>) -> Vec<Effect> {
+        match value {
+            Value::Str(bytes) => vec![self.set(key, &bytes, expires_at)],
+            Value::List(values) => {
+                let mut effects = vec![Effect::Del { key: key.to_vec() }];
+                effects.push(Effect::Push {
+                    key: key.to_vec(),
+                    values: values.into_iter().rev().collect(),
+                });
+                if let Some(at) = expires_at {
+                    effects.push(Effect::ExpireAt {
+                        key: key.to_vec(),
+                        at,
+                    });
+                }
+                for effect in &effects {
+                    self.apply(effect);
+                }
+                effects
+            }
+        }
+    }
+
     /// The string at `key`, `Ok(None)` if missing, `Err` on a wrong type.
     pub fn get(&self, key: &[u8], now: NodeTime) -> Result<Option<&[u8]>, Frame> {
         match self.live(key, now).map(|stored| &stored.value) {
@@ -353,6 +415,20 @@ impl Db {
                     }
                 }
                 (Frame::Integer(effects.len() as i64), effects)
+            }
+            b"MGET" => {
+                if !arity(2) {
+                    return Some(wrong_args());
+                }
+                // A key of another type reads as nil, as in Redis.
+                let values = args[1..]
+                    .iter()
+                    .map(|key| match self.get(key, now) {
+                        Ok(Some(value)) => bulk(value),
+                        _ => Frame::Null,
+                    })
+                    .collect();
+                (Frame::Array(values), Vec::new())
             }
             b"EXISTS" => {
                 if !arity(2) {

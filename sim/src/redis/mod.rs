@@ -13,6 +13,7 @@
 //! one thread, so an `Rc<RefCell<..>>` is enough; no borrow is held across
 //! an `.await`.
 
+pub mod cluster;
 pub mod conn;
 pub mod db;
 pub mod frame;
@@ -108,6 +109,24 @@ pub struct Node {
     pub(crate) clients_generation: u64,
     /// Wakes the connections when `clients_generation` moves.
     pub(crate) clients_killed: Rc<Notify>,
+    /// The cluster it belongs to (Redis Cluster topology).
+    pub(crate) cluster: Option<cluster::ClusterHandle>,
+    /// The redirections it answered (observations for the reports; never
+    /// reset).
+    pub(crate) redirects: Redirects,
+}
+
+/// How many cluster redirections a node answered, by kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Redirects {
+    /// `MOVED`.
+    pub moved: u64,
+    /// `ASK`.
+    pub ask: u64,
+    /// `TRYAGAIN`.
+    pub try_again: u64,
+    /// `CROSSSLOT`.
+    pub cross_slot: u64,
 }
 
 /// What a deposed primary acknowledged in its stale window: writes that
@@ -154,6 +173,8 @@ impl NodeHandle {
             deposed_acks: DeposedAcks::default(),
             clients_generation: 0,
             clients_killed: Rc::default(),
+            cluster: None,
+            redirects: Redirects::default(),
         })))
     }
 
@@ -205,6 +226,11 @@ impl NodeHandle {
         self.0.borrow().deposed
     }
 
+    /// The cluster redirections the node answered so far.
+    pub fn redirects(&self) -> Redirects {
+        self.0.borrow().redirects
+    }
+
     /// What the node acknowledged while deposed.
     pub fn deposed_acks(&self) -> DeposedAcks {
         self.0.borrow().deposed_acks
@@ -225,6 +251,15 @@ impl NodeHandle {
         };
         self.replicate_from(host);
         killed.notify_waiters();
+    }
+
+    /// Reconfigures a primary as a replica of `host` the way a cluster
+    /// does (a forced failover, or a deposed primary rejoining): its resync
+    /// replaces everything it had not replicated, and its clients stay
+    /// connected, to be answered `MOVED` from now on.
+    pub fn demote_in_cluster(&self, host: String) {
+        self.0.borrow_mut().deposed = false;
+        self.replicate_from(host);
     }
 
     /// The generation of client connections now (see [`demote`](Self::demote)).
@@ -313,6 +348,50 @@ impl NodeHandle {
         if node.role == Role::Primary {
             node.propagate(due.into_iter().map(|key| Effect::Del { key }).collect());
         }
+    }
+
+    /// Whether `key` is live on this node at true time `now`.
+    pub fn has_key(&self, key: &[u8], now: Duration) -> bool {
+        let node = self.0.borrow();
+        let time = node.time_at(now);
+        node.db.exists(key, time)
+    }
+
+    /// How many live keys of `slot` the node holds at true time `now`.
+    pub fn keys_in_slot(&self, slot: u16, now: Duration) -> usize {
+        let node = self.0.borrow();
+        let time = node.time_at(now);
+        node.db.count_in_slot(slot, time)
+    }
+
+    /// `MIGRATE` of the first live key of `slot` (in key order) from this
+    /// node to `target`, at true time `now`: the target restores it with
+    /// the ttl it had left (on the target's clock, as `RESTORE` does), then
+    /// this node deletes it; each replicates its side. Returns the key
+    /// moved, `None` when the slot has no live key here.
+    pub fn migrate_one(&self, slot: u16, target: &Self, now: Duration) -> Option<Vec<u8>> {
+        let (key, value, pttl) = {
+            let mut source = self.0.borrow_mut();
+            let time = source.time_at(now);
+            let key = source.db.first_key_in_slot(slot, time)?;
+            let (value, pttl) = source.db.dump(&key, time)?;
+            source.db.del(&key, time);
+            source.activity += 1;
+            if source.role == Role::Primary {
+                source.propagate(vec![Effect::Del { key: key.clone() }]);
+            }
+            (key, value, pttl)
+        };
+        let mut destination = target.0.borrow_mut();
+        let time = destination.time_at(now);
+        let effects = destination
+            .db
+            .restore(&key, value, pttl.map(|ms| time.ms + ms));
+        destination.activity += 1;
+        if destination.role == Role::Primary {
+            destination.propagate(effects);
+        }
+        Some(key)
     }
 
     /// The oracle: the string at `key` and its remaining ttl (ms) on the

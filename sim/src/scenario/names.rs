@@ -79,7 +79,7 @@ fn any_topology(_: &Topology) -> bool {
 }
 
 /// Every fault kind, in the order the README lists them.
-pub const FAULT_KINDS: [FaultKindInfo; 11] = [
+pub const FAULT_KINDS: [FaultKindInfo; 13] = [
     FaultKindInfo {
         kind: FaultKind::Pause,
         name: "pause",
@@ -207,6 +207,33 @@ pub const FAULT_KINDS: [FaultKindInfo; 11] = [
         applies: any_topology,
         primary_only: false,
     },
+    // Any node names its shard (`redis:primary`: the lock key's). Without
+    // a duration the old primary is demoted at once; with one, that is its
+    // stale window.
+    FaultKindInfo {
+        kind: FaultKind::ShardFailover,
+        name: "shard-failover",
+        hosts: Hosts::RedisNodes,
+        duration: Use::Optional,
+        rate: Use::Never,
+        offset: Use::Never,
+        delay: Use::Never,
+        applies: Topology::can_fail_over_shard,
+        primary_only: false,
+    },
+    // The lock key's slot leaves the primary that owns it when the fault
+    // fires; the migration takes `duration`.
+    FaultKindInfo {
+        kind: FaultKind::SlotMigration,
+        name: "slot-migration",
+        hosts: Hosts::RedisNodes,
+        duration: Use::Required,
+        rate: Use::Never,
+        offset: Use::Never,
+        delay: Use::Never,
+        applies: Topology::can_migrate_slots,
+        primary_only: true,
+    },
 ];
 
 /// What the harness knows about `kind`.
@@ -278,7 +305,7 @@ pub fn property_name(property: Property) -> &'static str {
 
 /// The topology kinds, with the `[topology]` keys each takes besides
 /// `kind`.
-pub const TOPOLOGY_KINDS: [(&str, &[&str]); 4] = [
+pub const TOPOLOGY_KINDS: [(&str, &[&str]); 5] = [
     ("single", &[]),
     ("primary-replica", &["replicas", "replication_lag"]),
     ("redlock", &["nodes"]),
@@ -286,6 +313,7 @@ pub const TOPOLOGY_KINDS: [(&str, &[&str]); 4] = [
         "sentinel",
         &["replicas", "sentinels", "replication_lag", "sentinel_lag"],
     ),
+    ("cluster", &["shards", "replicas", "replication_lag"]),
 ];
 
 /// The fencing modes by name.

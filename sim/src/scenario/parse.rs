@@ -60,6 +60,7 @@ struct RawTopology {
     replication_lag: Option<Spanned<String>>,
     sentinels: Option<Spanned<usize>>,
     sentinel_lag: Option<Spanned<String>>,
+    shards: Option<Spanned<usize>>,
 }
 
 #[derive(Deserialize)]
@@ -302,6 +303,7 @@ fn topology(
         ("nodes", raw.nodes.as_ref().map(Spanned::span)),
         ("sentinels", raw.sentinels.as_ref().map(Spanned::span)),
         ("sentinel_lag", raw.sentinel_lag.as_ref().map(Spanned::span)),
+        ("shards", raw.shards.as_ref().map(Spanned::span)),
     ];
     for (key, span) in given {
         if let Some(span) = span
@@ -354,6 +356,25 @@ fn topology(
                 sentinels,
                 replication_lag: replication_lag()?,
                 sentinel_lag,
+            })
+        }
+        "cluster" => {
+            let shards = raw.shards.as_ref().map_or(3, |s| *s.get_ref());
+            if !(1..=9).contains(&shards) {
+                let span = raw.shards.as_ref().map_or(spanned.span(), Spanned::span);
+                return Err(locator.error(span, "cluster needs 1 to 9 shards"));
+            }
+            // Zero replicas is a cluster without failover, as real ones
+            // may run.
+            let replicas = raw.replicas.as_ref().map_or(1, |r| *r.get_ref());
+            if replicas > 8 {
+                let span = raw.replicas.as_ref().map_or(spanned.span(), Spanned::span);
+                return Err(locator.error(span, "cluster needs 0 to 8 replicas per shard"));
+            }
+            Ok(Topology::Cluster {
+                shards,
+                replicas,
+                replication_lag: replication_lag()?,
             })
         }
         "redlock" => {
@@ -803,6 +824,85 @@ target = "redis:primary"
         }
         let stray = GOOD.replace("replicas = 1", "replicas = 1\nsentinels = 3");
         let error = parse_scenario("f.toml", &stray).expect_err("sentinels on primary-replica");
+        assert!(error.message.contains("does not apply"), "{error}");
+    }
+
+    #[test]
+    fn a_cluster_topology_takes_its_keys_and_defaults() {
+        let cluster = GOOD
+            .replace(
+                "kind = \"primary-replica\"\nreplicas = 1\nreplication_lag = \"1ms..50ms\"",
+                "kind = \"cluster\"",
+            )
+            .replace("kind = \"failover\"", "kind = \"shard-failover\"");
+        let scenario = parse_scenario("c.toml", &cluster).expect("valid");
+        assert_eq!(
+            scenario.topology,
+            Topology::Cluster {
+                shards: 3,
+                replicas: 1,
+                replication_lag: DurationRange {
+                    min: Duration::from_millis(1),
+                    max: Duration::from_millis(20),
+                },
+            }
+        );
+        assert_eq!(scenario.topology.node_count(), 6);
+        assert_eq!(
+            scenario.faults[0].kind,
+            crate::config::FaultKind::ShardFailover
+        );
+        let back = parse_scenario("round-trip.toml", &to_toml(&scenario)).expect("valid");
+        assert_eq!(back, scenario);
+        let shaped = cluster.replace(
+            "kind = \"cluster\"",
+            "kind = \"cluster\"\nshards = 2\nreplicas = 0",
+        );
+        let error = parse_scenario("c.toml", &shaped).expect_err("no replica to promote");
+        assert!(error.message.contains("does not apply"), "{error}");
+        for (bad, needle) in [
+            ("shards = 0", "1 to 9 shards"),
+            ("replicas = 9", "0 to 8 replicas"),
+            ("sentinels = 3", "does not apply"),
+            ("nodes = 3", "does not apply"),
+        ] {
+            let text = cluster.replace("kind = \"cluster\"", &format!("kind = \"cluster\"\n{bad}"));
+            let error = parse_scenario("c.toml", &text).expect_err(bad);
+            assert!(error.message.contains(needle), "{bad}: {error}");
+        }
+        let stray = GOOD.replace("replicas = 1", "replicas = 1\nshards = 3");
+        let error = parse_scenario("f.toml", &stray).expect_err("shards on primary-replica");
+        assert!(error.message.contains("does not apply"), "{error}");
+        let elsewhere = GOOD.replace("kind = \"failover\"", "kind = \"shard-failover\"");
+        let error = parse_scenario("f.toml", &elsewhere).expect_err("no shards here");
+        assert!(error.message.contains("does not apply"), "{error}");
+    }
+
+    #[test]
+    fn a_slot_migration_moves_the_lock_slot_and_lasts() {
+        let cluster = GOOD.replace(
+            "kind = \"primary-replica\"\nreplicas = 1\nreplication_lag = \"1ms..50ms\"",
+            "kind = \"cluster\"",
+        );
+        let migration = cluster.replace(
+            "kind = \"failover\"\nat = \"2s..8s\"\ntarget = \"redis:primary\"",
+            "kind = \"slot-migration\"\nat = \"2s..8s\"\nduration = \"500ms\"",
+        );
+        let scenario = parse_scenario("m.toml", &migration).expect("valid");
+        assert_eq!(scenario.faults[0].target, Target::Primary);
+        let back = parse_scenario("round-trip.toml", &to_toml(&scenario)).expect("valid");
+        assert_eq!(back, scenario);
+        let named = migration.replace(
+            "duration = \"500ms\"",
+            "target = \"redis:3\"\nduration = \"500ms\"",
+        );
+        let error = parse_scenario("m.toml", &named).expect_err("the lock slot's owner only");
+        assert!(error.message.contains("redis:primary"), "{error}");
+        let instant = migration.replace("\nduration = \"500ms\"", "");
+        let error = parse_scenario("m.toml", &instant).expect_err("a migration takes time");
+        assert!(error.message.contains("needs `duration`"), "{error}");
+        let one = migration.replace("kind = \"cluster\"", "kind = \"cluster\"\nshards = 1");
+        let error = parse_scenario("m.toml", &one).expect_err("nowhere to move to");
         assert!(error.message.contains("does not apply"), "{error}");
     }
 

@@ -67,6 +67,18 @@ pub fn to_toml(scenario: &Scenario) -> String {
                 quoted(&range_text(*sentinel_lag))
             ));
         }
+        Topology::Cluster {
+            shards,
+            replicas,
+            replication_lag,
+        } => {
+            line(format!("shards = {shards}"));
+            line(format!("replicas = {replicas}"));
+            line(format!(
+                "replication_lag = {}",
+                quoted(&range_text(*replication_lag))
+            ));
+        }
     }
     line(String::new());
     let lock = &scenario.lock;

@@ -127,6 +127,8 @@ impl World<'_> {
                 self.set_latency(&host, delay);
             }
             FaultKind::Failover => self.failover(fault.duration),
+            FaultKind::ShardFailover => self.shard_failover(index, target, fault.duration),
+            FaultKind::SlotMigration => self.begin_migration(index, now + duration),
             FaultKind::Restart => {
                 // Down for `duration`, then back empty (no persistence).
                 self.sim.crash(host.as_str());
@@ -250,6 +252,8 @@ impl World<'_> {
                     node.demote(redis_host(self.discovery.primary()));
                 }
             }
+            FaultKind::ShardFailover => self.end_shard_failover(index),
+            FaultKind::SlotMigration => self.finish_migration(index),
             FaultKind::ClockJump | FaultKind::Crash | FaultKind::Evict => {
                 return;
             }

@@ -147,6 +147,11 @@ fn episode(
                 magnitude: rng.duration(range(of(ttl, 1, 10).min(mix.jump), mix.jump)),
             });
         }
+        FaultKind::ShardFailover => {
+            // Demoted at once, or after a stale window of up to 3 ttl.
+            fault.duration = (rng.between(0, 1) == 1).then(|| rng.duration(range(ms(1), ttl * 3)));
+        }
+        FaultKind::SlotMigration => fault.duration = Some(rng.duration(range(ms(10), ttl * 2))),
         // Instants: nothing to size (an eviction takes one key).
         FaultKind::Failover | FaultKind::Crash | FaultKind::Evict => {}
     }

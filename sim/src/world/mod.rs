@@ -1,13 +1,15 @@
 //! The turmoil world: builds the hosts of one scenario seed, injects its
 //! fault schedule at exact sim times, and hands the history to the checkers.
 //!
-//! Hosts: `redis-0` … (redis-0 starts as the primary), `sentinel-0` … (in
+//! Hosts: `redis-0` … (redis-0 starts as the primary; in a cluster, each
+//! shard's first node), `sentinel-0` … (in
 //! the Sentinel topology), `client-0` … (the real lock adapter), and
 //! `storage` (the fenced resource). The world itself
 //! plays the fault controller: it steps the simulation one tick at a time
 //! and applies each fault between ticks, so a fault lands at the same
 //! instant on every replay.
 
+mod cluster;
 mod faults;
 mod mix;
 mod oracle;
@@ -18,7 +20,7 @@ use std::{
     time::{Duration, UNIX_EPOCH},
 };
 
-use lock_core::scripts::KeyNames;
+use lock_core::{redis::cluster::slot_of, scripts::KeyNames};
 
 use crate::{
     checker,
@@ -30,6 +32,7 @@ use crate::{
     outcome::{ConcreteFault, SeedOutcome},
     redis::{
         NodeConfig, NodeHandle,
+        cluster::ClusterHandle,
         sentinel::{self, SentinelHandle, sentinel_host},
     },
     rng::Rng,
@@ -78,11 +81,24 @@ pub fn run_seed(scenario: &Scenario, seed: u64) -> SeedOutcome {
     run_schedule(scenario, seed, &draw_schedule(scenario, seed))
 }
 
-/// What the world does at one instant.
-#[derive(Debug, Clone)]
+/// What the world does at one instant, for fault `.0` of the schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Action {
     Begin(usize),
+    /// A step inside a lasting fault (a slot migration moves a key).
+    Step(usize),
     End(usize),
+}
+
+impl Action {
+    /// Schedule position, then begin before steps before end.
+    fn order(self) -> (usize, u8) {
+        match self {
+            Self::Begin(index) => (index, 0),
+            Self::Step(index) => (index, 1),
+            Self::End(index) => (index, 2),
+        }
+    }
 }
 
 /// Runs one seed with harness knobs.
@@ -93,41 +109,50 @@ pub fn run_with(
     options: WorldOptions,
 ) -> SeedOutcome {
     let mut world = World::build(scenario, seed, options);
-    let mut actions: Vec<(Duration, usize, Action)> = Vec::new();
+    let mut actions: Vec<(Duration, Action)> = Vec::new();
     for (index, fault) in schedule.iter().enumerate() {
-        actions.push((fault.at, index, Action::Begin(index)));
+        actions.push((fault.at, Action::Begin(index)));
         if let Some(duration) = fault.duration
             && fault_kind(fault.kind).lasts()
         {
-            actions.push((fault.at + duration, index, Action::End(index)));
+            actions.push((fault.at + duration, Action::End(index)));
         }
     }
     // Stable order: time, then schedule position, begin before end.
-    actions.sort_by_key(|(at, index, action)| (*at, *index, matches!(action, Action::End(_))));
+    actions.sort_by_key(|(at, action)| (*at, action.order()));
     let mut next = 0;
     let mut error = None;
     while world.sim.elapsed() < scenario.duration {
         let now = world.sim.elapsed();
-        if actions.get(next).is_some_and(|(at, _, _)| *at <= now) {
+        if actions.get(next).is_some_and(|(at, _)| *at <= now) {
             // A fault may wake a host's tasks directly (a promotion wakes
             // the replication loop): skipped hosts must be up to date.
             world.sim.catch_up();
         }
-        while let Some((at, _, action)) = actions.get(next)
-            && *at <= now
+        while let Some((at, action)) = actions.get(next).copied()
+            && at <= now
         {
             match action {
-                Action::Begin(index) => world.begin(*index, &schedule[*index]),
-                Action::End(index) => world.end(*index, &schedule[*index]),
+                Action::Begin(index) => world.begin(index, &schedule[index]),
+                Action::Step(index) => world.step(index),
+                Action::End(index) => world.end(index, &schedule[index]),
             }
             next += 1;
+            // Steps a fault planned when it began join the queue in order.
+            for step in world.planned.drain(..) {
+                let position = next
+                    + actions[next..].partition_point(|(at, action)| {
+                        (*at, action.order()) <= (step.0, step.1.order())
+                    });
+                actions.insert(position, step);
+            }
         }
         if options.skip_idle {
             // Jump the steps in which no host has work, but stop where
             // the world acts or samples something that changes with no
             // host running: the next fault, the end, a key's expiry.
             let idle_until = world.sim.idle_until();
-            let next_action = actions.get(next).map_or(Duration::MAX, |(at, _, _)| *at);
+            let next_action = actions.get(next).map_or(Duration::MAX, |(at, _)| *at);
             let limit = idle_until.min(next_action).min(scenario.duration);
             let until = if limit > now {
                 let limit = limit.min(world.next_oracle_change(now));
@@ -182,6 +207,21 @@ pub fn run_with(
             }
         }
     }
+    for node in &world.nodes {
+        // A cluster redirected a command: the migration or failover bit.
+        let redirects = node.redirects();
+        let seen = [
+            (redirects.moved, "answered-moved"),
+            (redirects.ask, "answered-ask"),
+            (redirects.try_again, "answered-tryagain"),
+            (redirects.cross_slot, "answered-crossslot"),
+        ];
+        for (count, fact) in seen {
+            if count > 0 {
+                verdict.facts.insert(fact.to_owned());
+            }
+        }
+    }
     if let Some(error) = error {
         verdict.facts.insert(format!("host-error: {error}"));
     }
@@ -227,6 +267,16 @@ struct World<'a> {
     /// Targets resolved when a fault began (by schedule position), so its
     /// end undoes the same host.
     resolved: BTreeMap<usize, FaultTarget>,
+    /// The Redis Cluster's slot table (cluster topology).
+    cluster: Option<ClusterHandle>,
+    /// Draws what a cluster fault leaves to chance (a migration's target).
+    cluster_rng: Rng,
+    /// Slot migrations under way, by schedule position.
+    migrations: BTreeMap<usize, cluster::Migration>,
+    /// Primaries a shard failover deposed, by schedule position.
+    deposed: BTreeMap<usize, usize>,
+    /// Steps the last action planned, for the run loop to queue.
+    planned: Vec<(Duration, Action)>,
 }
 
 impl World<'_> {
@@ -249,10 +299,18 @@ impl World<'_> {
         let node_count = scenario.topology.node_count();
         let replication_lag = scenario.topology.replication_lag();
         let mut nodes = Vec::new();
+        let cluster = scenario
+            .topology
+            .cluster_shape()
+            .map(|(shards, replicas)| ClusterHandle::new(shards, replicas));
         for index in 0..node_count {
-            let replica_of = match scenario.topology {
-                Topology::PrimaryReplica { .. } | Topology::Sentinel { .. } if index > 0 => {
+            let replica_of = match (&scenario.topology, &cluster) {
+                (Topology::PrimaryReplica { .. } | Topology::Sentinel { .. }, _) if index > 0 => {
                     Some(redis_host(0))
+                }
+                (Topology::Cluster { .. }, Some(cluster)) => {
+                    let primary = cluster.primary_of(cluster.shard_of(index));
+                    (primary != index).then(|| redis_host(primary))
                 }
                 _ => None,
             };
@@ -267,6 +325,12 @@ impl World<'_> {
             sim.host(host.as_str(), move || crate::redis::serve(serving.clone()));
             hosts.push(host);
             nodes.push(node);
+        }
+
+        let lock_key = KeyNames::new("lock", KEY).lock;
+        if let Some(cluster) = &cluster {
+            cluster.attach(&nodes);
+            discovery.set_primary(cluster.owner(slot_of(&lock_key)));
         }
 
         let mut sentinels = Vec::new();
@@ -324,12 +388,17 @@ impl World<'_> {
             client_deadlines,
             freezes,
             hosts,
-            lock_key: KeyNames::new("lock", KEY).lock,
+            lock_key,
             last_oracle: None,
             oracle_unchanged: None,
             redlock: matches!(scenario.topology, Topology::Redlock { .. }),
             topology: scenario.topology.clone(),
             resolved: BTreeMap::new(),
+            cluster,
+            cluster_rng: Rng::fork(seed, 0xC1A5),
+            migrations: BTreeMap::new(),
+            deposed: BTreeMap::new(),
+            planned: Vec::new(),
         }
     }
 

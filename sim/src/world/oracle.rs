@@ -56,7 +56,7 @@ impl World<'_> {
         // Unchanged while no node did anything, the primary is the same and
         // no key has expired since the last sample.
         let activity: u64 = self.nodes.iter().map(NodeHandle::activity).sum();
-        let primary_now = self.discovery.primary();
+        let primary_now = self.authority(now);
         if self.oracle_unchanged.is_some_and(|(seen, primary, until)| {
             seen == activity && primary == primary_now && now < until
         }) {
@@ -66,8 +66,10 @@ impl World<'_> {
         let (primary, peeked) = if self.redlock {
             (0, self.majority_view(now))
         } else {
-            let primary = self.discovery.primary();
-            (primary, self.nodes[primary].peek(&self.lock_key, now))
+            (
+                primary_now,
+                self.nodes[primary_now].peek(&self.lock_key, now),
+            )
         };
         let owner = peeked.as_ref().map(|(owner, _)| owner.clone());
         let current = Some((primary, owner.clone()));

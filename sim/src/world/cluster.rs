@@ -1,0 +1,190 @@
+//! The Redis Cluster faults: a shard failover and a slot migration, and
+//! where the lock key's authoritative copy lives (the oracle's node).
+
+use std::{cmp::Reverse, time::Duration};
+
+use lock_core::redis::cluster::slot_of;
+
+use super::{Action, World};
+use crate::{client::redis_host, config::FaultTarget, history::Op};
+
+/// A slot migration under way.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Migration {
+    slot: u16,
+    from: usize,
+    to: usize,
+}
+
+impl World<'_> {
+    /// The lock key's slot.
+    fn lock_slot(&self) -> u16 {
+        slot_of(&self.lock_key)
+    }
+
+    /// The node whose copy of the lock key decides: the primary that owns
+    /// its slot, or, while that slot migrates, the target once the key
+    /// moved there. Outside a cluster, the primary of record.
+    pub(super) fn authority(&self, now: Duration) -> usize {
+        let owner = self.discovery.primary();
+        let Some(cluster) = &self.cluster else {
+            return owner;
+        };
+        match cluster.migrating_to(owner, self.lock_slot()) {
+            Some(to) if self.nodes[to].has_key(self.lock_key.as_bytes(), now) => to,
+            _ => owner,
+        }
+    }
+
+    /// Points `redis:primary` (and the oracle) at the lock slot's owner.
+    fn follow_lock_slot(&self) {
+        if let Some(cluster) = &self.cluster {
+            self.discovery.set_primary(cluster.owner(self.lock_slot()));
+        }
+    }
+
+    /// Fails over the shard of node `target`: its most up-to-date live
+    /// replica (ties: the lowest index) becomes the primary and takes over
+    /// its slots, the other replicas follow it. The old primary is demoted
+    /// at once, or, with a `stale_window`, deposed: it keeps serving, and
+    /// believing it owns its slots, until fault `index` ends.
+    pub(super) fn shard_failover(
+        &mut self,
+        index: usize,
+        target: FaultTarget,
+        stale_window: Option<Duration>,
+    ) {
+        let (Some(cluster), FaultTarget::Redis(node)) = (self.cluster.clone(), target) else {
+            return;
+        };
+        let now = self.now();
+        let shard = cluster.shard_of(node);
+        let old = cluster.primary_of(shard);
+        let members = cluster.members(shard);
+        let Some(new) = members
+            .iter()
+            .copied()
+            .filter(|&n| {
+                n != old
+                    && !self.nodes[n].is_deposed()
+                    && self.sim.is_host_running(redis_host(n).as_str())
+            })
+            .max_by_key(|&n| (self.nodes[n].offset(), Reverse(n)))
+        else {
+            return;
+        };
+        let old_owner = self.nodes[old]
+            .peek(&self.lock_key, now)
+            .map(|(owner, _)| owner);
+        self.nodes[new].promote();
+        for &other in &members {
+            if other != new && other != old && !self.nodes[other].is_deposed() {
+                self.nodes[other].replicate_from(redis_host(new));
+            }
+        }
+        cluster.fail_over(old, new, stale_window.is_some());
+        if stale_window.is_some() {
+            self.nodes[old].depose();
+            self.deposed.insert(index, old);
+        } else {
+            self.nodes[old].demote_in_cluster(redis_host(new));
+        }
+        self.follow_lock_slot();
+        let new_owner = self.nodes[new]
+            .peek(&self.lock_key, now)
+            .map(|(owner, _)| owner);
+        self.record(Op::Failover {
+            new_primary: new,
+            old_owner,
+            new_owner,
+        });
+    }
+
+    /// The end of a shard failover's stale window: the deposed primary
+    /// rejoins as a replica of its shard's primary of this moment.
+    pub(super) fn end_shard_failover(&mut self, index: usize) {
+        let (Some(cluster), Some(old)) = (self.cluster.clone(), self.deposed.remove(&index)) else {
+            return;
+        };
+        if !self.nodes[old].is_deposed() {
+            return;
+        }
+        let primary = cluster.primary_of(cluster.shard_of(old));
+        cluster.end_stale(old);
+        self.nodes[old].demote_in_cluster(redis_host(primary));
+    }
+
+    /// Starts moving the lock key's slot from its owner to the primary of
+    /// another shard (drawn): `IMPORTING` on the target, `MIGRATING` on
+    /// the source, and one step per key the slot holds now, spread evenly
+    /// until the fault ends at `until`, when the slot changes hands.
+    pub(super) fn begin_migration(&mut self, index: usize, until: Duration) {
+        let Some(cluster) = self.cluster.clone() else {
+            return;
+        };
+        let now = self.now();
+        let slot = self.lock_slot();
+        let from = cluster.owner(slot);
+        let source_shard = cluster.shard_of(from);
+        let others: Vec<usize> = (0..cluster.shard_count())
+            .filter(|&shard| shard != source_shard)
+            .collect();
+        if others.is_empty() {
+            return;
+        }
+        let pick = self.cluster_rng.between(0, others.len() as u64 - 1) as usize;
+        let to = cluster.primary_of(others[pick]);
+        cluster.begin_migration(slot, from, to);
+        self.migrations.insert(index, Migration { slot, from, to });
+        let keys = self.nodes[from].keys_in_slot(slot, now) as u32;
+        let span = until.saturating_sub(now);
+        for step in 1..=keys {
+            self.planned
+                .push((now + span * step / (keys + 1), Action::Step(index)));
+        }
+    }
+
+    /// Moves one key of migration `index`, if its source and target are up
+    /// (`MIGRATE` needs both) and the source is still a primary.
+    pub(super) fn step(&mut self, index: usize) {
+        self.oracle_unchanged = None;
+        if let Some(migration) = self.migrations.get(&index).copied() {
+            self.migrate_key(migration);
+        }
+    }
+
+    fn migrate_key(&mut self, migration: Migration) -> bool {
+        let Migration { slot, from, to } = migration;
+        let up = [from, to].map(|n| self.sim.is_host_running(redis_host(n).as_str()));
+        if up.contains(&false) || self.nodes[from].role() != crate::redis::Role::Primary {
+            return false;
+        }
+        let now = self.now();
+        match self.nodes[from].migrate_one(slot, &self.nodes[to], now) {
+            Some(key) => {
+                self.record(Op::Migrated {
+                    key: String::from_utf8_lossy(&key).into_owned(),
+                    from,
+                    to,
+                });
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Ends migration `index`: moves what is left, then `CLUSTER SETSLOT …
+    /// NODE` on every node gives the slot to the target's shard (its
+    /// primary of this moment).
+    pub(super) fn finish_migration(&mut self, index: usize) {
+        let (Some(cluster), Some(migration)) =
+            (self.cluster.clone(), self.migrations.remove(&index))
+        else {
+            return;
+        };
+        while self.migrate_key(migration) {}
+        let owner = cluster.primary_of(cluster.shard_of(migration.to));
+        cluster.finish_migration(migration.slot, owner);
+        self.follow_lock_slot();
+    }
+}
