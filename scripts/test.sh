@@ -78,6 +78,10 @@ step "redis-lock-check: the deployment check's command line (feature cli)"
 cargo clippy -p lock-core --all-targets --features cli -- -D warnings
 cargo test -p lock-core --features cli --test check_cli
 
+step "metrics: every series moves through a lock's life (feature metrics)"
+cargo clippy -p lock-core --all-targets --features metrics -- -D warnings
+cargo test -p lock-core --features metrics --test metrics
+
 step "cargo test -p lock-core --no-default-features"
 cargo test -p lock-core --no-default-features
 

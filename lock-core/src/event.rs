@@ -21,6 +21,10 @@ pub enum Event {
         /// The new deadline.
         valid_until: Instant,
     },
+    /// A renewal did not extend validity (answered or timed out). The
+    /// machine retries while validity remains; if the failure ends the
+    /// hold, `Lost` follows at once.
+    RenewFailed(RenewFailure),
     /// Another owner holds the lock; the next attempt is at `retry_at`.
     Contended {
         /// When the machine will try again (sooner on `handle_wakeup`).
@@ -101,6 +105,35 @@ impl fmt::Display for AcquireFailure {
                 write!(f, "{acked} of {wanted} replicas acknowledged the grant")
             }
             Self::Cancelled => f.write_str("cancelled by release"),
+        }
+    }
+}
+
+/// Why a renewal did not extend validity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RenewFailure {
+    /// The key was missing or held by another owner (the hold is lost).
+    NotOwner,
+    /// Fewer replicas than `wait_replicas` asked for acknowledged it.
+    NotReplicated {
+        /// Replicas that acknowledged.
+        acked: u32,
+        /// Replicas required.
+        wanted: u32,
+    },
+    /// The command failed or went unanswered.
+    Failed(Failure),
+}
+
+impl fmt::Display for RenewFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotOwner => f.write_str("the key is missing or held by another owner"),
+            Self::NotReplicated { acked, wanted } => {
+                write!(f, "{acked} of {wanted} replicas acknowledged the renewal")
+            }
+            Self::Failed(failure) => write!(f, "{failure}"),
         }
     }
 }

@@ -7,6 +7,9 @@
 //!   builds without tokio or redis (`default-features = false`).
 //! - With the default `redis` feature, a tokio + redis-rs adapter
 //!   (`Locker`, `LockGuard`) that drives the machine over a real connection.
+//!   With the `metrics` feature it also records counters, a gauge and
+//!   histograms through the `metrics` facade (the README's "Metrics"
+//!   section lists them).
 //!
 //! The Lua scripts both layers share live in [`scripts`].
 //!
@@ -38,7 +41,7 @@ pub mod redlock;
 pub mod scripts;
 
 pub use command::{Command, CommandId, Failure, Reply};
-pub use event::{AcquireFailure, Event, LostReason, ReleaseOutcome};
+pub use event::{AcquireFailure, Event, LostReason, ReleaseOutcome, RenewFailure};
 pub use machine::{LockMachine, State, UsageError};
 pub use options::{DRIFT_FLOOR, Fencing, LockOptions, OptionsError};
 pub use redlock::{RedlockError, RedlockMachine};

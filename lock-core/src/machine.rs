@@ -48,7 +48,7 @@ use std::{
 
 use crate::{
     AcquireFailure, Command, CommandId, Event, Failure, LockOptions, LostReason, OptionsError,
-    ReleaseOutcome, Reply, jitter::Jitter, scripts::KeyNames,
+    ReleaseOutcome, RenewFailure, Reply, jitter::Jitter, scripts::KeyNames,
 };
 
 /// How many times a release is sent before its outcome is left unknown.
@@ -682,13 +682,34 @@ impl LockMachine {
             // WRONGTYPE: the key holds something other than a string, so
             // it is not our token any more; waiting for the deadline would
             // only hide that.
-            Reply::NotOwner | Reply::Failed(Failure::WrongType) => {
+            Reply::NotOwner => {
+                self.events
+                    .push_back(Event::RenewFailed(RenewFailure::NotOwner));
                 self.lose(LostReason::NotOwner);
             }
-            Reply::Failed(Failure::ReadOnly) => self.lose(LostReason::Failover),
-            _ => {
+            Reply::Failed(failure @ Failure::WrongType) => {
+                self.events
+                    .push_back(Event::RenewFailed(RenewFailure::Failed(failure)));
+                self.lose(LostReason::NotOwner);
+            }
+            Reply::Failed(failure @ Failure::ReadOnly) => {
+                self.events
+                    .push_back(Event::RenewFailed(RenewFailure::Failed(failure)));
+                self.lose(LostReason::Failover);
+            }
+            reply => {
                 // Timing rule 2: a failed, ambiguous or under-replicated
                 // renewal leaves validity alone. Rule 4: retry while it lasts.
+                let failure = match reply {
+                    Reply::Failed(failure) => RenewFailure::Failed(failure),
+                    Reply::Renewed { replicas } => RenewFailure::NotReplicated {
+                        acked: replicas.unwrap_or(0),
+                        wanted,
+                    },
+                    // `fits` rewrote every other reply to a protocol failure.
+                    _ => RenewFailure::Failed(Failure::Protocol),
+                };
+                self.events.push_back(Event::RenewFailed(failure));
                 hold.renew_failures += 1;
                 let retry_at = now + self.renew_backoff(hold.renew_failures);
                 self.schedule_renewal(retry_at, hold.valid_until, hold.cap);

@@ -478,48 +478,58 @@ impl RedlockMachine {
                     self.events.push_back(Event::Contended { retry_at });
                 }
             }
-            Phase::Held { valid_until } => match self.quorum_deadline(now) {
-                Some(deadline) if now < deadline => {
-                    if deadline != valid_until {
-                        self.phase = Phase::Held {
-                            valid_until: deadline,
+            Phase::Held { valid_until } => {
+                // Each node's failed renewal is reported as it happens;
+                // whether the lock survives it is the quorum's to say.
+                self.events.extend(
+                    node_events
+                        .iter()
+                        .filter(|event| matches!(event, Event::RenewFailed(_)))
+                        .cloned(),
+                );
+                match self.quorum_deadline(now) {
+                    Some(deadline) if now < deadline => {
+                        if deadline != valid_until {
+                            self.phase = Phase::Held {
+                                valid_until: deadline,
+                            };
+                            self.events.push_back(Event::Renewed {
+                                valid_until: deadline,
+                            });
+                        }
+                    }
+                    _ => {
+                        // Timing rule 3 for the quorum: fewer than a majority
+                        // remain valid, so the lock is gone.
+                        let reason = if node_events.iter().any(|e| {
+                            matches!(
+                                e,
+                                Event::Lost {
+                                    reason: LostReason::MaxHold
+                                }
+                            )
+                        }) {
+                            LostReason::MaxHold
+                        } else if node_events.iter().any(|e| {
+                            matches!(
+                                e,
+                                Event::Lost {
+                                    reason: LostReason::NotOwner
+                                }
+                            )
+                        }) {
+                            LostReason::NotOwner
+                        } else {
+                            LostReason::Expired
                         };
-                        self.events.push_back(Event::Renewed {
-                            valid_until: deadline,
-                        });
+                        self.phase = Phase::Lost;
+                        if !self.lost_emitted {
+                            self.lost_emitted = true;
+                            self.events.push_back(Event::Lost { reason });
+                        }
                     }
                 }
-                _ => {
-                    // Timing rule 3 for the quorum: fewer than a majority
-                    // remain valid, so the lock is gone.
-                    let reason = if node_events.iter().any(|e| {
-                        matches!(
-                            e,
-                            Event::Lost {
-                                reason: LostReason::MaxHold
-                            }
-                        )
-                    }) {
-                        LostReason::MaxHold
-                    } else if node_events.iter().any(|e| {
-                        matches!(
-                            e,
-                            Event::Lost {
-                                reason: LostReason::NotOwner
-                            }
-                        )
-                    }) {
-                        LostReason::NotOwner
-                    } else {
-                        LostReason::Expired
-                    };
-                    self.phase = Phase::Lost;
-                    if !self.lost_emitted {
-                        self.lost_emitted = true;
-                        self.events.push_back(Event::Lost { reason });
-                    }
-                }
-            },
+            }
             Phase::Releasing => {
                 if self.nodes.iter().all(|node| node.state().is_released()) {
                     self.phase = Phase::Released;
@@ -660,7 +670,13 @@ mod tests {
             })
         });
         assert!(m.is_held(renew_at), "two of three still hold");
-        assert!(matches!(events(&mut m).as_slice(), [Event::Renewed { .. }]));
+        assert!(matches!(
+            events(&mut m).as_slice(),
+            [
+                Event::RenewFailed(crate::RenewFailure::NotOwner),
+                Event::Renewed { .. }
+            ]
+        ));
         // From now on nothing answers: the quorum deadline ends it.
         let deadline = m.valid_until().expect("held");
         let mut now = renew_at;
@@ -670,11 +686,17 @@ mod tests {
             answer_all(&mut m, now, |_, _| None);
         }
         assert!(!m.is_held(deadline));
+        let mut seen = events(&mut m);
         assert_eq!(
-            events(&mut m),
-            vec![Event::Lost {
+            seen.pop(),
+            Some(Event::Lost {
                 reason: LostReason::Expired
-            }]
+            })
+        );
+        assert!(
+            seen.iter().all(|event| *event
+                == Event::RenewFailed(crate::RenewFailure::Failed(crate::Failure::Timeout))),
+            "only timed-out renewals before the loss: {seen:?}"
         );
         m.release(now);
         let sent = answer_all(&mut m, now, |_, _| Some(Reply::NotOwner));

@@ -265,6 +265,15 @@ fn rule2_failed_renewal_never_extends() {
             Some(deadline),
             "{failure:?} extended validity"
         );
+        let Reply::Failed(expected) = failure else {
+            unreachable!("the list holds failures only")
+        };
+        let events: Vec<Event> = std::iter::from_fn(|| machine.poll_event()).collect();
+        assert_eq!(
+            events.last(),
+            Some(&Event::RenewFailed(RenewFailure::Failed(expected))),
+            "a failed renewal is reported"
+        );
     }
     // Under-replicated renewals do not count either.
     let opts = opts().wait_replicas(1, ms(50));
@@ -286,6 +295,14 @@ fn rule2_failed_renewal_never_extends() {
     let (id, _) = machine.poll_command().expect("renewal");
     machine.handle_reply(renew_at, id, Reply::Renewed { replicas: Some(0) });
     assert_eq!(machine.valid_until(), Some(deadline));
+    let events: Vec<Event> = std::iter::from_fn(|| machine.poll_event()).collect();
+    assert_eq!(
+        events.last(),
+        Some(&Event::RenewFailed(RenewFailure::NotReplicated {
+            acked: 0,
+            wanted: 1
+        }))
+    );
 }
 
 #[test]
@@ -611,6 +628,10 @@ fn not_owner_renewal_is_lost_at_once() {
     let at = renew_and_answer(&mut machine, Reply::NotOwner);
     assert_eq!(
         machine.poll_event(),
+        Some(Event::RenewFailed(RenewFailure::NotOwner))
+    );
+    assert_eq!(
+        machine.poll_event(),
         Some(Event::Lost {
             reason: LostReason::NotOwner
         })
@@ -622,6 +643,10 @@ fn not_owner_renewal_is_lost_at_once() {
 fn readonly_renewal_means_failover_and_loss() {
     let (mut machine, _) = held(&opts());
     renew_and_answer(&mut machine, Reply::Failed(Failure::ReadOnly));
+    assert_eq!(
+        machine.poll_event(),
+        Some(Event::RenewFailed(RenewFailure::Failed(Failure::ReadOnly)))
+    );
     assert_eq!(
         machine.poll_event(),
         Some(Event::Lost {
@@ -714,6 +739,10 @@ fn wrongtype_on_renewal_loses_the_lock_at_once() {
     let (id, command) = machine.poll_command().expect("renew");
     assert!(matches!(command, Command::Renew { .. }));
     machine.handle_reply(renew_at, id, Reply::Failed(Failure::WrongType));
+    assert_eq!(
+        machine.poll_event(),
+        Some(Event::RenewFailed(RenewFailure::Failed(Failure::WrongType)))
+    );
     assert_eq!(
         machine.poll_event(),
         Some(Event::Lost {

@@ -16,7 +16,8 @@ use std::{
 use tokio::sync::Notify;
 
 use super::{
-    AcquireError, Observed, ReleaseError, machines::Machine, node::Live, session::Session,
+    AcquireError, Observed, ReleaseError, machines::Machine, metrics::LockTimes, node::Live,
+    session::Session,
 };
 use crate::{
     AcquireFailure, Command, CommandId, Event, Failure, LostReason, ReleaseOutcome,
@@ -61,9 +62,8 @@ pub(crate) struct CellState {
     pub(crate) machine: Machine,
     pub(crate) status: Status,
     pub(crate) fence: u64,
+    /// The loss, once the machine reported it.
     pub(crate) lost: Option<LostReason>,
-    /// The loss already known when the user asked to release.
-    pub(crate) lost_before_release: Option<LostReason>,
     pub(crate) acquire_result: Option<Result<u64, AcquireError>>,
     pub(crate) release_result: Option<Result<(), ReleaseError>>,
     /// The last acquire attempt met another owner: wake-ups help.
@@ -73,6 +73,8 @@ pub(crate) struct CellState {
     pub(crate) watched: bool,
     /// The deadline the watchdog's index holds for this lock.
     pub(crate) armed: Option<Instant>,
+    /// What the lock's metrics remember between events.
+    pub(crate) times: LockTimes,
 }
 
 /// A command drained from a machine, with the connection it goes on.
@@ -92,6 +94,7 @@ impl LockCell {
         machine: Machine,
         opts: &crate::LockOptions,
         span: tracing::Span,
+        now: Instant,
     ) -> Self {
         let renew_every = opts.effective_renew_every();
         let (names, token) = machine.shared_names();
@@ -109,12 +112,12 @@ impl LockCell {
                 status: Status::Pending,
                 fence: 0,
                 lost: None,
-                lost_before_release: None,
                 acquire_result: None,
                 release_result: None,
                 contended: false,
                 watched: false,
                 armed: None,
+                times: LockTimes::new(now),
             }),
             changed: Notify::new(),
         }
@@ -136,6 +139,9 @@ impl LockCell {
         outgoing: &mut Vec<Outgoing>,
     ) -> Option<Instant> {
         while let Some((node, id, command)) = state.machine.poll_command() {
+            session
+                .metrics
+                .on_command(&mut state.times, &command, session.clock.as_ref());
             let live = session.nodes.get(node).and_then(|slot| slot.live());
             outgoing.push(Outgoing {
                 node,
@@ -154,6 +160,9 @@ impl LockCell {
                     at: session.clock.now(),
                 });
             }
+            session
+                .metrics
+                .on_event(&mut state.times, &event, session.clock.as_ref());
             if matches!(
                 event,
                 Event::Released {
@@ -191,6 +200,10 @@ impl LockCell {
                 state.status = Status::Held { valid_until };
                 true
             }
+            Event::RenewFailed(failure) => {
+                tracing::debug!(%failure, "renewal failed");
+                false
+            }
             Event::Contended { .. } => {
                 state.contended = true;
                 false
@@ -209,12 +222,15 @@ impl LockCell {
             }
             Event::Released { outcome } => {
                 tracing::debug!(?outcome, "released");
-                let result = match (state.lost_before_release, outcome) {
+                // Any loss reported before this event ended the hold first:
+                // before the release, as it started (the deadline had
+                // passed), or by its own answer (the key was gone).
+                let result = match (state.lost, outcome) {
                     (Some(reason), _) => Err(ReleaseError::AlreadyLost(reason)),
                     (None, ReleaseOutcome::Deleted) => Ok(()),
-                    (None, ReleaseOutcome::NotOwner) => Err(ReleaseError::AlreadyLost(
-                        state.lost.unwrap_or(LostReason::NotOwner),
-                    )),
+                    (None, ReleaseOutcome::NotOwner) => {
+                        Err(ReleaseError::AlreadyLost(LostReason::NotOwner))
+                    }
                     (None, ReleaseOutcome::Unknown) => Err(ReleaseError::Unconfirmed),
                 };
                 state.release_result = Some(result);

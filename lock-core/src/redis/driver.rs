@@ -98,6 +98,8 @@ pub(crate) struct NodeUpkeep {
     connecting: Option<BoxFuture<Result<Opened, ConnectError>>>,
     reconnect_at: Option<Instant>,
     failures: u32,
+    /// A connection was open once: the next one opened is a reconnect.
+    was_open: bool,
 }
 
 pub(crate) struct DriverTask {
@@ -146,6 +148,7 @@ impl DriverTask {
                         connecting: None,
                         reconnect_at: None,
                         failures: 0,
+                        was_open: true,
                     }
                 }
                 None => NodeUpkeep {
@@ -155,6 +158,7 @@ impl DriverTask {
                     connecting: None,
                     reconnect_at: Some(now),
                     failures: 0,
+                    was_open: false,
                 },
             })
             .collect();
@@ -197,6 +201,9 @@ impl DriverTask {
         for (index, node) in self.nodes.iter_mut().enumerate() {
             let slot = &self.session.nodes[index];
             let outcome = node.poll(cx, slot, now, self.connect_timeout, self.tasks);
+            if outcome.reconnected {
+                self.session.metrics.reconnected();
+            }
             if let Some(at) = outcome.reconnect_at {
                 next_reconnect = Some(next_reconnect.map_or(at, |next| next.min(at)));
             }
@@ -224,6 +231,8 @@ pub(crate) struct UpkeepOutcome {
     pub(crate) reconnect_at: Option<Instant>,
     /// A connection was installed, or an attempt failed.
     pub(crate) changed: bool,
+    /// The connection installed replaces one that was open before.
+    pub(crate) reconnected: bool,
 }
 
 impl NodeUpkeep {
@@ -236,6 +245,7 @@ impl NodeUpkeep {
             connecting: None,
             reconnect_at: None,
             failures: 0,
+            was_open: false,
         }
     }
 
@@ -289,6 +299,7 @@ impl NodeUpkeep {
             match result {
                 Ok(opened) => {
                     tracing::debug!(generation = self.generation, "connected");
+                    outcome.reconnected = std::mem::replace(&mut self.was_open, true);
                     self.failures = 0;
                     self.task = Some(ConnTask::new(opened.task, tasks));
                     slot.install(opened.live);
@@ -322,7 +333,9 @@ impl Future for DriverTask {
             sentinel.poll(cx, &this.session);
         }
         if let Some(cluster) = &mut this.cluster {
-            cluster.poll(cx, this.session.clock.now());
+            for _ in 0..cluster.poll(cx, this.session.clock.now()) {
+                this.session.metrics.reconnected();
+            }
         }
         this.watchdog.poll(cx, &this.session);
         if this.alive.strong_count() == 0

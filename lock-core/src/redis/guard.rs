@@ -129,7 +129,6 @@ impl LockGuard {
         let cell = &self.cell;
         let (outgoing, deadline) = {
             let mut state = cell.lock();
-            state.lost_before_release = state.lost;
             state.machine.release(session.clock.now());
             let mut outgoing = Vec::new();
             let deadline = cell.drain(&mut state, session, &mut outgoing);

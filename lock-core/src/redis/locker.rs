@@ -112,13 +112,14 @@ impl Locker {
     /// holds it; fails with [`AcquireError::Timeout`] after that.
     pub async fn acquire(&self, key: &str, opts: &LockOptions) -> Result<LockGuard, AcquireError> {
         let session = &self.session;
+        session.metrics.acquire_called();
         let token = owner_token(session.entropy.as_ref());
         let machine = if session.cluster.is_some() {
             // In a cluster the fence counter must live in the lock's slot:
             // one counter per namespace and slot.
             let mut names = KeyNames::new(opts.key_namespace(), key);
             names.counter = route::counter_key(opts.key_namespace(), &names.lock);
-            Machine::single_with_names(opts, names, token, session.entropy.next_u64())?
+            Machine::single_with_names(opts, names, token, session.entropy.next_u64())
         } else {
             Machine::new(
                 session.redlock,
@@ -127,14 +128,16 @@ impl Locker {
                 token,
                 session.nodes.len(),
                 session.entropy.next_u64(),
-            )?
-        };
+            )
+        }
+        .inspect_err(|_| session.metrics.invalid_options())?;
         let id = session.next_lock_id();
         let span = tracing::debug_span!("lock", key = %key, id);
-        let cell = Arc::new(LockCell::new(id, key.to_owned(), machine, opts, span));
+        let now = session.clock.now();
+        let cell = Arc::new(LockCell::new(id, key.to_owned(), machine, opts, span, now));
         let (outgoing, deadline) = {
             let mut state = cell.lock();
-            state.machine.acquire(session.clock.now());
+            state.machine.acquire(now);
             let mut outgoing = Vec::new();
             let deadline = cell.drain(&mut state, session, &mut outgoing);
             (outgoing, deadline)
@@ -435,8 +438,8 @@ impl LockerBuilder {
     }
 
     /// Calls `observer` with every event of every lock (acquired, renewed,
-    /// contended, lost, released), as it happens, on whichever task drove
-    /// the lock's machine.
+    /// renewal failed, contended, lost, released), as it happens, on
+    /// whichever task drove the lock's machine.
     pub fn observer(
         mut self,
         observer: impl Fn(&super::Observed<'_>) + Send + Sync + 'static,

@@ -13,7 +13,8 @@
 //!   `batch`: group commit of operations sent at the same moment.
 //! - `cell`, `session`, `node`, `machines`: the state they share.
 //! - `dial`, `tls`, `connector`: where streams come from.
-//! - `check`: the deployment check.
+//! - `check`: the deployment check; `metrics`: the series recorded with
+//!   the `metrics` feature.
 //! - [`cluster`], [`sentinel`], `reply`: slots and shard maps, primary
 //!   discovery, and reading admin replies; `follow`: following the primary
 //!   a Sentinel names; `route`: slot routing in a Redis Cluster.
@@ -34,6 +35,7 @@ mod fuzz;
 mod guard;
 mod locker;
 mod machines;
+mod metrics;
 mod node;
 mod pubsub;
 mod reply;

@@ -329,18 +329,22 @@ impl ClusterUpkeep {
         }
     }
 
-    pub(crate) fn poll(&mut self, cx: &mut Context<'_>, now: Instant) {
+    /// Keeps a connection to every node of the table and the table fresh;
+    /// returns how many connections were reopened.
+    pub(crate) fn poll(&mut self, cx: &mut Context<'_>, now: Instant) -> u32 {
         self.router.driver.register(cx.waker());
         let nodes: Vec<Arc<ClusterNode>> = self.router.table().nodes.values().cloned().collect();
         let mut next: Option<Instant> = None;
         let mut changed = false;
         let mut failures = Vec::new();
+        let mut reconnects = 0;
         for node in &nodes {
             let upkeep = self
                 .nodes
                 .entry(node.address.clone())
                 .or_insert_with(|| NodeUpkeep::new(node.endpoint.clone()));
             let outcome = upkeep.poll(cx, &node.slot, now, self.timeout, self.tasks);
+            reconnects += u32::from(outcome.reconnected);
             if let Some(at) = outcome.reconnect_at {
                 next = Some(next.map_or(at, |next| next.min(at)));
             }
@@ -409,6 +413,7 @@ impl ClusterUpkeep {
             self.armed = None;
             cx.waker().wake_by_ref();
         }
+        reconnects
     }
 
     fn start_refresh(&mut self) {

@@ -10,8 +10,8 @@ use std::sync::{
 use futures_util::task::AtomicWaker;
 
 use super::{
-    Clock, Entropy, Observer, node::NodeSlot, pubsub::Waiters, route::ClusterRouter,
-    watchdog::Registry,
+    Clock, Entropy, Observer, metrics::Metrics, node::NodeSlot, pubsub::Waiters,
+    route::ClusterRouter, watchdog::Registry,
 };
 
 pub(crate) struct Session {
@@ -21,6 +21,8 @@ pub(crate) struct Session {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) entropy: Arc<dyn Entropy>,
     pub(crate) observer: Option<Observer>,
+    /// The metrics handles (nothing without the `metrics` feature).
+    pub(crate) metrics: Metrics,
     pub(crate) watchdog: Registry,
     /// Slot routing, in Redis Cluster mode.
     pub(crate) cluster: Option<Arc<ClusterRouter>>,
@@ -45,6 +47,7 @@ impl Session {
             clock,
             entropy,
             observer,
+            metrics: Metrics::new(),
             watchdog: Registry::default(),
             cluster: None,
             waiters: Waiters::default(),

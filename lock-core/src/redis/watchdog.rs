@@ -222,7 +222,6 @@ impl Watchdog {
                     }
                     Work::Release(cell) => {
                         let mut state = cell.lock();
-                        state.lost_before_release = state.lost;
                         state.machine.release(now);
                         drain(session, &cell, &mut state, &mut outgoing);
                     }
