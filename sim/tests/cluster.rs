@@ -110,10 +110,9 @@ fn a_forced_shard_failover_moves_the_clients_to_the_promoted_replica() {
         let outcome = world::run_schedule(&scenario, seed, &schedule);
         let entries = &outcome.history.entries;
         assert!(
-            entries.iter().any(|entry| matches!(
-                entry.op,
-                Op::Failover { new_primary: 1, .. }
-            )),
+            entries
+                .iter()
+                .any(|entry| matches!(entry.op, Op::Failover { new_primary: 1, .. })),
             "seed {seed}: redis-1, redis-0's replica, took over"
         );
         let on_new = owners_on(entries, 1);

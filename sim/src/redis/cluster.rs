@@ -446,14 +446,15 @@ fn shards(node: &Node, state: &ClusterState) -> Frame {
 }
 
 /// `CLUSTER SLOTS`: per slot range, ascending, `[first, last, primary,
-/// replicas…]`, each node `[host, port, id, {}]`.
+/// replicas…]`, each node `[host, port, id, ["ip", ip]]` (with host names
+/// preferred, the address moves to the metadata).
 fn slots(node: &Node, state: &ClusterState) -> Frame {
     let entry = |index: usize| {
         Frame::Array(vec![
             bulk(redis_host(index).as_bytes()),
             Frame::Integer(i64::from(PORT)),
             bulk(node_id(index).as_bytes()),
-            Frame::Array(Vec::new()),
+            Frame::Array(vec![bulk(b"ip"), bulk(redis_host(index).as_bytes())]),
         ])
     };
     let mut ranges: Vec<(u16, u16, usize)> = Vec::new();

@@ -365,33 +365,46 @@ impl NodeHandle {
     }
 
     /// `MIGRATE` of the first live key of `slot` (in key order) from this
-    /// node to `target`, at true time `now`: the target restores it with
-    /// the ttl it had left (on the target's clock, as `RESTORE` does), then
-    /// this node deletes it; each replicates its side. Returns the key
-    /// moved, `None` when the slot has no live key here.
+    /// node to `target` at true time `now`; returns the key moved, `None`
+    /// when the slot has no live key here.
     pub fn migrate_one(&self, slot: u16, target: &Self, now: Duration) -> Option<Vec<u8>> {
-        let (key, value, pttl) = {
+        let key = {
+            let source = self.0.borrow();
+            let time = source.time_at(now);
+            source.db.first_key_in_slot(slot, time)?
+        };
+        self.migrate(&key, target, now).then_some(key)
+    }
+
+    /// `MIGRATE` of `key` from this node to `target` at true time `now`:
+    /// the target restores it with the ttl it had left (on the target's
+    /// clock, as `RESTORE` does), then this node deletes it; each
+    /// replicates its side. False when the key is not live here (Redis
+    /// answers `NOKEY`).
+    pub fn migrate(&self, key: &[u8], target: &Self, now: Duration) -> bool {
+        let (value, pttl) = {
             let mut source = self.0.borrow_mut();
             let time = source.time_at(now);
-            let key = source.db.first_key_in_slot(slot, time)?;
-            let (value, pttl) = source.db.dump(&key, time)?;
-            source.db.del(&key, time);
+            let Some((value, pttl)) = source.db.dump(key, time) else {
+                return false;
+            };
+            source.db.del(key, time);
             source.activity += 1;
             if source.role == Role::Primary {
-                source.propagate(vec![Effect::Del { key: key.clone() }]);
+                source.propagate(vec![Effect::Del { key: key.to_vec() }]);
             }
-            (key, value, pttl)
+            (value, pttl)
         };
         let mut destination = target.0.borrow_mut();
         let time = destination.time_at(now);
         let effects = destination
             .db
-            .restore(&key, value, pttl.map(|ms| time.ms + ms));
+            .restore(key, value, pttl.map(|ms| time.ms + ms));
         destination.activity += 1;
         if destination.role == Role::Primary {
             destination.propagate(effects);
         }
-        Some(key)
+        true
     }
 
     /// The oracle: the string at `key` and its remaining ttl (ms) on the
