@@ -51,7 +51,8 @@ pub mod redis;
 #[cfg(feature = "redis")]
 pub use crate::redis::{
     AcquireError, CheckError, CheckOptions, ConnectError, DeploymentReport, Finding, FindingKind,
-    LockGuard, Locker, LockerBuilder, ReleaseError, Severity, check_deployment,
+    LockGuard, Locker, LockerBuilder, LockerReport, NodeReport, ReleaseError, Severity,
+    check_deployment,
 };
 
 /// The README's examples, compiled and run as doctests (they need a Redis at

@@ -44,6 +44,7 @@ fn an_unsafe_server_fails_with_each_finding_explained() {
         "UNSAFE      eviction-policy:",
         "read: maxmemory-policy allkeys-lru, maxmemory 104857600",
         "safety table: \"Eviction of a held key under memory pressure\"",
+        "evidence: scenarios/eviction.toml (simulated)",
         "fix: set maxmemory-policy noeviction",
         "UNSAFE      no-persistence:",
         "longer than the lock ttl (10s)",
@@ -123,6 +124,10 @@ fn json_lists_every_finding() {
     assert_eq!(
         findings[0]["safety_row"],
         "Eviction of a held key under memory pressure"
+    );
+    assert_eq!(
+        findings[0]["evidence"],
+        serde_json::json!(["scenarios/eviction.toml"])
     );
     assert_eq!(report["readings"]["maxmemory-policy"], "\"allkeys-lru\"");
 }

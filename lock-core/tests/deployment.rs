@@ -1,6 +1,8 @@
 //! The deployment check against real `redis-server`s, configured safe and
 //! unsafe: each finding is produced by the configuration it names, and a
-//! safe server produces none.
+//! safe server produces none. `Locker::check_deployment` finds the nodes a
+//! locker uses (one node, every Redlock node, the Sentinel primary, every
+//! cluster primary) and checks each the same way.
 
 #![cfg(feature = "redis")]
 
@@ -9,7 +11,8 @@ mod support;
 use std::time::{Duration, SystemTime};
 
 use lock_core::{
-    CheckOptions, DeploymentReport, FindingKind, LockOptions, Severity, check_deployment,
+    CheckError, CheckOptions, DeploymentReport, FindingKind, LockOptions, Locker, LockerReport,
+    Severity, check_deployment,
 };
 use support::RedisServer;
 
@@ -368,4 +371,202 @@ async fn commands_an_acl_denies_are_reported_unreadable() {
         report.is_safe(),
         "nothing unsafe was read, and nothing is guessed"
     );
+}
+
+// Locker::check_deployment ---------------------------------------------------
+
+/// The kinds found on each node, by node name.
+fn per_node(report: &LockerReport) -> Vec<(String, Option<Vec<FindingKind>>)> {
+    report
+        .nodes
+        .iter()
+        .map(|node| {
+            let kinds = node.result.as_ref().ok().map(DeploymentReport::kinds);
+            (node.node.clone(), kinds)
+        })
+        .collect()
+}
+
+/// Memory capped with an evicting policy, and no persistence.
+fn make_evicting(server: &RedisServer) {
+    config_set(server, "maxmemory", "100mb");
+    config_set(server, "maxmemory-policy", "allkeys-lru");
+}
+
+#[tokio::test]
+async fn a_locker_checks_the_node_it_uses() {
+    let lock_opts = LockOptions::new(Duration::from_secs(30));
+    let safe = RedisServer::start();
+    make_durable(&safe);
+    let locker = Locker::connect(&safe.url()).await.expect("connect");
+    let report = locker
+        .check_deployment(&CheckOptions::for_lock(&lock_opts))
+        .await;
+    let name = format!("127.0.0.1:{}", safe.port());
+    assert_eq!(
+        per_node(&report),
+        [(name.clone(), Some(vec![]))],
+        "{report}"
+    );
+    assert!(report.is_safe());
+    assert_eq!(report.worst(), None);
+    assert!(report.report(&name).is_some());
+    assert!(report.to_string().starts_with(&format!("node {name}:\n")));
+
+    let unsafe_server = RedisServer::start();
+    make_evicting(&unsafe_server);
+    let locker = Locker::connect(&unsafe_server.url())
+        .await
+        .expect("connect");
+    let report = locker
+        .check_deployment(&CheckOptions::for_lock(&lock_opts))
+        .await;
+    assert_eq!(
+        per_node(&report),
+        [(
+            format!("127.0.0.1:{}", unsafe_server.port()),
+            Some(vec![
+                FindingKind::EvictionPolicy,
+                FindingKind::NoPersistence
+            ])
+        )],
+        "{report}"
+    );
+    assert!(!report.is_safe());
+    assert_eq!(report.worst(), Some(Severity::Unsafe));
+    let eviction = report.nodes[0]
+        .result
+        .as_ref()
+        .expect("checked")
+        .finding(FindingKind::EvictionPolicy)
+        .expect("found");
+    assert_eq!(eviction.kind.evidence(), ["scenarios/eviction.toml"]);
+    assert!(
+        report
+            .to_string()
+            .contains("evidence: scenarios/eviction.toml"),
+        "{report}"
+    );
+
+    // The lock's options matter: locks that WAIT for a replica need one.
+    let waiting = lock_opts
+        .clone()
+        .wait_replicas(1, Duration::from_millis(100));
+    let report = locker
+        .check_deployment(&CheckOptions::for_lock(&waiting))
+        .await;
+    let kinds = report.nodes[0].result.as_ref().expect("checked").kinds();
+    assert!(
+        kinds.contains(&FindingKind::TooFewReplicasForWait),
+        "{report}"
+    );
+
+    // The check used a connection of its own: the locks carry on.
+    let guard = locker
+        .acquire("checked", &lock_opts)
+        .await
+        .expect("acquire");
+    guard.release().await.expect("release");
+}
+
+#[tokio::test]
+async fn a_redlock_locker_checks_every_node() {
+    let mut servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    make_durable(&servers[0]);
+    make_durable(&servers[1]);
+    make_durable(&servers[2]);
+    make_evicting(&servers[1]);
+    let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let locker = Locker::connect_redlock(&urls).await.expect("connect");
+    let opts = CheckOptions::new(Duration::from_secs(30));
+    let names: Vec<String> = servers
+        .iter()
+        .map(|server| format!("127.0.0.1:{}", server.port()))
+        .collect();
+
+    let report = locker.check_deployment(&opts).await;
+    assert_eq!(
+        per_node(&report),
+        [
+            (names[0].clone(), Some(vec![])),
+            (names[1].clone(), Some(vec![FindingKind::EvictionPolicy])),
+            (names[2].clone(), Some(vec![])),
+        ],
+        "{report}"
+    );
+    assert!(!report.is_safe(), "one unsafe node makes the locker unsafe");
+
+    // A node that cannot be reached is reported, and the others checked.
+    servers[2].kill();
+    let report = locker.check_deployment(&opts).await;
+    assert_eq!(report.nodes.len(), 3);
+    assert!(report.nodes[0].result.is_ok());
+    assert!(report.nodes[1].result.is_ok());
+    assert!(
+        matches!(report.nodes[2].result, Err(CheckError::Connect(_))),
+        "{report}"
+    );
+    assert!(report.to_string().contains("not checked"), "{report}");
+    assert!(!report.is_safe());
+}
+
+#[tokio::test]
+async fn a_sentinel_locker_checks_the_primary_named_now() {
+    let group = support::sentinel::SentinelGroup::start();
+    let urls = group.sentinel_urls();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let locker = Locker::connect_sentinel(&urls, group.master_name())
+        .await
+        .expect("connect");
+    let opts = CheckOptions::new(Duration::from_secs(30));
+    let primary_of = format!("(the primary of {})", group.master_name());
+
+    let first = group.master_port();
+    let report = locker.check_deployment(&opts).await;
+    assert_eq!(report.nodes.len(), 1, "{report}");
+    assert_eq!(
+        report.nodes[0].node,
+        format!("127.0.0.1:{first} {primary_of}")
+    );
+    let kinds = report.nodes[0].result.as_ref().expect("checked").kinds();
+    assert!(!kinds.contains(&FindingKind::NotAPrimary), "{report}");
+    assert!(
+        kinds.contains(&FindingKind::FailoverCanLoseLock),
+        "a replica and no WAIT: {report}"
+    );
+
+    let second = group.failover();
+    assert_ne!(second, first);
+    let report = locker.check_deployment(&opts).await;
+    assert_eq!(
+        report.nodes[0].node,
+        format!("127.0.0.1:{second} {primary_of}"),
+        "{report}"
+    );
+    let kinds = report.nodes[0].result.as_ref().expect("checked").kinds();
+    assert!(!kinds.contains(&FindingKind::NotAPrimary), "{report}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_locker_checks_every_primary() {
+    let cluster = support::cluster::Cluster::start(3, 0);
+    let urls = cluster.seed_urls();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let locker = Locker::connect_cluster(&urls).await.expect("connect");
+    let report = locker
+        .check_deployment(&CheckOptions::new(Duration::from_secs(30)))
+        .await;
+    let mut primaries: Vec<String> = cluster
+        .shards()
+        .iter()
+        .map(|shard| format!("127.0.0.1:{}", shard.primary))
+        .collect();
+    primaries.sort();
+    let checked: Vec<String> = report.nodes.iter().map(|node| node.node.clone()).collect();
+    assert_eq!(checked, primaries, "{report}");
+    for node in &report.nodes {
+        let kinds = node.result.as_ref().expect("checked").kinds();
+        assert!(!kinds.contains(&FindingKind::NotAPrimary), "{report}");
+    }
 }

@@ -136,6 +136,7 @@ fn json(args: &Args, report: &DeploymentReport) -> serde_json::Value {
                 "meaning": finding.kind.meaning(),
                 "observed": finding.observed,
                 "safety_row": finding.safety_row,
+                "evidence": finding.kind.evidence(),
                 "fix": finding.fix,
                 "accepted": args.accept.contains(&finding.kind),
                 "fails": args.fails(finding),

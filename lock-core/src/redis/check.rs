@@ -35,6 +35,7 @@
 //! # }
 //! ```
 
+mod nodes;
 mod read;
 mod report;
 mod rules;
@@ -43,9 +44,11 @@ use std::{fmt, sync::Arc, time::Duration, time::SystemTime};
 
 use redis::aio::ConnectionLike;
 
+pub(crate) use nodes::{CheckTarget, check_nodes};
+pub use nodes::{LockerReport, NodeReport};
 pub use report::{DeploymentReport, Finding, FindingKind, Reading, Severity, UnknownKind};
 
-use crate::LockOptions;
+use crate::{LockOptions, redis::ConnectError};
 
 /// What the check needs to know about the locks the server will hold.
 #[derive(Clone)]
@@ -117,6 +120,10 @@ pub enum CheckError {
     /// The connection failed or timed out during the check.
     #[error("lost the connection to redis during the check: {0}")]
     Connection(#[source] redis::RedisError),
+    /// No connection to the node could be opened for the check
+    /// ([`Locker::check_deployment`](crate::Locker::check_deployment)).
+    #[error("cannot connect to the node to check it: {0}")]
+    Connect(#[source] ConnectError),
 }
 
 /// Reads the server behind `conn` and reports what in its configuration can
@@ -124,7 +131,8 @@ pub enum CheckError {
 ///
 /// Only reads (`CONFIG GET`, `INFO`, `ROLE`, `TIME`), one command at a time,
 /// on the connection given: run it on a connection to the node the locks
-/// use (for Redlock, once per node). A command the server refuses becomes a
+/// use (for Redlock, once per node), or let
+/// [`Locker::check_deployment`](crate::Locker::check_deployment) find them. A command the server refuses becomes a
 /// finding; only a transport failure is an error. The connection's own
 /// response timeout bounds each command.
 pub async fn check_deployment<C: ConnectionLike + Send>(

@@ -12,9 +12,10 @@ use std::{
 use redis::{IntoConnectionInfo, RedisConnectionInfo};
 
 use super::{
-    AcquireError, Clock, ConnectError, Connector, Dialer, Entropy, LockGuard, NodeAddress,
-    OsEntropy, TokioClock,
+    AcquireError, CheckOptions, Clock, ConnectError, Connector, Dialer, Entropy, LockGuard,
+    LockerReport, NodeAddress, OsEntropy, TokioClock,
     cell::LockCell,
+    check::{CheckTarget, check_nodes},
     connector::owner_token,
     drive::drive,
     driver::{Alive, DriverTask, Tasks},
@@ -168,6 +169,20 @@ impl Locker {
             // `drive` returns only once the acquire has a result.
             None => Err(AcquireError::DriverStopped),
         }
+    }
+
+    /// Runs the deployment check ([`check_deployment`](crate::check_deployment))
+    /// on every node this locker's locks use: its one node, every Redlock
+    /// node, the primary the sentinels name now, or every primary that owns
+    /// cluster slots now. Pass `CheckOptions::for_lock(&opts)` with the
+    /// options your locks use.
+    ///
+    /// Each node is checked over a short-lived connection of its own,
+    /// opened through the locker's connector; the locks' connections are
+    /// not used. Only reads. A node that cannot be reached gets an error
+    /// in its entry, and the others are still checked.
+    pub async fn check_deployment(&self, opts: &CheckOptions) -> LockerReport {
+        check_nodes(&self.session, opts, self.session.connect_timeout).await
     }
 
     /// Makes one attempt at `key`: `Ok(None)` if another owner holds it.
@@ -503,13 +518,29 @@ impl LockerBuilder {
         if self.endpoints.is_empty() {
             return Err(ConnectError::NoNodes);
         }
+        let mut check_targets = self.check_targets();
         let watch = match self.sentinel.take() {
             Some(setup) => {
                 let primary_settings = self.endpoints[0].redis.clone();
-                let resolver = SentinelResolver::new(setup.sentinels, setup.master_name)
+                let resolver = SentinelResolver::new(setup.sentinels, setup.master_name.clone())
                     .sentinel_settings(setup.settings)
-                    .master_settings(primary_settings)
+                    .master_settings(primary_settings.clone())
                     .timeout(self.connect_timeout);
+                // The check resolves the primary for itself, so that it
+                // never changes the address the driver's watch follows.
+                let resolved: Current = Arc::default();
+                check_targets = vec![CheckTarget {
+                    name: format!("the primary of {}", setup.master_name),
+                    endpoint: Endpoint {
+                        connector: Arc::new(SentinelConnector {
+                            resolver: resolver.clone(),
+                            dialer: Arc::clone(&setup.dialer),
+                            current: Arc::clone(&resolved),
+                        }),
+                        redis: primary_settings,
+                    },
+                    resolved: Some(resolved),
+                }];
                 let current: Current = Arc::default();
                 self.endpoints[0].connector = Arc::new(SentinelConnector {
                     resolver: resolver.clone(),
@@ -558,13 +589,11 @@ impl LockerBuilder {
                 error
             });
         }
-        let session = Arc::new(Session::new(
-            self.redlock,
-            total,
-            self.clock,
-            self.entropy,
-            self.observer,
-        ));
+        let mut session =
+            Session::new(self.redlock, total, self.clock, self.entropy, self.observer);
+        session.check_targets = check_targets;
+        session.connect_timeout = self.connect_timeout;
+        let session = Arc::new(session);
         let alive = Arc::new(Alive::new(Arc::clone(&session)));
         let task = DriverTask::new(
             Arc::clone(&session),
@@ -580,6 +609,24 @@ impl LockerBuilder {
 }
 
 impl LockerBuilder {
+    /// The nodes the deployment check reaches: one per endpoint, named by
+    /// its URL's address where there is one.
+    fn check_targets(&self) -> Vec<CheckTarget> {
+        let from_urls = self.urls.len() == self.endpoints.len();
+        self.endpoints
+            .iter()
+            .enumerate()
+            .map(|(index, endpoint)| CheckTarget {
+                name: match self.urls.get(index) {
+                    Some(info) if from_urls => info.addr().to_string(),
+                    _ => format!("node {index}"),
+                },
+                endpoint: endpoint.clone(),
+                resolved: None,
+            })
+            .collect()
+    }
+
     /// Reads the slot table from the seeds; the driver then keeps one
     /// connection per primary.
     async fn open_cluster(
@@ -607,6 +654,7 @@ impl LockerBuilder {
         router.install(&map);
         let mut session = Session::new(false, 0, self.clock, self.entropy, self.observer);
         session.cluster = Some(Arc::clone(&router));
+        session.connect_timeout = self.connect_timeout;
         let session = Arc::new(session);
         let alive = Arc::new(Alive::new(Arc::clone(&session)));
         let now = session.clock.now();

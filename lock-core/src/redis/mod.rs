@@ -48,8 +48,8 @@ mod watchdog;
 mod wire;
 
 pub use check::{
-    CheckError, CheckOptions, DeploymentReport, Finding, FindingKind, Reading, Severity,
-    UnknownKind, check_deployment,
+    CheckError, CheckOptions, DeploymentReport, Finding, FindingKind, LockerReport, NodeReport,
+    Reading, Severity, UnknownKind, check_deployment,
 };
 pub use connector::{
     Clock, ConnectFuture, Connector, Entropy, Observed, Observer, OsEntropy, RedisStream,

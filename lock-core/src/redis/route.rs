@@ -155,6 +155,21 @@ impl ClusterRouter {
         }))
     }
 
+    /// The primaries that own slots, as last learned: each once, by
+    /// address, with its endpoint.
+    pub(crate) fn primaries(&self) -> Vec<(NodeAddress, Endpoint)> {
+        let table = self.table();
+        let owners: std::collections::BTreeSet<&NodeAddress> =
+            table.owners.iter().flatten().collect();
+        owners
+            .into_iter()
+            .filter_map(|address| {
+                let node = table.nodes.get(address)?;
+                Some((address.clone(), node.endpoint.clone()))
+            })
+            .collect()
+    }
+
     /// The primary `slot` belongs to, as last learned.
     pub(crate) fn owner(&self, slot: u16) -> Option<NodeAddress> {
         self.table()

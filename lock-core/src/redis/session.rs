@@ -2,16 +2,19 @@
 //! driver share: the nodes' connections, the injection points, the
 //! watchdog's registry and the waiters of each lock channel.
 
-use std::sync::{
-    Arc,
-    atomic::{AtomicU64, Ordering},
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
 };
 
 use futures_util::task::AtomicWaker;
 
 use super::{
-    Clock, Entropy, Observer, metrics::Metrics, node::NodeSlot, pubsub::Waiters,
-    route::ClusterRouter, watchdog::Registry,
+    Clock, Entropy, Observer, check::CheckTarget, metrics::Metrics, node::NodeSlot,
+    pubsub::Waiters, route::ClusterRouter, watchdog::Registry,
 };
 
 pub(crate) struct Session {
@@ -27,6 +30,11 @@ pub(crate) struct Session {
     /// Slot routing, in Redis Cluster mode.
     pub(crate) cluster: Option<Arc<ClusterRouter>>,
     pub(crate) waiters: Waiters,
+    /// The nodes the deployment check reaches (outside a cluster, whose
+    /// primaries come from the slot table).
+    pub(crate) check_targets: Vec<CheckTarget>,
+    /// Bounds each connection attempt, handshake included.
+    pub(crate) connect_timeout: Duration,
     /// Wakes the driver: a connection broke, the watchdog has work, a
     /// channel needs (un)subscribing.
     driver: AtomicWaker,
@@ -51,6 +59,8 @@ impl Session {
             watchdog: Registry::default(),
             cluster: None,
             waiters: Waiters::default(),
+            check_targets: Vec::new(),
+            connect_timeout: Duration::from_secs(5),
             driver: AtomicWaker::new(),
             next_lock: AtomicU64::new(0),
         }

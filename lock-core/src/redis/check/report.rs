@@ -167,6 +167,30 @@ impl FindingKind {
     }
 }
 
+impl FindingKind {
+    /// The scenario files (paths in this repository) whose simulation shows
+    /// the fault this finding exposes the lock to: `cargo run --release -p
+    /// sim -- run PATH` reproduces it. Empty where no scenario applies.
+    pub fn evidence(self) -> &'static [&'static str] {
+        match self {
+            Self::EvictionPolicy => &["scenarios/eviction.toml"],
+            Self::NoPersistence | Self::AofNotAlways => {
+                &["scenarios/restart-without-persistence.toml"]
+            }
+            Self::FailoverCanLoseLock => &["scenarios/failover-without-wait.toml"],
+            Self::ClockOffset => &["scenarios/server-clock-jump.toml"],
+            Self::NotAPrimary
+            | Self::TooFewReplicasForWait
+            | Self::MinReplicasUnmet
+            | Self::RoleUnreadable
+            | Self::EvictionUnreadable
+            | Self::PersistenceUnreadable
+            | Self::ReplicationUnreadable
+            | Self::ClockUnreadable => &[],
+        }
+    }
+}
+
 impl fmt::Display for FindingKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -218,6 +242,9 @@ impl fmt::Display for Finding {
         )?;
         writeln!(f, "{:11} read: {}", "", self.observed)?;
         writeln!(f, "{:11} safety table: \"{}\"", "", self.safety_row)?;
+        for scenario in self.kind.evidence() {
+            writeln!(f, "{:11} evidence: {scenario} (simulated)", "")?;
+        }
         write!(f, "{:11} fix: {}", "", self.fix)
     }
 }
@@ -303,6 +330,21 @@ impl fmt::Display for DeploymentReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn evidence_names_scenarios_that_exist() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+        for kind in FindingKind::ALL {
+            for scenario in kind.evidence() {
+                let path = std::path::Path::new(root).join(scenario);
+                assert!(path.is_file(), "{kind}: {scenario} is missing");
+            }
+        }
+        assert_eq!(
+            FindingKind::EvictionPolicy.evidence(),
+            ["scenarios/eviction.toml"]
+        );
+    }
 
     #[test]
     fn kind_names_are_unique_and_parse_back() {
