@@ -369,16 +369,15 @@ pub(crate) fn cluster_command(node: &Node, cluster: &ClusterHandle, args: &[Vec<
     }
 }
 
-/// The slot ranges `owner` owns in `node`'s view, ascending.
-fn ranges_of(state: &ClusterState, node: usize, owner: usize) -> Vec<(u16, u16)> {
-    let mut ranges: Vec<(u16, u16)> = Vec::new();
+/// The slot table in `node`'s view as runs of one owner: `(first, last,
+/// owner)`, ascending.
+fn view_ranges(state: &ClusterState, node: usize) -> Vec<(u16, u16, usize)> {
+    let mut ranges: Vec<(u16, u16, usize)> = Vec::new();
     for slot in 0..SLOTS {
-        if state.view_owner(node, slot) != owner {
-            continue;
-        }
+        let owner = state.view_owner(node, slot);
         match ranges.last_mut() {
-            Some((_, last)) if *last + 1 == slot => *last = slot,
-            _ => ranges.push((slot, slot)),
+            Some((_, last, run)) if *run == owner => *last = slot,
+            _ => ranges.push((slot, slot, owner)),
         }
     }
     ranges
@@ -421,12 +420,16 @@ fn node_entry(node: &Node, state: &ClusterState, index: usize, primary: bool) ->
 /// `CLUSTER SHARDS`: per shard, its slot ranges as a flat list of
 /// (first, last) pairs and its nodes, the primary first.
 fn shards(node: &Node, state: &ClusterState) -> Frame {
+    let ranges = view_ranges(state, node.index);
     let mut shards = Vec::with_capacity(state.members.len());
     for (shard, members) in state.members.iter().enumerate() {
         let primary = state.view_primary(node.index, shard);
-        let slots = ranges_of(state, node.index, primary)
-            .into_iter()
-            .flat_map(|(first, last)| [Frame::Integer(first.into()), Frame::Integer(last.into())])
+        let slots = ranges
+            .iter()
+            .filter(|&&(_, _, owner)| owner == primary)
+            .flat_map(|&(first, last, _)| {
+                [Frame::Integer(first.into()), Frame::Integer(last.into())]
+            })
             .collect();
         let mut nodes = vec![node_entry(node, state, primary, true)];
         nodes.extend(
@@ -457,16 +460,14 @@ fn slots(node: &Node, state: &ClusterState) -> Frame {
             Frame::Array(vec![bulk(b"ip"), bulk(redis_host(index).as_bytes())]),
         ])
     };
-    let mut ranges: Vec<(u16, u16, usize)> = Vec::new();
-    for shard in 0..state.members.len() {
-        let primary = state.view_primary(node.index, shard);
-        ranges.extend(
-            ranges_of(state, node.index, primary)
-                .into_iter()
-                .map(|(first, last)| (first, last, shard)),
-        );
-    }
-    ranges.sort_unstable();
+    // Runs of one owner, each with the shard whose primary owns it.
+    let ranges: Vec<(u16, u16, usize)> = view_ranges(state, node.index)
+        .into_iter()
+        .filter_map(|(first, last, owner)| {
+            let shard = state.shard_of[owner];
+            (state.view_primary(node.index, shard) == owner).then_some((first, last, shard))
+        })
+        .collect();
     Frame::Array(
         ranges
             .into_iter()
