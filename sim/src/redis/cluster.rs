@@ -662,6 +662,37 @@ mod tests {
         );
     }
 
+    #[test]
+    fn publish_reaches_subscribers_on_every_node() {
+        let (cluster, nodes) = cluster();
+        let (push, mut pushes) = tokio::sync::mpsc::unbounded_channel();
+        nodes[3]
+            .0
+            .borrow_mut()
+            .subscribers
+            .entry(b"channel".to_vec())
+            .or_default()
+            .insert(1, push);
+        assert_eq!(
+            cluster.publish(0, b"channel", b"released"),
+            0,
+            "none on redis-0"
+        );
+        assert_eq!(
+            pushes.try_recv().ok(),
+            Some(Frame::Array(vec![
+                bulk(b"message"),
+                bulk(b"channel"),
+                bulk(b"released"),
+            ]))
+        );
+        assert_eq!(
+            cluster.publish(3, b"channel", b"again"),
+            1,
+            "one on redis-3"
+        );
+    }
+
     /// lock-core's own parser reads `node`'s `CLUSTER SHARDS`.
     fn slot_map(node: &NodeHandle) -> SlotMap {
         let state = node.0.borrow();
