@@ -4,9 +4,9 @@
 //!
 //! `cargo run --release -p bench --bin compare -- [--quick] [--out FILE]`
 
-use std::{collections::BTreeMap, path::PathBuf, time::Instant};
+use std::{path::PathBuf, time::Instant};
 
-use bench::{compare, raw_connection, redis_for_bench, redis_nodes_for_bench};
+use bench::{Route, compare, raw_connection, redis_for_bench, redis_nodes_for_bench};
 use lock_core::Locker;
 use redis::aio::MultiplexedConnection;
 
@@ -36,6 +36,21 @@ async fn raw_cycle(conns: &[MultiplexedConnection]) -> std::time::Duration {
     started.elapsed()
 }
 
+/// The server's `redis_version`, or "(version unknown)".
+async fn server_version(url: &str) -> String {
+    let mut conn = raw_connection(url).await;
+    let info: redis::RedisResult<String> = redis::cmd("INFO")
+        .arg("server")
+        .query_async(&mut conn)
+        .await;
+    info.ok()
+        .and_then(|info| {
+            info.lines()
+                .find_map(|line| line.strip_prefix("redis_version:").map(str::to_owned))
+        })
+        .unwrap_or_else(|| "(version unknown)".to_owned())
+}
+
 fn main() {
     let mut quick = false;
     let mut out = PathBuf::from("target/compare.md");
@@ -57,7 +72,10 @@ fn main() {
         }
     }
     let samples = if quick { 200 } else { 2_000 };
-    let sim_seeds = if quick { 4 } else { 40 };
+    // The crash gap's median and max need enough holder crashes to mean
+    // something: 50 even in a quick run (a seed is 12 simulated seconds, a
+    // few milliseconds of real time).
+    let (min_gaps, max_seeds) = if quick { (50, 2_000) } else { (200, 8_000) };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -65,6 +83,12 @@ fn main() {
     let measured = runtime.block_on(async {
         let redis = redis_for_bench().await;
         let single = Locker::connect(&redis.url).await.expect("connect");
+        let version = server_version(&redis.url).await;
+        let single_route = match redis.route {
+            Route::Env => format!("REDIS_URL, redis-server {version}"),
+            Route::Container => format!("a testcontainers container, redis-server {version}"),
+            Route::Spawned => format!("a spawned redis-server {version} on loopback"),
+        };
         // Redlock configurations get their own spawned nodes.
         let most = compare::configurations()
             .iter()
@@ -81,7 +105,6 @@ fn main() {
             node_conns.push(raw_connection(&node.url).await);
         }
         let single_conn = [raw_connection(&redis.url).await];
-        let mut baselines = BTreeMap::new();
         let mut rows = Vec::new();
         for config in compare::configurations() {
             let (locker, conns) = if config.nodes > 1 {
@@ -94,50 +117,59 @@ fn main() {
             } else {
                 (single.clone(), &single_conn[..])
             };
-            // The baseline: raw SET NX PX + DEL on the same nodes, once per
-            // node count.
-            let baseline = match baselines.get(&config.nodes) {
-                Some(baseline) => *baseline,
-                None => {
-                    let baseline = compare::median(samples, || raw_cycle(conns)).await;
-                    baselines.insert(config.nodes, baseline);
-                    baseline
-                }
-            };
+            // The baseline: raw SET NX PX + DEL on the same nodes,
+            // sampled alternately with the configuration.
             let opts = config.options();
-            let cycle = compare::median(samples, || {
-                let (locker, opts) = (locker.clone(), opts.clone());
-                async move {
-                    let started = Instant::now();
-                    let guard = locker
-                        .acquire("compare:lock", &opts)
-                        .await
-                        .expect("acquire");
-                    guard.release().await.expect("release");
-                    started.elapsed()
-                }
-            })
+            let latency = compare::interleaved(
+                samples,
+                || {
+                    let (locker, opts) = (locker.clone(), opts.clone());
+                    async move {
+                        let started = Instant::now();
+                        let guard = locker
+                            .acquire("compare:lock", &opts)
+                            .await
+                            .expect("acquire");
+                        guard.release().await.expect("release");
+                        started.elapsed()
+                    }
+                },
+                || raw_cycle(conns),
+            )
             .await;
-            rows.push((config, cycle, baseline));
+            rows.push((config, latency));
         }
+        let route = if nodes.is_empty() {
+            single_route
+        } else {
+            let spawned = nodes.iter().all(|node| node.route == Route::Spawned);
+            format!(
+                "single node from {single_route}; Redlock nodes from {}",
+                if spawned {
+                    "spawned redis-server processes on loopback"
+                } else {
+                    "testcontainers containers"
+                }
+            )
+        };
         drop(nodes);
         drop(redis);
-        rows
+        (route, rows)
     });
     // turmoil runs its own runtimes: simulate outside tokio's.
+    let (route, measured) = measured;
     let rows: Vec<compare::Row> = measured
         .into_iter()
-        .map(|(config, cycle, baseline)| {
-            let sim = compare::simulate(&config, sim_seeds);
+        .map(|(config, latency)| {
+            let sim = compare::simulate(&config, min_gaps, max_seeds);
             compare::Row {
                 config,
-                cycle,
-                baseline,
+                latency,
                 sim,
             }
         })
         .collect();
-    let table = compare::table(&rows);
+    let table = compare::table(&route, &rows);
     println!("{table}");
     if let Some(parent) = out.parent() {
         let _ = std::fs::create_dir_all(parent);
