@@ -143,6 +143,9 @@ fn steps() -> Vec<Step> {
         on(1, &["WAIT", "0", "10"]),
         on(0, &["SET", "{lock:resource}:w", "1"]),
         on(0, &["WAIT", "1", "2000"]),
+        // A source that still holds a key of the slot refuses to give it
+        // away (when it has not heard of the target's claim yet).
+        on(0, &["DEL", "{lock:resource}:w"]),
         on(3, &["CLUSTER", "SHARDS"]),
         on(3, &["CLUSTER", "SLOTS"]),
         on(0, &["CLUSTER", "NOSUCH"]),
