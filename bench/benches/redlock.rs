@@ -1,33 +1,100 @@
 //! Redlock against real Redis: one acquire+release cycle over N = 3 and 5
 //! independent nodes, next to the single-node lock, the raw commands it is
-//! built from, and rslock's multi-node mode, all measured in the same run on
-//! a single-threaded tokio runtime (as in `lock.rs`).
+//! built from sent to the N nodes at once, and rslock's multi-node mode.
+//!
+//! Every case is measured interleaved with the others in one run on a
+//! single-threaded tokio runtime: each round runs a batch of every case in
+//! turn, so a noisy neighbour slows all of them alike; the table gives the
+//! medians over all rounds and the ratios to the same-run baselines.
 //!
 //! The nodes are `redis-server`s spawned on loopback (see
-//! [`redis_nodes_for_bench`]); the single-node cases use the first of them,
-//! and N = 3 its first three, so every case talks to the same kind of
-//! server. Compare medians within a run; across runs this machine varies by
-//! up to 2×.
+//! [`redis_nodes_for_bench`]); N = 1 uses the first of them and N = 3 its
+//! first three, so every case talks to the same kind of server.
+//!
+//! `cargo bench -p bench --bench redlock` (add `-- --quick` for a short run).
 
-use std::time::Duration;
+use std::{
+    future::Future,
+    pin::Pin,
+    time::{Duration, Instant},
+};
 
 use bench::{
-    raw::{fresh_key, ping, release, runtime, set_nx_px},
+    raw::{fresh_key, release, runtime, set_nx_px},
     raw_connection, redis_nodes_for_bench,
 };
-use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use lock_core::{LockOptions, Locker, scripts};
+use futures_util::future::join_all;
+use lock_core::{Fencing, LockOptions, Locker, scripts};
+use redis::aio::MultiplexedConnection;
 
-/// The Redlock sizes measured.
-const NODES: [usize; 2] = [3, 5];
+/// The node counts measured.
+const NODES: [usize; 3] = [1, 3, 5];
 
-fn benches(c: &mut Criterion) {
+type Case<'a> = Box<dyn FnMut() -> Pin<Box<dyn Future<Output = Duration> + 'a>> + 'a>;
+
+/// One measured case: which N, what, and its samples.
+struct Row<'a> {
+    nodes: usize,
+    name: &'static str,
+    run: Case<'a>,
+    samples: Vec<Duration>,
+}
+
+fn median(samples: &mut [Duration]) -> Duration {
+    samples.sort_unstable();
+    samples.get(samples.len() / 2).copied().unwrap_or_default()
+}
+
+/// Raw `SET NX PX` on every connection at once, then the release script
+/// on every connection at once: the Redis work of one unfenced Redlock
+/// cycle with nothing around it.
+async fn raw_fan_out(conns: &[MultiplexedConnection]) -> Duration {
+    let key = fresh_key("raw");
+    let started = Instant::now();
+    join_all(conns.iter().map(|conn| {
+        let mut conn = conn.clone();
+        let key = &key;
+        async move { set_nx_px(&mut conn, key).await }
+    }))
+    .await;
+    join_all(conns.iter().map(|conn| {
+        let mut conn = conn.clone();
+        let key = &key;
+        async move { release(&mut conn, key).await }
+    }))
+    .await;
+    started.elapsed()
+}
+
+/// One acquire + release cycle of `locker`.
+async fn lock_cycle(locker: &Locker, opts: &LockOptions) -> Duration {
+    let key = fresh_key("lc");
+    let started = Instant::now();
+    let guard = locker.acquire(&key, opts).await.expect("acquire");
+    guard.release().await.expect("release");
+    started.elapsed()
+}
+
+/// One lock + unlock cycle of rslock.
+async fn rslock_cycle(rslock: &rslock::LockManager) -> Duration {
+    let key = fresh_key("rs");
+    let started = Instant::now();
+    let lock = rslock
+        .lock(key.as_bytes(), Duration::from_secs(30))
+        .await
+        .expect("rslock");
+    rslock.unlock(&lock).await;
+    started.elapsed()
+}
+
+fn main() {
+    let quick = std::env::args().any(|arg| arg == "--quick");
+    let (rounds, per_round) = if quick { (10, 30) } else { (40, 100) };
     let rt = runtime();
     let max_nodes = NODES.into_iter().max().unwrap_or(1);
     let nodes = rt.block_on(redis_nodes_for_bench(max_nodes));
     let urls: Vec<&str> = nodes.iter().map(|node| node.url.as_str()).collect();
-    let (single, conns, redlocks) = rt.block_on(async {
-        let single = Locker::connect(urls[0]).await.expect("locker");
+    rt.block_on(async {
         let mut conns = Vec::new();
         for url in &urls {
             let mut conn = raw_connection(url).await;
@@ -39,108 +106,108 @@ fn benches(c: &mut Criterion) {
                 .expect("SCRIPT LOAD");
             conns.push(conn);
         }
-        let mut redlocks = Vec::new();
+        let mut lockers = Vec::new();
         for n in NODES {
-            let locker = Locker::connect_redlock(&urls[..n])
-                .await
-                .expect("Redlock locker");
-            redlocks.push((n, locker));
+            let locker = if n == 1 {
+                Locker::connect(urls[0]).await.expect("locker")
+            } else {
+                Locker::connect_redlock(&urls[..n])
+                    .await
+                    .expect("Redlock locker")
+            };
+            lockers.push(locker);
         }
-        (single, conns, redlocks)
-    });
-    // rslock connects lazily, on its first command (in the warm-up).
-    let rslocks: Vec<(usize, rslock::LockManager)> = [1]
-        .into_iter()
-        .chain(NODES)
-        .map(|n| (n, rslock::LockManager::new(urls[..n].to_vec())))
-        .collect();
-    let opts = LockOptions::new(Duration::from_secs(30)).wait(Duration::from_secs(5));
-
-    let mut group = c.benchmark_group("redlock acquire+release");
-    group
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(3))
-        .sample_size(30)
-        // Criterion's default 100 000 bootstrap resamples take longer than
-        // the measurement on 2 cores; 10 000 keep the file under a minute.
-        .nresamples(10_000);
-    group.bench_function("baseline: PING", |b| {
-        b.to_async(&rt).iter(|| {
-            let mut conn = conns[0].clone();
-            async move { ping(&mut conn).await }
-        })
-    });
-    for n in [1].into_iter().chain(NODES) {
-        group.bench_with_input(
-            BenchmarkId::new(
-                "baseline: raw SET NX PX + EVALSHA release, on N nodes at once",
-                n,
-            ),
-            &n,
-            |b, &n| {
-                b.to_async(&rt).iter(|| async {
-                    let key = fresh_key("raw");
-                    futures_util::future::join_all(conns[..n].iter().map(|conn| {
-                        let mut conn = conn.clone();
-                        let key = &key;
-                        async move { set_nx_px(&mut conn, key).await }
-                    }))
-                    .await;
-                    futures_util::future::join_all(conns[..n].iter().map(|conn| {
-                        let mut conn = conn.clone();
-                        let key = &key;
-                        async move {
-                            release(&mut conn, key).await;
-                        }
-                    }))
-                    .await;
-                })
-            },
+        let rslocks: Vec<rslock::LockManager> = NODES
+            .into_iter()
+            .map(|n| rslock::LockManager::new(urls[..n].to_vec()))
+            .collect();
+        let fenced = LockOptions::new(Duration::from_secs(30)).wait(Duration::from_secs(5));
+        let unfenced = fenced.clone().fencing(Fencing::None);
+        let mut rows: Vec<Row<'_>> = Vec::new();
+        for (i, n) in NODES.into_iter().enumerate() {
+            let (conns, locker, rslock) = (&conns[..n], &lockers[i], &rslocks[i]);
+            let (fenced, unfenced) = (&fenced, &unfenced);
+            rows.push(Row {
+                nodes: n,
+                name: "raw SET NX PX + EVALSHA release, N nodes at once",
+                run: Box::new(move || Box::pin(raw_fan_out(conns))),
+                samples: Vec::new(),
+            });
+            rows.push(Row {
+                nodes: n,
+                name: "lock-core (no fence)",
+                run: Box::new(move || Box::pin(lock_cycle(locker, unfenced))),
+                samples: Vec::new(),
+            });
+            rows.push(Row {
+                nodes: n,
+                name: "lock-core (time-mixed fence)",
+                run: Box::new(move || Box::pin(lock_cycle(locker, fenced))),
+                samples: Vec::new(),
+            });
+            rows.push(Row {
+                nodes: n,
+                name: "rslock lock + unlock",
+                run: Box::new(move || Box::pin(rslock_cycle(rslock))),
+                samples: Vec::new(),
+            });
+        }
+        // Warm-up: connections (rslock connects lazily), script caches.
+        for row in &mut rows {
+            for _ in 0..per_round {
+                (row.run)().await;
+            }
+        }
+        for _ in 0..rounds {
+            for row in &mut rows {
+                for _ in 0..per_round {
+                    let elapsed = (row.run)().await;
+                    row.samples.push(elapsed);
+                }
+            }
+        }
+        let medians: Vec<(usize, &str, Duration)> = rows
+            .iter_mut()
+            .map(|row| (row.nodes, row.name, median(&mut row.samples)))
+            .collect();
+        let of = |n: usize, prefix: &str| {
+            medians
+                .iter()
+                .find(|(nodes, name, _)| *nodes == n && name.starts_with(prefix))
+                .map(|(_, _, d)| d.as_secs_f64())
+                .unwrap_or(f64::NAN)
+        };
+        println!(
+            "\nacquire + release, medians of {} interleaved samples per case (N = 1 is the single-node lock):",
+            rounds * per_round
         );
-    }
-    group.bench_function("lock-core single node acquire + release", |b| {
-        b.to_async(&rt).iter(|| async {
-            let key = fresh_key("lc");
-            let guard = single.acquire(&key, &opts).await.expect("acquire");
-            guard.release().await.expect("release");
-        })
+        println!(
+            "| N | raw fan-out | lock-core, no fence | lock-core, time-mixed | rslock | no fence / raw | no fence / rslock | time-mixed / raw |"
+        );
+        println!("|---|---|---|---|---|---|---|---|");
+        for n in NODES {
+            let (raw, unfenced, fenced, peer) = (
+                of(n, "raw"),
+                of(n, "lock-core (no fence)"),
+                of(n, "lock-core (time-mixed"),
+                of(n, "rslock"),
+            );
+            println!(
+                "| {n} | {:.1} µs | {:.1} µs | {:.1} µs | {:.1} µs | {:.2}× | {:.2}× | {:.2}× |",
+                raw * 1e6,
+                unfenced * 1e6,
+                fenced * 1e6,
+                peer * 1e6,
+                unfenced / raw,
+                unfenced / peer,
+                fenced / raw,
+            );
+        }
+        drop(rows);
+        drop((lockers, rslocks, conns));
     });
-    for (n, locker) in &redlocks {
-        group.bench_with_input(
-            BenchmarkId::new("lock-core Redlock acquire + release", n),
-            locker,
-            |b, locker| {
-                b.to_async(&rt).iter(|| async {
-                    let key = fresh_key("redlock");
-                    let guard = locker.acquire(&key, &opts).await.expect("acquire");
-                    guard.release().await.expect("release");
-                })
-            },
-        );
-    }
-    for (n, rslock) in &rslocks {
-        group.bench_with_input(
-            BenchmarkId::new("rslock lock + unlock", n),
-            rslock,
-            |b, rslock| {
-                b.to_async(&rt).iter(|| async {
-                    let key = fresh_key("rs");
-                    let lock = rslock
-                        .lock(key.as_bytes(), Duration::from_secs(30))
-                        .await
-                        .expect("rslock");
-                    rslock.unlock(&lock).await;
-                })
-            },
-        );
-    }
-    group.finish();
-    drop((single, redlocks, rslocks, conns));
     // Containers (the fallback route) stop themselves on drop through the
     // runtime they were started on: drop them inside its context.
     let _entered = rt.enter();
     drop(nodes);
 }
-
-criterion_group!(redlock_benches, benches);
-criterion_main!(redlock_benches);
