@@ -134,19 +134,24 @@ fn a_replica_via_a_cut_link_misses_later_writes() {
     assert_eq!(support::get(&replica, "after"), None);
 }
 
-/// Run by `a_missing_redis_server_fails_the_test_and_says_how_to_get_one`
-/// in a child process whose `REDIS_SERVER_BIN` points nowhere.
-#[test]
-#[ignore = "run in a child process by a_missing_redis_server_fails_the_test_and_says_how_to_get_one"]
-fn start_without_a_binary() {
-    RedisServer::start();
-}
+/// Set in the child process that
+/// `a_missing_redis_server_fails_the_test_and_says_how_to_get_one` starts.
+const CHILD: &str = "FIXTURE_TEST_CHILD";
 
 #[test]
 fn a_missing_redis_server_fails_the_test_and_says_how_to_get_one() {
+    if std::env::var_os(CHILD).is_some() {
+        // The child: `REDIS_SERVER_BIN` points nowhere, so this must panic.
+        RedisServer::start();
+        return;
+    }
     let this_test_binary = std::env::current_exe().expect("the test binary's path");
     let output = Command::new(this_test_binary)
-        .args(["--exact", "start_without_a_binary", "--ignored"])
+        .args([
+            "--exact",
+            "a_missing_redis_server_fails_the_test_and_says_how_to_get_one",
+        ])
+        .env(CHILD, "1")
         .env("REDIS_SERVER_BIN", "/nonexistent/redis-server")
         .output()
         .expect("run the test binary");
