@@ -6,21 +6,15 @@
 
 mod common;
 
-use std::{collections::BTreeSet, path::Path};
+use std::collections::BTreeSet;
 
 use sim::{
     config::{FaultKind, Property, Scenario, Topology},
     history::Op,
-    scenario,
     world::{self, WorldOptions},
 };
 
-fn load(name: &str) -> Scenario {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../scenarios")
-        .join(format!("{name}.toml"));
-    scenario::load(&path).expect("a valid scenario")
-}
+use common::load;
 
 /// Three shards with one replica each.
 fn cluster(name: &str) -> Scenario {
@@ -135,33 +129,7 @@ fn a_forced_shard_failover_moves_the_clients_to_the_promoted_replica() {
 
 #[test]
 fn the_stale_window_makes_two_holders_without_wait_and_none_with_it() {
-    let unsafe_setup = load("cluster-shard-failover");
-    let safe_setup = load("cluster-shard-failover-wait");
-    let mut caught = None;
-    let mut refused = false;
-    for seed in 0..8 {
-        let outcome = world::run_seed(&unsafe_setup, seed);
-        if caught.is_none()
-            && outcome
-                .verdict
-                .violated()
-                .contains(&Property::LeaseExclusion)
-        {
-            caught = Some(outcome.verdict.facts.clone());
-        }
-        let outcome = world::run_seed(&safe_setup, seed);
-        common::assert_only(&outcome, &[Property::NoOrphans]);
-        refused |= outcome
-            .verdict
-            .facts
-            .contains("wait-short-on-deposed-primary");
-    }
-    let facts = caught.expect("some seed of 8 breaks lease exclusion without WAIT");
-    assert!(
-        facts.contains("grant-on-deposed-primary"),
-        "the stale window bit: {facts:?}"
-    );
-    assert!(refused, "some WAIT on a deposed primary came up short");
+    common::assert_stale_window_pair("cluster-shard-failover", "cluster-shard-failover-wait", 8);
 }
 
 #[test]

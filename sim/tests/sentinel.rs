@@ -6,21 +6,15 @@
 
 mod common;
 
-use std::{collections::BTreeSet, path::Path};
+use std::collections::BTreeSet;
 
 use sim::{
     config::{FaultKind, Property, Scenario, Topology},
     history::Op,
-    scenario,
     world::{self, WorldOptions},
 };
 
-fn load(name: &str) -> Scenario {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../scenarios")
-        .join(format!("{name}.toml"));
-    scenario::load(&path).expect("a valid scenario")
-}
+use common::load;
 
 /// Two replicas, three sentinels that all adopt a failover at once.
 fn sentinel(name: &str) -> Scenario {
@@ -90,33 +84,7 @@ fn clients_follow_the_announced_primary() {
 
 #[test]
 fn the_stale_window_makes_two_holders_without_wait_and_none_with_it() {
-    let unsafe_setup = load("sentinel-stale-primary");
-    let safe_setup = load("sentinel-stale-primary-wait");
-    let mut caught = None;
-    let mut refused = false;
-    for seed in 0..12 {
-        let outcome = world::run_seed(&unsafe_setup, seed);
-        if caught.is_none()
-            && outcome
-                .verdict
-                .violated()
-                .contains(&Property::LeaseExclusion)
-        {
-            caught = Some(outcome.verdict.facts.clone());
-        }
-        let outcome = world::run_seed(&safe_setup, seed);
-        common::assert_only(&outcome, &[Property::NoOrphans]);
-        refused |= outcome
-            .verdict
-            .facts
-            .contains("wait-short-on-deposed-primary");
-    }
-    let facts = caught.expect("some seed of 12 breaks lease exclusion without WAIT");
-    assert!(
-        facts.contains("grant-on-deposed-primary"),
-        "the stale window bit: {facts:?}"
-    );
-    assert!(refused, "some WAIT on a deposed primary came up short");
+    common::assert_stale_window_pair("sentinel-stale-primary", "sentinel-stale-primary-wait", 12);
 }
 
 #[test]

@@ -152,3 +152,40 @@ pub fn find_violation(
         Err(error) => panic!("search aborted: {error}"),
     }
 }
+
+/// The scenario file `scenarios/{name}.toml`.
+pub fn load(name: &str) -> Scenario {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../scenarios")
+        .join(format!("{name}.toml"));
+    sim::scenario::load(&path).expect("a valid scenario")
+}
+
+/// Over seeds `0..seeds`: some seed of `unsafe_setup` breaks lease
+/// exclusion with a grant on the deposed primary, no seed of `safe_setup`
+/// breaks anything but no-orphans, and some `WAIT` on a deposed primary
+/// comes up short there.
+pub fn assert_stale_window_pair(unsafe_setup: &str, safe_setup: &str, seeds: u64) {
+    let (unsafe_setup, safe_setup) = (load(unsafe_setup), load(safe_setup));
+    let mut caught = None;
+    let mut refused = false;
+    for seed in 0..seeds {
+        let outcome = sim::world::run_seed(&unsafe_setup, seed);
+        if caught.is_none() && violated(&outcome).contains(&Property::LeaseExclusion) {
+            caught = Some(outcome.verdict.facts.clone());
+        }
+        let outcome = sim::world::run_seed(&safe_setup, seed);
+        assert_only(&outcome, &[Property::NoOrphans]);
+        refused |= outcome
+            .verdict
+            .facts
+            .contains("wait-short-on-deposed-primary");
+    }
+    let facts = caught
+        .unwrap_or_else(|| panic!("some seed of {seeds} breaks lease exclusion without WAIT"));
+    assert!(
+        facts.contains("grant-on-deposed-primary"),
+        "the stale window bit: {facts:?}"
+    );
+    assert!(refused, "some WAIT on a deposed primary came up short");
+}
