@@ -7,15 +7,15 @@
 mod support;
 
 use std::{
-    sync::{
-        Arc, Mutex,
-        atomic::{AtomicBool, Ordering},
-    },
+    sync::Arc,
     time::{Duration, Instant},
 };
 
 use lock_core::{Fencing, LockOptions, Locker};
-use support::cluster::Cluster;
+use support::{
+    cluster::Cluster,
+    workload::{self, Step, Workload},
+};
 
 fn seeds(cluster: &Cluster) -> Vec<String> {
     cluster.seed_urls()
@@ -67,117 +67,37 @@ async fn locks_spread_over_every_shard() {
     }
 }
 
-/// One grant or release as the workload saw it.
-#[derive(Debug, Clone, Copy)]
-enum Step {
-    Granted { at: Instant, fence: u64 },
-    Released { at: Instant },
-}
-
-struct Workload {
-    steps: Arc<Mutex<Vec<Step>>>,
-    double_holder: Arc<AtomicBool>,
-    stop: Arc<AtomicBool>,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
-}
-
 /// Four tasks over two lockers contend for `key`, each holding it ~40 ms.
 /// Their backoff is long (2–3 s), so a quick handoff proves a wake-up.
 async fn contend(cluster: &Cluster, key: &'static str, opts: &LockOptions) -> Workload {
-    let steps = Arc::new(Mutex::new(Vec::new()));
-    let inside = Arc::new(AtomicBool::new(false));
-    let double_holder = Arc::new(AtomicBool::new(false));
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut tasks = Vec::new();
-    for _ in 0..2 {
-        let locker = connect(cluster).await;
-        for _ in 0..2 {
-            let (locker, opts) = (locker.clone(), opts.clone());
-            let (steps, inside, double, stop) = (
-                Arc::clone(&steps),
-                Arc::clone(&inside),
-                Arc::clone(&double_holder),
-                Arc::clone(&stop),
-            );
-            tasks.push(tokio::spawn(async move {
-                while !stop.load(Ordering::Acquire) {
-                    let Ok(guard) = locker.acquire(key, &opts).await else {
-                        continue;
-                    };
-                    if inside.swap(true, Ordering::AcqRel) {
-                        double.store(true, Ordering::Release);
-                    }
-                    steps.lock().expect("steps").push(Step::Granted {
-                        at: Instant::now(),
-                        fence: guard.fence(),
-                    });
-                    tokio::select! {
-                        _ = guard.lost() => {}
-                        () = tokio::time::sleep(Duration::from_millis(40)) => {}
-                    }
-                    inside.store(false, Ordering::Release);
-                    steps
-                        .lock()
-                        .expect("steps")
-                        .push(Step::Released { at: Instant::now() });
-                    let _ = guard.release().await;
-                }
-            }));
-        }
-    }
-    Workload {
-        steps,
-        double_holder,
-        stop,
-        tasks,
-    }
+    let lockers = [connect(cluster).await, connect(cluster).await];
+    workload::contend(&lockers, key, opts, Duration::ZERO)
 }
 
-impl Workload {
-    /// Stops the tasks; checks exclusion and fences; returns the grants
-    /// after `since` and the median release-to-grant time after it.
-    async fn finish(self, since: Instant) -> (usize, Duration) {
-        self.stop.store(true, Ordering::Release);
-        for task in self.tasks {
-            task.await.expect("workload task");
-        }
-        assert!(
-            !self.double_holder.load(Ordering::Acquire),
-            "two holders were inside the critical section at once"
-        );
-        let steps = self.steps.lock().expect("steps").clone();
-        let fences: Vec<u64> = steps
-            .iter()
-            .filter_map(|step| match step {
-                Step::Granted { fence, .. } => Some(*fence),
-                Step::Released { .. } => None,
-            })
-            .collect();
-        for pair in fences.windows(2) {
-            assert!(pair[1] > pair[0], "fences go backwards: {pair:?}");
-        }
-        let mut handoffs = Vec::new();
-        let mut grants_after = 0;
-        let mut last_release: Option<Instant> = None;
-        for step in &steps {
-            match *step {
-                Step::Released { at } => last_release = Some(at),
-                Step::Granted { at, .. } if at > since => {
-                    grants_after += 1;
-                    if let Some(released) = last_release.filter(|released| *released > since) {
-                        handoffs.push(at.saturating_duration_since(released));
-                    }
+/// The grants after `since`, and the median release-to-grant time among
+/// them.
+fn alive_after(steps: &[Step], since: Instant) -> (usize, Duration) {
+    let mut handoffs = Vec::new();
+    let mut grants_after = 0;
+    let mut last_release: Option<Instant> = None;
+    for step in steps {
+        match *step {
+            Step::Released { at } => last_release = Some(at),
+            Step::Granted { at, .. } if at > since => {
+                grants_after += 1;
+                if let Some(released) = last_release.filter(|released| *released > since) {
+                    handoffs.push(at.saturating_duration_since(released));
                 }
-                Step::Granted { .. } => {}
             }
+            Step::Granted { .. } => {}
         }
-        handoffs.sort_unstable();
-        let median = handoffs
-            .get(handoffs.len() / 2)
-            .copied()
-            .unwrap_or_default();
-        (grants_after, median)
     }
+    handoffs.sort_unstable();
+    let median = handoffs
+        .get(handoffs.len() / 2)
+        .copied()
+        .unwrap_or_default();
+    (grants_after, median)
 }
 
 fn options() -> LockOptions {
@@ -218,7 +138,7 @@ async fn cluster_failover_never_makes_two_holders() {
         .await
         .expect("failover");
     tokio::time::sleep(Duration::from_secs(5)).await;
-    assert_alive_after(work.finish(at).await);
+    assert_alive_after(alive_after(&work.finish().await, at));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -246,7 +166,7 @@ async fn slot_migration_never_makes_two_holders() {
     .await
     .expect("migration");
     tokio::time::sleep(Duration::from_secs(4)).await;
-    assert_alive_after(work.finish(at).await);
+    assert_alive_after(alive_after(&work.finish().await, at));
     assert_eq!(
         cluster.owner_of_slot(slot).port(),
         target,
@@ -273,6 +193,6 @@ async fn a_killed_primary_never_makes_two_holders() {
     .await
     .expect("kill");
     tokio::time::sleep(Duration::from_secs(5)).await;
-    assert_alive_after(work.finish(at).await);
+    assert_alive_after(alive_after(&work.finish().await, at));
     drop(cluster);
 }

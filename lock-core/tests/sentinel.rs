@@ -6,105 +6,26 @@
 
 mod support;
 
-use std::{
-    sync::{
-        Arc, Mutex,
-        atomic::{AtomicBool, Ordering},
-    },
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use lock_core::{LockOptions, Locker};
-use support::sentinel::{SentinelGroup, SentinelSetup};
+use support::{
+    sentinel::{SentinelGroup, SentinelSetup},
+    workload::{self, Step, Workload},
+};
 
-/// One grant as the workload saw it.
-#[derive(Debug, Clone, Copy)]
-struct Grant {
-    at: Instant,
-    fence: u64,
-}
-
-struct Workload {
-    grants: Arc<Mutex<Vec<Grant>>>,
-    double_holder: Arc<AtomicBool>,
-    stop: Arc<AtomicBool>,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
-}
-
-/// Four tasks over two lockers contend for one key: each holds it ~40 ms,
-/// and a shared flag catches two holders inside the critical section at
-/// once.
+/// Four tasks over two lockers contend for one key, each holding it ~40 ms.
 async fn contend(urls: &[String], opts: &LockOptions) -> Workload {
     let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
-    let grants = Arc::new(Mutex::new(Vec::new()));
-    let inside = Arc::new(AtomicBool::new(false));
-    let double_holder = Arc::new(AtomicBool::new(false));
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut tasks = Vec::new();
+    let mut lockers = Vec::new();
     for _ in 0..2 {
-        let locker = Locker::connect_sentinel(&urls, support::sentinel::MASTER_NAME)
-            .await
-            .expect("connect through the sentinels");
-        for _ in 0..2 {
-            let (locker, opts) = (locker.clone(), opts.clone());
-            let (grants, inside, double, stop) = (
-                Arc::clone(&grants),
-                Arc::clone(&inside),
-                Arc::clone(&double_holder),
-                Arc::clone(&stop),
-            );
-            tasks.push(tokio::spawn(async move {
-                while !stop.load(Ordering::Acquire) {
-                    let Ok(guard) = locker.acquire("failover", &opts).await else {
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                        continue;
-                    };
-                    if inside.swap(true, Ordering::AcqRel) {
-                        double.store(true, Ordering::Release);
-                    }
-                    grants.lock().expect("grants").push(Grant {
-                        at: Instant::now(),
-                        fence: guard.fence(),
-                    });
-                    tokio::select! {
-                        _ = guard.lost() => {}
-                        () = tokio::time::sleep(Duration::from_millis(40)) => {}
-                    }
-                    inside.store(false, Ordering::Release);
-                    let _ = guard.release().await;
-                }
-            }));
-        }
-    }
-    Workload {
-        grants,
-        double_holder,
-        stop,
-        tasks,
-    }
-}
-
-impl Workload {
-    async fn finish(self) -> Vec<Grant> {
-        self.stop.store(true, Ordering::Release);
-        for task in self.tasks {
-            task.await.expect("workload task");
-        }
-        assert!(
-            !self.double_holder.load(Ordering::Acquire),
-            "two holders were inside the critical section at once"
+        lockers.push(
+            Locker::connect_sentinel(&urls, support::sentinel::MASTER_NAME)
+                .await
+                .expect("connect through the sentinels"),
         );
-        let grants = self.grants.lock().expect("grants").clone();
-        for pair in grants.windows(2) {
-            assert!(
-                pair[1].fence > pair[0].fence,
-                "fences go backwards: {:?} then {:?}",
-                pair[0],
-                pair[1]
-            );
-        }
-        grants
     }
+    workload::contend(&lockers, "failover", opts, Duration::from_millis(20))
 }
 
 fn options() -> LockOptions {
@@ -128,12 +49,17 @@ fn two_replicas() -> SentinelSetup {
     }
 }
 
+/// The grant times among `steps`.
+fn grant_times(steps: &[Step]) -> Vec<Instant> {
+    workload::grants(steps).map(|(at, _)| at).collect()
+}
+
 /// The longest time without a grant after `since`.
-fn longest_gap_after(grants: &[Grant], since: Instant) -> Duration {
+fn longest_gap_after(grants: &[Instant], since: Instant) -> Duration {
     grants
         .windows(2)
-        .filter(|pair| pair[1].at >= since)
-        .map(|pair| pair[1].at.saturating_duration_since(pair[0].at))
+        .filter(|pair| pair[1] >= since)
+        .map(|pair| pair[1].saturating_duration_since(pair[0]))
         .max()
         .unwrap_or_default()
 }
@@ -154,8 +80,8 @@ async fn sentinel_failover_never_makes_two_holders() {
     let (group, new) = new;
     assert_ne!(old, new, "the sentinels named a new primary");
     tokio::time::sleep(Duration::from_secs(6)).await;
-    let grants = work.finish().await;
-    let after: Vec<&Grant> = grants.iter().filter(|g| g.at > failed_over_at).collect();
+    let grants = grant_times(&work.finish().await);
+    let after: Vec<&Instant> = grants.iter().filter(|at| **at > failed_over_at).collect();
     assert!(
         after.len() >= 5,
         "the lock keeps being granted after the failover: {} grants",
@@ -182,12 +108,12 @@ async fn a_killed_primary_never_makes_two_holders() {
     .await
     .expect("kill");
     tokio::time::sleep(Duration::from_secs(6)).await;
-    let grants = work.finish().await;
+    let grants = grant_times(&work.finish().await);
     let gap = longest_gap_after(&grants, killed_at);
     assert!(
         grants
             .iter()
-            .any(|g| g.at > killed_at + Duration::from_secs(1)),
+            .any(|at| *at > killed_at + Duration::from_secs(1)),
         "the lock is granted again after the new primary ({new}) takes over"
     );
     assert!(

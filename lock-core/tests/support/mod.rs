@@ -14,6 +14,8 @@ pub mod process;
 pub mod sentinel;
 #[cfg(feature = "tls")]
 pub mod tls;
+#[cfg(feature = "redis")]
+pub mod workload;
 
 use std::{
     cell::Cell,
