@@ -44,11 +44,17 @@ impl Drop for RealCluster {
     }
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free port")
-        .port()
+/// `n` distinct free ports. The listeners stay open until all are chosen,
+/// so no two of them can be the same port (a node's bus port taken as
+/// another node's client port made a node fail to start).
+fn free_ports(n: usize) -> Vec<u16> {
+    let listeners: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").expect("a free port"))
+        .collect();
+    listeners
+        .iter()
+        .map(|listener| listener.local_addr().expect("a bound address").port())
+        .collect()
 }
 
 fn binary(variable: &str, name: &str) -> String {
@@ -122,10 +128,15 @@ impl RealCluster {
     /// node agrees on the layout and announces its host name.
     pub fn start() -> Self {
         let server = binary("REDIS_SERVER_BIN", "redis-server");
-        let dir = std::env::temp_dir().join(format!("sim-real-cluster-{}", free_port()));
+        // A client port and a bus port per node, all distinct.
+        let ports = free_ports(12);
+        let dir = std::env::temp_dir().join(format!("sim-real-cluster-{}", ports[0]));
+        // A run killed before its drop may have left this directory, with a
+        // nodes.conf that would make a node join an old cluster.
+        let _ = std::fs::remove_dir_all(&dir);
         let mut nodes = Vec::new();
-        for _ in 0..6 {
-            let port = free_port();
+        for pair in ports.chunks(2) {
+            let (port, bus_port) = (pair[0], pair[1]);
             let node_dir = dir.join(port.to_string());
             std::fs::create_dir_all(&node_dir).expect("a scratch dir");
             let child = Command::new(&server)
@@ -133,7 +144,7 @@ impl RealCluster {
                     "--port",
                     &port.to_string(),
                     "--cluster-port",
-                    &free_port().to_string(),
+                    &bus_port.to_string(),
                     "--bind",
                     "127.0.0.1",
                     "--cluster-enabled",
@@ -153,6 +164,8 @@ impl RealCluster {
                 ])
                 .arg("--dir")
                 .arg(&node_dir)
+                .arg("--logfile")
+                .arg(node_dir.join("redis.log"))
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
@@ -170,7 +183,20 @@ impl RealCluster {
             dir,
         };
         for node in &cluster.nodes {
-            wait_for("a node answers", || query_port(node.port, &["PING"]).ok());
+            let deadline = Instant::now() + SETTLE;
+            while query_port(node.port, &["PING"]).is_err() {
+                if Instant::now() >= deadline {
+                    let log = std::fs::read_to_string(
+                        cluster.dir.join(node.port.to_string()).join("redis.log"),
+                    )
+                    .unwrap_or_default();
+                    panic!(
+                        "the node on port {} never answered; its log:\n{log}",
+                        node.port
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
         }
         let mut create: Vec<String> = vec!["--cluster".into(), "create".into()];
         create.extend(
