@@ -4,7 +4,9 @@
 //! all samples and the ratio of each case to its baseline.
 //!
 //! `cargo bench -p bench --bench hotpath` (add `-- --quick` for a short
-//! run). Use a loopback `REDIS_URL`: Docker's port proxy adds ~80 µs.
+//! run, `-- --only latency,throughput` to run some sections: `latency`,
+//! `throughput`, `handoff`, `renewal`). Use a loopback `REDIS_URL`:
+//! Docker's port proxy adds ~80 µs.
 
 use std::{
     future::Future,
@@ -33,7 +35,14 @@ fn median(samples: &mut [Duration]) -> Duration {
 }
 
 fn main() {
-    let quick = std::env::args().any(|arg| arg == "--quick");
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|arg| arg == "--quick");
+    let only: Option<Vec<String>> = args
+        .iter()
+        .position(|arg| arg == "--only")
+        .and_then(|at| args.get(at + 1))
+        .map(|list| list.split(',').map(str::to_owned).collect());
+    let runs = |section: &str| only.as_ref().is_none_or(|only| only.iter().any(|s| s == section));
     let (rounds, per_round) = if quick { (10, 50) } else { (40, 200) };
     let rt = runtime();
     let redis = rt.block_on(redis_for_bench());
@@ -51,28 +60,36 @@ fn main() {
         let rslock = rslock::LockManager::new(vec![url.clone()]);
         let fenced = LockOptions::new(Duration::from_secs(30));
         let unfenced = fenced.clone().fencing(Fencing::None);
-        latency(
-            &locker, &conn, &rslock, &fenced, &unfenced, rounds, per_round,
-        )
-        .await;
+        if runs("latency") {
+            latency(
+                &locker, &conn, &rslock, &fenced, &unfenced, rounds, per_round,
+            )
+            .await;
+        }
         let (tp_rounds, tp_window) = if quick {
             (3, Duration::from_millis(300))
         } else {
             (10, Duration::from_secs(1))
         };
-        throughput(
-            &locker, &conn, &url, &fenced, &unfenced, 64, tp_rounds, tp_window,
-        )
-        .await;
+        if runs("throughput") {
+            throughput(
+                &locker, &conn, &url, &fenced, &unfenced, 64, tp_rounds, tp_window,
+            )
+            .await;
+        }
         let handoffs = if quick { 30 } else { 200 };
         let other = Locker::connect(&url).await.expect("a second locker");
-        handoff(&locker, &other, &conn, &fenced, handoffs).await;
+        if runs("handoff") {
+            handoff(&locker, &other, &conn, &fenced, handoffs).await;
+        }
         let (locks, window) = if quick {
             (2_000, Duration::from_secs(12))
         } else {
             (10_000, Duration::from_secs(30))
         };
-        renewal_cost(&url, &conn, locks, window).await;
+        if runs("renewal") {
+            renewal_cost(&url, &conn, locks, window).await;
+        }
     });
     let _entered = rt.enter();
     drop(redis);

@@ -4,24 +4,27 @@
 //! A caller alone on its node sends at once: no batching, no added
 //! latency. When other calls are in flight on the node (many tasks locking
 //! at once), its operation joins the node's open batch instead. The first
-//! operation opens the batch; the batch yields to the scheduler once, so
-//! that every task that is ready at that moment can join, then seals
-//! itself and goes out as one `EVALSHA`. One reply comes back, and each
+//! operation opens the batch and yields to the scheduler once, so that
+//! every task that is ready at that moment can join; then it seals the
+//! batch and sends it as one `EVALSHA`. One reply comes back, and each
 //! participant takes its own entry.
 //!
-//! The batch is a shared future: every participant polls it, so it
-//! completes even if the task that opened it stops waiting.
+//! Only one participant polls the call (whoever polled it last); when it
+//! completes, that participant hands every other one its reply and wakes
+//! it: one wake-up per participant, plus the opener's yield. A
+//! participant that stops waiting (its future dropped) before the batch is
+//! done wakes the others, so one of them seals or polls in its place: the
+//! batch completes as long as anyone still waits for it.
 
 use std::{
     future::Future,
     pin::Pin,
     sync::{
-        Arc, Mutex, PoisonError, Weak,
+        Arc, Mutex, MutexGuard, PoisonError,
         atomic::{AtomicUsize, Ordering},
     },
+    task::{Context, Poll, Waker},
 };
-
-use futures_util::future::{FutureExt, Shared};
 
 use super::{
     call,
@@ -33,7 +36,7 @@ use crate::{Command, Failure, Reply, scripts::KeyNames};
 /// At most this many operations share one call.
 const MAX_OPS: usize = 128;
 
-type BatchFuture = Shared<Pin<Box<dyn Future<Output = Arc<Vec<Reply>>> + Send>>>;
+type SendFuture = Pin<Box<dyn Future<Output = Vec<Reply>> + Send>>;
 
 /// One operation waiting in an open batch.
 struct Item {
@@ -42,24 +45,43 @@ struct Item {
     command: Command,
 }
 
-struct OpenBatch {
-    /// Tells this batch from later ones.
-    serial: u64,
-    generation: u64,
-    items: Arc<Mutex<Vec<Item>>>,
-    future: BatchFuture,
+enum Phase {
+    /// Accepting operations until the sealer seals it.
+    Open { items: Vec<Item>, live: Live },
+    /// Sent; the call is polled by whichever participant polls.
+    Sending(SendFuture),
+    /// Answered: one reply per participant, taken as each one collects.
+    Done(Vec<Option<Reply>>),
 }
 
-#[derive(Default)]
-struct Open {
-    batch: Option<OpenBatch>,
-    next_serial: u64,
+struct Inner {
+    phase: Phase,
+    /// Each participant's waker, by index, while it waits.
+    wakers: Vec<Option<Waker>>,
+    /// Participants whose futures are gone.
+    gone: Vec<bool>,
+    /// The participant that seals the batch (the opener, unless it left).
+    sealer: usize,
+    /// The sealer yielded once, so every ready task had its chance to join.
+    yielded: bool,
+}
+
+struct Batch {
+    generation: u64,
+    inner: Mutex<Inner>,
+}
+
+impl Batch {
+    fn inner(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 /// A node's group-commit state.
 #[derive(Default)]
 pub(crate) struct Batcher {
-    open: Mutex<Open>,
+    /// The batch accepting operations, if one is open.
+    open: Mutex<Option<Arc<Batch>>>,
     /// Calls in flight on the node from the hot path.
     in_flight: AtomicUsize,
 }
@@ -86,6 +108,10 @@ impl Batcher {
         self.in_flight.load(Ordering::Acquire) > 0
     }
 
+    fn open(&self) -> MutexGuard<'_, Option<Arc<Batch>>> {
+        self.open.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Adds one operation to the node's open batch (opening one if none is
     /// open on `live`'s connection) and returns the future of its reply.
     pub(crate) fn join(
@@ -94,79 +120,177 @@ impl Batcher {
         names: Arc<KeyNames>,
         token: Arc<str>,
         command: Command,
-    ) -> impl Future<Output = Reply> + Send + 'static {
+    ) -> Joined {
         let in_flight = self.enter();
         let item = Item {
             names,
             token,
             command,
         };
-        let (future, index) = {
-            let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-            let joinable = open.batch.as_ref().is_some_and(|batch| {
-                batch.generation == live.generation
-                    && batch
-                        .items
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .len()
-                        < MAX_OPS
-            });
-            if !joinable {
-                let serial = open.next_serial;
-                open.next_serial += 1;
-                let items = Arc::new(Mutex::new(Vec::new()));
-                let future = run(
-                    Arc::downgrade(self),
-                    serial,
-                    Arc::clone(&items),
-                    live.clone(),
-                );
-                open.batch = Some(OpenBatch {
-                    serial,
-                    generation: live.generation,
-                    items,
-                    future: future.boxed().shared(),
-                });
+        let mut open = self.open();
+        if let Some(batch) = open.as_ref()
+            && batch.generation == live.generation
+        {
+            let mut inner = batch.inner();
+            if let Phase::Open { items, .. } = &mut inner.phase
+                && items.len() < MAX_OPS
+            {
+                items.push(item);
+                let index = items.len() - 1;
+                inner.wakers.push(None);
+                inner.gone.push(false);
+                drop(inner);
+                return Joined {
+                    batch: Arc::clone(batch),
+                    batcher: Arc::clone(self),
+                    index,
+                    done: false,
+                    _in_flight: in_flight,
+                };
             }
-            // `joinable` or the branch above leaves a batch open.
-            let Some(batch) = open.batch.as_ref() else {
-                unreachable!("a batch is open");
-            };
-            let mut items = batch.items.lock().unwrap_or_else(PoisonError::into_inner);
-            items.push(item);
-            (batch.future.clone(), items.len() - 1)
-        };
-        async move {
-            let _in_flight = in_flight;
-            let replies = future.await;
-            replies
-                .get(index)
-                .cloned()
-                .unwrap_or(Reply::Failed(Failure::Protocol))
+        }
+        let batch = Arc::new(Batch {
+            generation: live.generation,
+            inner: Mutex::new(Inner {
+                phase: Phase::Open {
+                    items: vec![item],
+                    live: live.clone(),
+                },
+                wakers: vec![None],
+                gone: vec![false],
+                sealer: 0,
+                yielded: false,
+            }),
+        });
+        *open = Some(Arc::clone(&batch));
+        Joined {
+            batch,
+            batcher: Arc::clone(self),
+            index: 0,
+            done: false,
+            _in_flight: in_flight,
+        }
+    }
+
+    /// Stops `batch` from accepting operations, if it is the open one.
+    fn close(&self, batch: &Arc<Batch>) {
+        let mut open = self.open();
+        if open.as_ref().is_some_and(|open| Arc::ptr_eq(open, batch)) {
+            *open = None;
         }
     }
 }
 
-/// The body of one batch: let every ready task join, seal, send.
-async fn run(
-    batcher: Weak<Batcher>,
-    serial: u64,
-    items: Arc<Mutex<Vec<Item>>>,
-    live: Live,
-) -> Arc<Vec<Reply>> {
-    tokio::task::yield_now().await;
-    if let Some(batcher) = batcher.upgrade() {
-        let mut open = batcher.open.lock().unwrap_or_else(PoisonError::into_inner);
-        if open
-            .batch
-            .as_ref()
-            .is_some_and(|batch| batch.serial == serial)
+/// One participant's share of a batch: resolves to its own reply.
+pub(crate) struct Joined {
+    batch: Arc<Batch>,
+    batcher: Arc<Batcher>,
+    index: usize,
+    done: bool,
+    _in_flight: InFlight,
+}
+
+impl Future for Joined {
+    type Output = Reply;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Reply> {
+        let this = self.get_mut();
+        let mut inner = this.batch.inner();
+        if matches!(inner.phase, Phase::Open { .. }) {
+            if inner.sealer != this.index {
+                set_waker(&mut inner.wakers[this.index], cx);
+                return Poll::Pending;
+            }
+            if !inner.yielded {
+                // Yield once: every task ready now runs (and joins) first.
+                inner.yielded = true;
+                set_waker(&mut inner.wakers[this.index], cx);
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            // Seal. The batcher's lock comes first (join takes it before
+            // the batch's), so let go of the batch meanwhile.
+            drop(inner);
+            this.batcher.close(&this.batch);
+            inner = this.batch.inner();
+            if let Phase::Open { items, live } =
+                std::mem::replace(&mut inner.phase, Phase::Done(Vec::new()))
+            {
+                inner.phase = Phase::Sending(seal(items, live));
+            }
+        }
+        if let Phase::Sending(call) = &mut inner.phase {
+            let Poll::Ready(replies) = call.as_mut().poll(cx) else {
+                set_waker(&mut inner.wakers[this.index], cx);
+                return Poll::Pending;
+            };
+            inner.phase = Phase::Done(replies.into_iter().map(Some).collect());
+            for (index, waker) in inner.wakers.iter_mut().enumerate() {
+                if let Some(waker) = waker.take()
+                    && index != this.index
+                {
+                    waker.wake();
+                }
+            }
+        }
+        let Phase::Done(replies) = &mut inner.phase else {
+            // Every branch above leaves the batch sent or done, and a sent
+            // batch that is not ready returned.
+            unreachable!("the batch is done");
+        };
+        this.done = true;
+        Poll::Ready(
+            replies
+                .get_mut(this.index)
+                .and_then(Option::take)
+                .unwrap_or(Reply::Failed(Failure::Protocol)),
+        )
+    }
+}
+
+impl Drop for Joined {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let mut inner = self.batch.inner();
+        inner.gone[self.index] = true;
+        inner.wakers[self.index] = None;
+        if matches!(inner.phase, Phase::Done(_)) {
+            return;
+        }
+        // Someone else must seal or poll in our place: the first
+        // participant still waiting takes over as sealer, and everyone
+        // still waiting is woken (whoever polls first drives the call).
+        if inner.sealer == self.index
+            && let Some(next) = inner.gone.iter().position(|gone| !gone)
         {
-            open.batch = None;
+            inner.sealer = next;
+            inner.yielded = true;
+        }
+        let wakers: Vec<Waker> = inner.wakers.iter_mut().filter_map(Option::take).collect();
+        let abandoned = inner.gone.iter().all(|gone| *gone);
+        drop(inner);
+        if abandoned {
+            // Nobody waits: an open batch must not take new operations
+            // that nobody would seal. A sent one is dropped with its call.
+            self.batcher.close(&self.batch);
+        }
+        for waker in wakers {
+            waker.wake();
         }
     }
-    let items = std::mem::take(&mut *items.lock().unwrap_or_else(PoisonError::into_inner));
+}
+
+fn set_waker(slot: &mut Option<Waker>, cx: &Context<'_>) {
+    match slot {
+        Some(waker) if waker.will_wake(cx.waker()) => {}
+        _ => *slot = Some(cx.waker().clone()),
+    }
+}
+
+/// Encodes the sealed batch as one `EVALSHA` and starts sending it.
+fn seal(items: Vec<Item>, live: Live) -> SendFuture {
     let ops: Vec<BatchOp<'_>> = items
         .iter()
         .map(|item| BatchOp {
@@ -177,6 +301,5 @@ async fn run(
         .collect();
     let kinds: Vec<OpKind> = items.iter().map(|item| OpKind::of(&item.command)).collect();
     let cmd = wire::encode_batch(&ops, live.dialect);
-    drop(ops);
-    Arc::new(call::batch(live, cmd, None, kinds).await)
+    Box::pin(call::batch(live, cmd, None, kinds))
 }

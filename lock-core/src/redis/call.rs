@@ -26,7 +26,7 @@ use super::{
     session::Session,
     wire::{self, Encoded, OpKind, Plan, SetNxGet},
 };
-use crate::{Command, CommandId, Failure, Fencing, Reply, scripts};
+use crate::{Command, CommandId, Failure, Reply, scripts};
 
 pub(crate) type CallFuture = Pin<Box<dyn Future<Output = Reply> + Send>>;
 
@@ -112,7 +112,7 @@ pub(crate) fn start(
         };
     };
     let link = Link::Node(node, live.generation);
-    let future: CallFuture = if batchable(&command, live.dialect) && slot.batcher.is_busy() {
+    let future: CallFuture = if batchable(&command) && slot.batcher.is_busy() {
         Box::pin(slot.batcher.join(
             &live,
             Arc::clone(&cell.names),
@@ -141,17 +141,15 @@ pub(crate) fn start(
     }
 }
 
-/// Whether a command may share a script call with others: script
-/// operations without a `WAIT` behind them. An unfenced acquire on a
-/// current server is a native `SET`, cheaper alone than inside a script.
-fn batchable(command: &Command, dialect: wire::Dialect) -> bool {
+/// Whether a command may share a script call with others: every script
+/// operation without a `WAIT` behind it, and an unfenced acquire too (alone
+/// it is a native `SET NX PX GET`, but in a batch it shares the call, which
+/// costs less on both sides than a command of its own).
+fn batchable(command: &Command) -> bool {
     match command {
-        Command::Acquire {
-            fencing,
-            wait_replicas,
-            ..
-        } => wait_replicas.is_none() && (*fencing != Fencing::None || !dialect.set_nx_get),
-        Command::Renew { wait_replicas, .. } => wait_replicas.is_none(),
+        Command::Acquire { wait_replicas, .. } | Command::Renew { wait_replicas, .. } => {
+            wait_replicas.is_none()
+        }
         Command::Release => true,
     }
 }
