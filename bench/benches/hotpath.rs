@@ -42,7 +42,10 @@ fn main() {
         .position(|arg| arg == "--only")
         .and_then(|at| args.get(at + 1))
         .map(|list| list.split(',').map(str::to_owned).collect());
-    let runs = |section: &str| only.as_ref().is_none_or(|only| only.iter().any(|s| s == section));
+    let runs = |section: &str| {
+        only.as_ref()
+            .is_none_or(|only| only.iter().any(|s| s == section))
+    };
     let (rounds, per_round) = if quick { (10, 50) } else { (40, 200) };
     let rt = runtime();
     let redis = rt.block_on(redis_for_bench());
@@ -147,7 +150,7 @@ async fn latency(
                     evalsha(
                         &mut conn,
                         &[&key, &fence],
-                        &[scripts::op::ACQUIRE, "token", "30000", "time-mixed"],
+                        &[scripts::op::ACQUIRE_TIME_MIXED, "token", "30000"],
                     )
                     .await;
                     let elapsed = started.elapsed();

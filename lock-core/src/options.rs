@@ -22,8 +22,8 @@ pub enum Fencing {
 }
 
 impl Fencing {
-    /// The mode name the acquire script expects in `ARGV[3]`.
-    pub fn script_arg(self) -> &'static str {
+    /// The mode's name, as logs and scenario files spell it.
+    pub fn name(self) -> &'static str {
         match self {
             Self::None => "none",
             Self::Counter => "counter",

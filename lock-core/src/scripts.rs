@@ -24,9 +24,10 @@ pub struct Script {
 
 /// Runs a sequence of lock operations; see [`op`] for their layout.
 ///
-/// Replies with one entry per operation, in order: `{1, fence}` or
-/// `{0, pttl}` for an acquire, `1`/`0` for a renew or a release, or an
-/// error reply for an operation that failed (and changed nothing).
+/// Replies with one integer per operation, in order: for an acquire the
+/// fence when granted (`>= 0`), or `-2 - pttl` when another owner holds the
+/// key; `1`/`0` for a renew or a release; or an error reply for an
+/// operation that failed (and changed nothing).
 pub const LOCK: Script = Script {
     name: "lock",
     source: include_str!("scripts/lock.lua"),
@@ -41,19 +42,41 @@ pub const ALL: [Script; 1] = [LOCK];
 ///
 /// | operation | `KEYS` | `ARGV` |
 /// |---|---|---|
-/// | [`ACQUIRE`](op::ACQUIRE) | lock, fence | code, token, ttl (ms), fencing mode |
-/// | [`ACQUIRE_COMPAT`](op::ACQUIRE_COMPAT) | lock, fence | code, token, ttl (ms), fencing mode |
+/// | [`acquire`](op::acquire) with [`Fencing::None`](crate::Fencing::None) | lock | code, token, ttl (ms) |
+/// | [`acquire`](op::acquire) with a fence | lock, fence key | code, token, ttl (ms) |
 /// | [`RENEW`](op::RENEW) | lock | code, token, ttl (ms) |
 /// | [`RELEASE`](op::RELEASE) | lock | code, token |
 pub mod op {
-    /// Acquire with `SET … NX PX … GET` (Redis 7.0 and later).
-    pub const ACQUIRE: &str = "a";
-    /// Acquire with `GET`, then `SET` (servers before 7.0).
-    pub const ACQUIRE_COMPAT: &str = "A";
+    use crate::Fencing;
+
+    /// Acquire without a fence (Redis 7.0 and later: `SET … NX PX … GET`).
+    pub const ACQUIRE_NONE: &str = "n";
+    /// Acquire with the time-mixed fence ([`Fencing::TimeMixed`]).
+    pub const ACQUIRE_TIME_MIXED: &str = "t";
+    /// Acquire with the namespace counter ([`Fencing::Counter`]).
+    pub const ACQUIRE_COUNTER: &str = "c";
     /// Reset the ttl of our key.
     pub const RENEW: &str = "r";
     /// Delete our key and publish on its channel.
     pub const RELEASE: &str = "d";
+
+    /// The acquire code for `fencing`; `compat` for servers before 7.0,
+    /// whose `SET` cannot combine `NX` and `GET` (`GET`, then `SET`).
+    pub fn acquire(fencing: Fencing, compat: bool) -> &'static str {
+        match (fencing, compat) {
+            (Fencing::None, false) => ACQUIRE_NONE,
+            (Fencing::TimeMixed, false) => ACQUIRE_TIME_MIXED,
+            (Fencing::Counter, false) => ACQUIRE_COUNTER,
+            (Fencing::None, true) => "N",
+            (Fencing::TimeMixed, true) => "T",
+            (Fencing::Counter, true) => "C",
+        }
+    }
+
+    /// Whether an acquire of `fencing` sends a fence key after its lock.
+    pub fn acquire_sends_fence_key(fencing: Fencing) -> bool {
+        fencing != Fencing::None
+    }
 }
 
 /// The Redis names one lock uses.
@@ -78,16 +101,31 @@ impl KeyNames {
     /// The braces are a hash tag: the lock key, its fence floor and its
     /// channel share a cluster slot, so one script may touch them together.
     pub fn new(namespace: &str, key: &str) -> Self {
-        let tag = if namespace.is_empty() {
-            format!("{{{key}}}")
-        } else {
-            format!("{{{namespace}:{key}}}")
+        // Built by concatenation: this runs once per acquire, and
+        // `format!` costs several times as much.
+        let mut lock = String::with_capacity(namespace.len() + key.len() + 3);
+        lock.push('{');
+        if !namespace.is_empty() {
+            lock.push_str(namespace);
+            lock.push(':');
+        }
+        lock.push_str(key);
+        lock.push('}');
+        let suffixed = |suffix: &str| {
+            let mut name = String::with_capacity(lock.len() + suffix.len());
+            name.push_str(&lock);
+            name.push_str(suffix);
+            name
         };
+        let mut counter = String::with_capacity(namespace.len() + 15);
+        counter.push('{');
+        counter.push_str(namespace);
+        counter.push_str("}:fence-counter");
         Self {
-            fence: format!("{tag}:fence"),
-            channel: format!("{tag}:released"),
-            counter: format!("{{{namespace}}}:fence-counter"),
-            lock: tag,
+            fence: suffixed(":fence"),
+            channel: suffixed(":released"),
+            counter,
+            lock,
         }
     }
 

@@ -1,9 +1,9 @@
-//! The lock script's acquire for servers before 7.0 (operation `A`), run
-//! on a real `redis-server` under `MONITOR`: it uses only commands and
-//! options that every server it is chosen for knows — no `SET … GET`, which
-//! came in 6.2 — and answers as the 7.0 operation (`a`) does. And on a full
-//! server it fails alone, as `a` does, leaving the renewals batched with
-//! it to run.
+//! The lock script's acquires for servers before 7.0 (operations `N`, `T`,
+//! `C`), run on a real `redis-server` under `MONITOR`: they use only
+//! commands and options that every server they are chosen for knows — no
+//! `SET … GET`, which came in 6.2 — and answer as the 7.0 operations (`n`,
+//! `t`, `c`) do. And on a full server one fails alone, as its 7.0 twin
+//! does, leaving the renewals batched with it to run.
 
 #![cfg(feature = "redis")]
 
@@ -11,7 +11,10 @@ mod support;
 
 use std::time::Duration;
 
-use lock_core::scripts::{KeyNames, LOCK, op};
+use lock_core::{
+    Fencing,
+    scripts::{KeyNames, LOCK, op},
+};
 use redis::{ConnectionLike, Value};
 use support::RedisServer;
 
@@ -34,19 +37,18 @@ struct Op {
     args: Vec<String>,
 }
 
-fn acquire(code: &str, names: &KeyNames, token: &str, mode: &str) -> Op {
-    let fence = if mode == "counter" {
-        &names.counter
-    } else {
-        &names.fence
-    };
+/// An acquire in `mode`, for a server before 7.0 when `compat`.
+fn acquire(compat: bool, names: &KeyNames, token: &str, mode: Fencing) -> Op {
+    let mut keys = vec![names.lock.clone()];
+    if op::acquire_sends_fence_key(mode) {
+        keys.push(names.fence_key(mode).to_owned());
+    }
     Op {
-        keys: vec![names.lock.clone(), fence.clone()],
+        keys,
         args: vec![
-            code.to_owned(),
+            op::acquire(mode, compat).to_owned(),
             token.to_owned(),
             TTL_MS.to_string(),
-            mode.to_owned(),
         ],
     }
 }
@@ -74,28 +76,23 @@ fn run(conn: &mut redis::Connection, ops: &[Op]) -> Value {
     conn.req_command(&eval).expect("EVAL answers")
 }
 
-/// `[1, fence]`: the fence of a grant; panics on any other reply.
+/// `[fence]`: the fence of a grant; panics on any other reply.
 fn granted(reply: &Value) -> u64 {
     match reply {
         Value::Array(entries) => match entries.as_slice() {
-            [Value::Array(pair)] => match pair.as_slice() {
-                [Value::Int(1), Value::BulkString(fence)] => std::str::from_utf8(fence)
-                    .ok()
-                    .and_then(|fence| fence.parse().ok())
-                    .unwrap_or_else(|| panic!("a fence that is not a number: {reply:?}")),
-                _ => panic!("not a grant: {reply:?}"),
-            },
+            [Value::Int(fence)] => {
+                u64::try_from(*fence).unwrap_or_else(|_| panic!("not a grant: {reply:?}"))
+            }
             _ => panic!("not one entry: {reply:?}"),
         },
         _ => panic!("not an array: {reply:?}"),
     }
 }
 
-/// `[0, pttl]`: another owner holds the key.
+/// `[-2 - pttl]`: another owner holds the key (with a ttl).
 fn contended(reply: &Value) -> bool {
     matches!(reply, Value::Array(entries)
-        if matches!(entries.as_slice(), [Value::Array(pair)]
-            if matches!(pair.as_slice(), [Value::Int(0), Value::Int(pttl)] if *pttl > 0)))
+        if matches!(entries.as_slice(), [Value::Int(held)] if *held < -2))
 }
 
 /// The arguments of a `MONITOR` line: `1700000000.000001 [0 lua] "SET" "k"`.
@@ -144,36 +141,27 @@ fn compat_acquire_uses_only_commands_old_servers_know() {
     let mut monitor = connect(&server);
     let _: String = redis::cmd("MONITOR").query(&mut monitor).expect("MONITOR");
 
-    for mode in ["none", "counter", "time-mixed"] {
-        let compat = KeyNames::new("compat", mode);
-        let modern = KeyNames::new("modern", mode);
+    for mode in [Fencing::None, Fencing::Counter, Fencing::TimeMixed] {
+        let compat = KeyNames::new("compat", mode.name());
+        let modern = KeyNames::new("modern", mode.name());
         // Free, then a retry by the holder, then another owner.
-        let first = granted(&run(
-            &mut conn,
-            &[acquire(op::ACQUIRE_COMPAT, &compat, "t1", mode)],
-        ));
-        let again = granted(&run(
-            &mut conn,
-            &[acquire(op::ACQUIRE_COMPAT, &compat, "t1", mode)],
-        ));
+        let first = granted(&run(&mut conn, &[acquire(true, &compat, "t1", mode)]));
+        let again = granted(&run(&mut conn, &[acquire(true, &compat, "t1", mode)]));
         assert!(contended(&run(
             &mut conn,
-            &[acquire(op::ACQUIRE_COMPAT, &compat, "t2", mode)]
+            &[acquire(true, &compat, "t2", mode)]
         )));
-        let modern_first = granted(&run(
-            &mut conn,
-            &[acquire(op::ACQUIRE, &modern, "t1", mode)],
-        ));
+        let modern_first = granted(&run(&mut conn, &[acquire(false, &modern, "t1", mode)]));
         match mode {
-            "none" => assert_eq!((first, again, modern_first), (0, 0, 0)),
+            Fencing::None => assert_eq!((first, again, modern_first), (0, 0, 0)),
             // One counter per namespace: `compat` and `modern` have one each.
-            "counter" => assert_eq!((first, again, modern_first), (1, 2, 1)),
+            Fencing::Counter => assert_eq!((first, again, modern_first), (1, 2, 1)),
             _ => {
                 assert!(
                     again > first && modern_first > again,
                     "{first} {again} {modern_first}"
                 );
-                // The compat grant leaves the floor with its expiry, as `a` does.
+                // The compat grant leaves the floor with its expiry, as `t` does.
                 let pttl = support::pttl(&server, &compat.fence);
                 assert!(pttl > 0 && pttl <= 5_000, "the floor expires: pttl {pttl}");
             }
@@ -187,7 +175,7 @@ fn compat_acquire_uses_only_commands_old_servers_know() {
     let _: () = server.query(&["SET", &behind.fence, &planted.to_string(), "PX", "5000"]);
     let fence = granted(&run(
         &mut conn,
-        &[acquire(op::ACQUIRE_COMPAT, &behind, "t1", "time-mixed")],
+        &[acquire(true, &behind, "t1", Fencing::TimeMixed)],
     ));
     assert_eq!(fence, planted + 1);
     assert!(
@@ -217,7 +205,7 @@ fn compat_acquire_uses_only_commands_old_servers_know() {
             compat_sets += 1;
             assert!(
                 !args.iter().any(|arg| arg.eq_ignore_ascii_case("GET")),
-                "SET … GET needs Redis 6.2, and `A` runs on servers before 7.0: {command:?}"
+                "SET … GET needs Redis 6.2, and `N`/`T`/`C` run on servers before 7.0: {command:?}"
             );
         }
     }
@@ -238,7 +226,7 @@ fn a_compat_acquire_on_a_full_server_fails_alone() {
     let reply = run(
         &mut conn,
         &[
-            acquire(op::ACQUIRE_COMPAT, &free, "t2", "none"),
+            acquire(true, &free, "t2", Fencing::None),
             renew(&held, "t1"),
         ],
     );

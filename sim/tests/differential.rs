@@ -11,7 +11,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use lock_core::scripts;
+use lock_core::{
+    Fencing,
+    scripts::{self, op},
+};
 use redis::Value;
 use sim::redis::{NodeConfig, NodeHandle};
 
@@ -44,20 +47,25 @@ fn sequences() -> Vec<(&'static str, Vec<Step>)> {
         all
     };
     let mut out = Vec::new();
-    for code in ["a", "A"] {
-        let acquire = move |token: &'static str, mode: &'static str| {
-            eval(&["{l}", "{l}:fence"], &[code, token, "1000", mode])
+    for compat in [false, true] {
+        let acquire = move |token: &'static str, mode: Fencing| {
+            let keys: &[&str] = match mode {
+                Fencing::None => &["{l}"],
+                Fencing::Counter => &["{l}", "{lock}:fence-counter"],
+                _ => &["{l}", "{l}:fence"],
+            };
+            eval(keys, &[op::acquire(mode, compat), token, "1000"])
         };
         out.push((
-            if code == "a" {
-                "acquire (SET NX GET), contend, retry, renew, release"
-            } else {
+            if compat {
                 "acquire (compat), contend, retry, renew, release"
+            } else {
+                "acquire (SET NX GET), contend, retry, renew, release"
             },
             with_load(vec![
-                acquire("a", "time-mixed"),
-                acquire("b", "time-mixed"),
-                acquire("a", "time-mixed"),
+                acquire("a", Fencing::TimeMixed),
+                acquire("b", Fencing::TimeMixed),
+                acquire("a", Fencing::TimeMixed),
                 cmd(&["GET", "{l}"]),
                 cmd(&["PTTL", "{l}:fence"]),
                 eval(&["{l}"], &["r", "b", "1000"]),
@@ -68,9 +76,14 @@ fn sequences() -> Vec<(&'static str, Vec<Step>)> {
                 eval(&["{l}"], &["d", "a"]),
                 eval(&["{l}"], &["r", "a", "1000"]),
                 cmd(&["EXISTS", "{l}"]),
-                acquire("c", "time-mixed"),
-                acquire("d", "counter"),
-                acquire("e", "none"),
+                acquire("c", Fencing::TimeMixed),
+                acquire("d", Fencing::Counter),
+                acquire("e", Fencing::None),
+                eval(&["{l}"], &["d", "c"]),
+                acquire("e", Fencing::None),
+                acquire("e", Fencing::None),
+                acquire("f", Fencing::None),
+                acquire("f", Fencing::Counter),
             ]),
         ));
     }
@@ -78,18 +91,12 @@ fn sequences() -> Vec<(&'static str, Vec<Step>)> {
         (
             "counter and none fencing",
             with_load(vec![
-                eval(
-                    &["{l}", "{lock}:fence-counter"],
-                    &["a", "a", "1000", "counter"],
-                ),
+                eval(&["{l}", "{lock}:fence-counter"], &["c", "a", "1000"]),
                 eval(&["{l}"], &["d", "a"]),
-                eval(
-                    &["{l}", "{lock}:fence-counter"],
-                    &["a", "b", "1000", "counter"],
-                ),
+                eval(&["{l}", "{lock}:fence-counter"], &["c", "b", "1000"]),
                 cmd(&["GET", "{lock}:fence-counter"]),
                 cmd(&["PTTL", "{lock}:fence-counter"]),
-                eval(&["{m}", "{m}:fence"], &["a", "a", "1000", "none"]),
+                eval(&["{m}"], &["n", "a", "1000"]),
                 cmd(&["EXISTS", "{m}:fence"]),
             ]),
         ),
@@ -97,22 +104,9 @@ fn sequences() -> Vec<(&'static str, Vec<Step>)> {
             "a batch of operations in one call",
             with_load(vec![
                 eval(
-                    &["{x}", "{x}:fence", "{y}", "{y}:fence", "{x}", "{y}", "{x}"],
+                    &["{x}", "{x}:fence", "{y}", "{x}", "{y}", "{x}"],
                     &[
-                        "a",
-                        "t",
-                        "1000",
-                        "time-mixed",
-                        "a",
-                        "u",
-                        "1000",
-                        "none",
-                        "r",
-                        "t",
-                        "1000",
-                        "d",
-                        "u",
-                        "d",
+                        "t", "t", "1000", "n", "u", "1000", "r", "t", "1000", "d", "u", "d",
                         "nobody",
                     ],
                 ),
@@ -120,7 +114,7 @@ fn sequences() -> Vec<(&'static str, Vec<Step>)> {
                 cmd(&["SET", "{z}", "other", "PX", "5000"]),
                 eval(
                     &["{z}", "{z}:fence", "{w}", "{w}:fence"],
-                    &["a", "t", "1000", "counter", "A", "t", "1000", "time-mixed"],
+                    &["c", "t", "1000", "T", "t", "1000"],
                 ),
                 eval(&["{w}"], &["x", "t"]),
                 eval(&["{w}"], &["d"]),
@@ -129,12 +123,12 @@ fn sequences() -> Vec<(&'static str, Vec<Step>)> {
         (
             "expiry on the server's clock",
             with_load(vec![
-                eval(&lock, &["a", "a", "60", "time-mixed"]),
+                eval(&lock, &["t", "a", "60"]),
                 Step::Sleep(150),
                 cmd(&["GET", "{l}"]),
                 cmd(&["EXISTS", "{l}:fence"]),
                 eval(&["{l}"], &["r", "a", "1000"]),
-                eval(&lock, &["a", "b", "60", "time-mixed"]),
+                eval(&lock, &["t", "b", "60"]),
                 cmd(&["SET", "plain", "v", "NX", "PX", "60", "GET"]),
                 cmd(&["SET", "plain", "w", "NX", "PX", "60", "GET"]),
                 cmd(&["SET", "plain", "w", "NX", "PX", "60"]),
@@ -149,22 +143,24 @@ fn sequences() -> Vec<(&'static str, Vec<Step>)> {
             "wrong types, missing scripts, bad arguments",
             with_load(vec![
                 cmd(&["LPUSH", "{l}", "x"]),
-                eval(&lock, &["a", "a", "1000", "time-mixed"]),
-                eval(&lock, &["A", "a", "1000", "time-mixed"]),
+                eval(&lock, &["t", "a", "1000"]),
+                eval(&lock, &["T", "a", "1000"]),
+                eval(&["{l}"], &["n", "a", "1000"]),
+                eval(&["{l}"], &["N", "a", "1000"]),
                 eval(&["{l}"], &["r", "a", "1000"]),
                 eval(&["{l}"], &["d", "a"]),
                 cmd(&["SET", "{l}", "v", "NX", "PX", "100", "GET"]),
                 cmd(&["LPUSH", "{f}:fence", "x"]),
-                eval(&["{f}", "{f}:fence"], &["a", "a", "1000", "time-mixed"]),
+                eval(&["{f}", "{f}:fence"], &["t", "a", "1000"]),
                 cmd(&["EXISTS", "{f}"]),
                 cmd(&["LPUSH", "{lock}:fence-counter", "x"]),
-                eval(
-                    &["{g}", "{lock}:fence-counter"],
-                    &["a", "a", "1000", "counter"],
-                ),
+                eval(&["{g}", "{lock}:fence-counter"], &["c", "a", "1000"]),
                 cmd(&["EXISTS", "{g}"]),
-                eval(&["{h}", "{h}:fence"], &["a", "a", "soon", "none"]),
-                eval(&["{h}", "{h}:fence"], &["a", "a", "-5", "none"]),
+                eval(&["{h}"], &["n", "a", "soon"]),
+                eval(&["{h}"], &["n", "a", "-5"]),
+                eval(&["{h}"], &["t", "a", "1000"]),
+                eval(&["{h}"], &["n", "a"]),
+                eval(&["{h}"], &["d"]),
                 cmd(&["EVALSHA", "0123456789012345678901234567890123456789", "0"]),
                 cmd(&["SET", "k", "v", "PX", "soon"]),
                 cmd(&["SET", "k", "v", "BOGUS"]),
@@ -179,7 +175,7 @@ fn sequences() -> Vec<(&'static str, Vec<Step>)> {
     out.push((
         "scripts are missing until loaded",
         vec![
-            eval(&lock, &["a", "a", "1000", "time-mixed"]),
+            eval(&lock, &["t", "a", "1000"]),
             cmd(&["SCRIPT", "EXISTS", scripts::LOCK.sha1]),
             load(),
             cmd(&["SCRIPT", "EXISTS", scripts::LOCK.sha1]),
@@ -205,6 +201,10 @@ fn normalise(value: Value) -> String {
             }
         }
         Value::Int(n) if n > 0 && n <= 60_000 && n != 1 => "<ttl>".to_owned(),
+        // An acquire's fence issued from server time, and the -2 - pttl of
+        // a contended acquire: both follow each side's own clock.
+        Value::Int(n) if n > 1_000_000_000_000 => "<time-fence>".to_owned(),
+        Value::Int(n) if (-60_002..=-3).contains(&n) => "<held: -2 - ttl>".to_owned(),
         Value::ServerError(error) => format!("error {}", error.code()),
         Value::Okay => "OK".to_owned(),
         Value::SimpleString(text) => text,

@@ -72,8 +72,12 @@ const WORDS: &[&str] = &[
     "FLUSH",
     "server",
     "replication",
-    "a",
-    "A",
+    "n",
+    "N",
+    "t",
+    "T",
+    "c",
+    "C",
     "r",
     "d",
     "none",
@@ -150,7 +154,7 @@ fn any_command() -> impl Strategy<Value = Vec<Vec<u8>>> {
 /// anything.
 fn script_call() -> impl Strategy<Value = Vec<Vec<u8>>> {
     let operation = (
-        prop::sample::select(vec!["a", "A", "r", "d", "x", ""]),
+        prop::sample::select(vec!["n", "N", "t", "T", "c", "C", "r", "d", "x", ""]),
         prop::collection::vec(argument(), 0..4),
     )
         .prop_map(|(code, mut rest)| {

@@ -141,7 +141,17 @@ pub(crate) fn owner_token(entropy: &dyn Entropy) -> String {
     let (high, low) = (entropy.next_u64(), entropy.next_u64());
     let bytes = ((u128::from(high) << 64) | u128::from(low)).to_be_bytes();
     let uuid = uuid::Builder::from_random_bytes(bytes).into_uuid();
-    format!("{uuid}:{}", entropy.owner_suffix())
+    // Built in place: this runs once per acquire, and `format!` costs
+    // several times as much.
+    let suffix = entropy.owner_suffix();
+    let mut token = String::with_capacity(uuid::fmt::Hyphenated::LENGTH + 1 + suffix.len());
+    token.push_str(
+        uuid.hyphenated()
+            .encode_lower(&mut uuid::Uuid::encode_buffer()),
+    );
+    token.push(':');
+    token.push_str(suffix);
+    token
 }
 
 /// `pid:host`, read once per process.

@@ -135,18 +135,13 @@ fn script_call(ops: usize, bytes: usize) -> Cmd {
 fn push_op(call: &mut Cmd, keys: &KeyNames, token: &str, command: &Command, dialect: Dialect) {
     match command {
         Command::Acquire { ttl, fencing, .. } => {
-            let code = if dialect.set_nx_get {
-                scripts::op::ACQUIRE
+            let code = scripts::op::acquire(*fencing, !dialect.set_nx_get);
+            if scripts::op::acquire_sends_fence_key(*fencing) {
+                call.arg(2).arg(&keys.lock).arg(keys.fence_key(*fencing));
             } else {
-                scripts::op::ACQUIRE_COMPAT
-            };
-            call.arg(2)
-                .arg(&keys.lock)
-                .arg(keys.fence_key(*fencing))
-                .arg(code)
-                .arg(token)
-                .arg(millis(*ttl))
-                .arg(fencing.script_arg());
+                call.arg(1).arg(&keys.lock);
+            }
+            call.arg(code).arg(token).arg(millis(*ttl));
         }
         Command::Renew { ttl, .. } => {
             call.arg(1)
@@ -182,29 +177,25 @@ pub(crate) fn encode_batch(ops: &[BatchOp<'_>], dialect: Dialect) -> Cmd {
     let key_count: usize = ops
         .iter()
         .map(|op| match op.command {
-            Command::Acquire { .. } => 2,
+            Command::Acquire { fencing, .. } if scripts::op::acquire_sends_fence_key(*fencing) => 2,
             _ => 1,
         })
         .sum();
     call.arg(key_count);
     for op in ops {
         call.arg(&op.keys.lock);
-        if let Command::Acquire { fencing, .. } = op.command {
+        if let Command::Acquire { fencing, .. } = op.command
+            && scripts::op::acquire_sends_fence_key(*fencing)
+        {
             call.arg(op.keys.fence_key(*fencing));
         }
     }
     for op in ops {
         match op.command {
             Command::Acquire { ttl, fencing, .. } => {
-                let code = if dialect.set_nx_get {
-                    scripts::op::ACQUIRE
-                } else {
-                    scripts::op::ACQUIRE_COMPAT
-                };
-                call.arg(code)
+                call.arg(scripts::op::acquire(*fencing, !dialect.set_nx_get))
                     .arg(op.token)
-                    .arg(millis(*ttl))
-                    .arg(fencing.script_arg());
+                    .arg(millis(*ttl));
             }
             Command::Renew { ttl, .. } => {
                 call.arg(scripts::op::RENEW).arg(op.token).arg(millis(*ttl));
@@ -302,31 +293,19 @@ pub(crate) fn decode_op(kind: OpKind, value: &Value) -> Reply {
     decoded.unwrap_or_else(Reply::Failed)
 }
 
-/// `{1, fence}` or `{0, pttl}`.
+/// The fence (`>= 0`) of a grant, or `-2 - pttl` when another owner holds
+/// the key (`-1`: a key without ttl).
 fn decode_acquire(value: &Value) -> Result<Reply, Failure> {
-    let Value::Array(items) = value else {
-        return Err(Failure::Protocol);
-    };
-    match items.as_slice() {
-        [Value::Int(1), fence] => Ok(Reply::Granted {
-            fence: decode_u64(fence)?,
+    match value {
+        Value::Int(fence) if *fence >= 0 => Ok(Reply::Granted {
+            fence: fence.unsigned_abs(),
             replicas: None,
         }),
-        [Value::Int(0), Value::Int(pttl)] => Ok(Reply::Contended {
-            pttl: u64::try_from(*pttl).ok().map(Duration::from_millis),
+        Value::Int(held) => Ok(Reply::Contended {
+            pttl: u64::try_from((-2_i64).saturating_sub(*held))
+                .ok()
+                .map(Duration::from_millis),
         }),
-        _ => Err(Failure::Protocol),
-    }
-}
-
-fn decode_u64(value: &Value) -> Result<u64, Failure> {
-    match value {
-        Value::BulkString(bytes) => std::str::from_utf8(bytes)
-            .ok()
-            .and_then(|text| text.parse().ok())
-            .ok_or(Failure::Protocol),
-        Value::SimpleString(text) => text.parse().map_err(|_| Failure::Protocol),
-        Value::Int(number) => u64::try_from(*number).map_err(|_| Failure::Protocol),
         _ => Err(Failure::Protocol),
     }
 }
@@ -436,7 +415,7 @@ mod tests {
 
     #[test]
     fn acquire_replies_decode() {
-        let granted = Value::Array(vec![Value::Int(1), bulk("1700000000000001")]);
+        let granted = Value::Int(1_700_000_000_000_001);
         assert_eq!(
             decode_op(OpKind::Acquire, &granted),
             Reply::Granted {
@@ -444,23 +423,35 @@ mod tests {
                 replicas: None
             }
         );
-        let held = Value::Array(vec![Value::Int(0), Value::Int(1500)]);
+        assert_eq!(
+            decode_op(OpKind::Acquire, &Value::Int(0)),
+            Reply::Granted {
+                fence: 0,
+                replicas: None
+            }
+        );
+        let held = Value::Int(-2 - 1500);
         assert_eq!(
             decode_op(OpKind::Acquire, &held),
             Reply::Contended {
                 pttl: Some(Duration::from_millis(1500))
             }
         );
-        let no_ttl = Value::Array(vec![Value::Int(0), Value::Int(-1)]);
+        assert_eq!(
+            decode_op(OpKind::Acquire, &Value::Int(-2)),
+            Reply::Contended {
+                pttl: Some(Duration::ZERO)
+            }
+        );
+        let no_ttl = Value::Int(-1);
         assert_eq!(
             decode_op(OpKind::Acquire, &no_ttl),
             Reply::Contended { pttl: None }
         );
         for bad in [
             Value::Nil,
-            Value::Int(1),
-            Value::Array(vec![Value::Int(1), bulk("-3")]),
-            Value::Array(vec![Value::Int(7), Value::Int(0)]),
+            bulk("1"),
+            Value::Array(vec![Value::Int(1), bulk("3")]),
         ] {
             assert_eq!(
                 decode_op(OpKind::Acquire, &bad),
@@ -473,11 +464,7 @@ mod tests {
     #[test]
     fn script_replies_decode_per_operation() {
         let kinds = [OpKind::Release, OpKind::Acquire, OpKind::Renew];
-        let reply = Value::Array(vec![
-            Value::Int(1),
-            Value::Array(vec![Value::Int(1), bulk("9")]),
-            Value::Int(0),
-        ]);
+        let reply = Value::Array(vec![Value::Int(1), Value::Int(9), Value::Int(0)]);
         assert_eq!(
             decode_script(&reply, &kinds),
             vec![

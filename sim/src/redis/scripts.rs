@@ -17,7 +17,7 @@ use redis_protocol::resp2::types::OwnedFrame as Frame;
 
 use super::{
     db::{Db, Effect, NodeTime, is_write},
-    frame::{bulk, error},
+    frame::error,
 };
 
 /// Which of lock-core's scripts a SHA1 names.
@@ -106,8 +106,8 @@ fn operations(keys: &[Vec<u8>], args: &[Vec<u8>]) -> Vec<(Vec<u8>, usize, usize)
         let code = args[a].clone();
         ops.push((code.clone(), k, a));
         match code.as_slice() {
-            b"a" | b"A" => (k, a) = (k + 2, a + 4),
-            b"r" => (k, a) = (k + 1, a + 3),
+            b"t" | b"T" | b"c" | b"C" => (k, a) = (k + 2, a + 3),
+            b"n" | b"N" | b"r" => (k, a) = (k + 1, a + 3),
             b"d" => (k, a) = (k + 1, a + 2),
             _ => break,
         }
@@ -115,17 +115,27 @@ fn operations(keys: &[Vec<u8>], args: &[Vec<u8>]) -> Vec<(Vec<u8>, usize, usize)
     ops
 }
 
+/// Whether `code` is an acquire.
+fn is_acquire(code: &[u8]) -> bool {
+    matches!(code, b"n" | b"N" | b"t" | b"T" | b"c" | b"C")
+}
+
 /// lock.lua's main loop.
 fn lock(run: &mut Run<'_>, keys: &[Vec<u8>], args: &[Vec<u8>]) -> Result<Frame, Frame> {
     let mut replies = Vec::new();
     for (code, k, a) in operations(keys, args) {
         let reply = match code.as_slice() {
-            b"a" | b"A" => acquire(
-                run,
-                [at(keys, k), at(keys, k + 1)],
-                [at(args, a + 1), at(args, a + 2), at(args, a + 3)],
-                code == b"A",
-            )?,
+            b"n" | b"N" | b"t" | b"T" | b"c" | b"C" => {
+                let mode = code.to_ascii_lowercase();
+                let fence_key = if mode == b"n" { None } else { at(keys, k + 1) };
+                acquire(
+                    run,
+                    [at(keys, k), fence_key],
+                    [at(args, a + 1), at(args, a + 2)],
+                    mode[0],
+                    code[0].is_ascii_uppercase(),
+                )?
+            }
             b"r" => renew(run, at(keys, k), at(args, a + 1), at(args, a + 2))?,
             b"d" => release(run, at(keys, k), at(args, a + 1))?,
             _ => {
@@ -159,85 +169,76 @@ fn bulk_bytes(frame: &Frame) -> Option<&[u8]> {
     }
 }
 
-/// `fence_for` of lock.lua: the fence of a grant that just set `lock`.
-/// `compat`: the server's SET knows no GET option (before 6.2), so the
-/// floor is read, then set.
+/// A Lua number returned to Redis: an integer reply (truncated).
+fn integer(number: f64) -> Frame {
+    Frame::Integer(number as i64)
+}
+
+/// `fence_for` of lock.lua: the fence of a grant that just set `lock`, in
+/// mode `t` or `c`. `compat`: the server's SET knows no GET option (before
+/// 6.2), so the floor is read, then set.
 fn fence_for(
     run: &mut Run<'_>,
     lock: &[u8],
     fence_key: Option<&[u8]>,
     ttl: &[u8],
-    mode: Option<&[u8]>,
+    mode: u8,
     compat: bool,
 ) -> Result<Frame, Frame> {
-    match mode {
-        Some(b"counter") => {
-            let Some(fence_key) = fence_key else {
+    let Some(fence_key) = fence_key else {
+        // redis.pcall with a nil key: an error entry, then the undo.
+        let failure = error(NIL_ARGUMENT);
+        run.call(&[b"DEL", lock])?;
+        return Ok(failure);
+    };
+    if mode == b'c' {
+        return match run.pcall(&[b"INCR", fence_key]) {
+            Frame::Integer(value) => Ok(Frame::Integer(value)),
+            failure => {
                 run.call(&[b"DEL", lock])?;
-                return Ok(error(NIL_ARGUMENT));
-            };
-            match run.pcall(&[b"INCR", fence_key]) {
-                Frame::Integer(value) => Ok(Frame::Array(vec![
-                    Frame::Integer(1),
-                    bulk(fmt(value as f64).as_bytes()),
-                ])),
-                failure => {
-                    run.call(&[b"DEL", lock])?;
-                    Ok(failure)
-                }
+                Ok(failure)
             }
-        }
-        Some(b"time-mixed") => {
-            let Some(fence_key) = fence_key else {
-                run.call(&[b"DEL", lock])?;
-                return Ok(error(NIL_ARGUMENT));
-            };
-            // TIME, read once per call: the node's clock is frozen for the
-            // whole script, as Redis freezes time during a script.
-            let now_text = run.now.us.to_string();
-            let now = run.now.us as f64;
-            let previous = if compat {
-                run.pcall(&[b"GET", fence_key])
-            } else {
-                run.pcall(&[b"SET", fence_key, now_text.as_bytes(), b"PX", ttl, b"GET"])
-            };
-            if let Frame::Error(_) = previous {
-                run.call(&[b"DEL", lock])?;
-                return Ok(previous);
-            }
-            let floor = number(bulk_bytes(&previous));
-            if floor < now {
-                if compat {
-                    run.call(&[b"SET", fence_key, now_text.as_bytes(), b"PX", ttl])?;
-                }
-                return Ok(Frame::Array(vec![
-                    Frame::Integer(1),
-                    bulk(now_text.as_bytes()),
-                ]));
-            }
-            let fence = floor + 1.0;
-            let lifetime = number(Some(ttl)) + ((fence - now) / 1000.0).ceil();
-            run.call(&[
-                b"SET",
-                fence_key,
-                fmt(fence).as_bytes(),
-                b"PX",
-                fmt(lifetime).as_bytes(),
-            ])?;
-            Ok(Frame::Array(vec![
-                Frame::Integer(1),
-                bulk(fmt(fence).as_bytes()),
-            ]))
-        }
-        _ => Ok(Frame::Array(vec![Frame::Integer(1), bulk(b"0")])),
+        };
     }
+    // TIME, read once per call: the node's clock is frozen for the whole
+    // script, as Redis freezes time during a script.
+    let now_text = run.now.us.to_string();
+    let now = run.now.us as f64;
+    let previous = if compat {
+        run.pcall(&[b"GET", fence_key])
+    } else {
+        run.pcall(&[b"SET", fence_key, now_text.as_bytes(), b"PX", ttl, b"GET"])
+    };
+    if let Frame::Error(_) = previous {
+        run.call(&[b"DEL", lock])?;
+        return Ok(previous);
+    }
+    let floor = number(bulk_bytes(&previous));
+    if floor < now {
+        if compat {
+            run.call(&[b"SET", fence_key, now_text.as_bytes(), b"PX", ttl])?;
+        }
+        return Ok(integer(now));
+    }
+    let fence = floor + 1.0;
+    let lifetime = number(Some(ttl)) + ((fence - now) / 1000.0).ceil();
+    run.call(&[
+        b"SET",
+        fence_key,
+        fmt(fence).as_bytes(),
+        b"PX",
+        fmt(lifetime).as_bytes(),
+    ])?;
+    Ok(integer(fence))
 }
 
-/// `acquire` (and `acquire_compat` when `compat`) of lock.lua.
+/// `acquire` of lock.lua, in mode `n`, `t` or `c` (`compat`: the
+/// uppercase code, for servers before 7.0).
 fn acquire(
     run: &mut Run<'_>,
     [lock, fence_key]: [Option<&[u8]>; 2],
-    [token, ttl, mode]: [Option<&[u8]>; 3],
+    [token, ttl]: [Option<&[u8]>; 2],
+    mode: u8,
     compat: bool,
 ) -> Result<Frame, Frame> {
     let (Some(lock), Some(token), Some(ttl)) = (lock, token, ttl) else {
@@ -254,11 +255,12 @@ fn acquire(
     match bulk_bytes(&current) {
         Some(holder) if holder == token => {
             run.call(&[b"PEXPIRE", lock, ttl])?;
-            fence_for(run, lock, fence_key, ttl, mode, compat)
         }
         Some(_) => {
-            let pttl = run.call(&[b"PTTL", lock])?;
-            Ok(Frame::Array(vec![Frame::Integer(0), pttl]))
+            return match run.call(&[b"PTTL", lock])? {
+                Frame::Integer(pttl) => Ok(Frame::Integer(-2 - pttl)),
+                other => Ok(other),
+            };
         }
         None if compat => {
             // Under pcall: a refused SET (OOM) fails this acquire alone.
@@ -266,10 +268,13 @@ fn acquire(
             if let Frame::Error(_) = set {
                 return Ok(set);
             }
-            fence_for(run, lock, fence_key, ttl, mode, compat)
         }
-        None => fence_for(run, lock, fence_key, ttl, mode, compat),
+        None => {}
     }
+    if mode == b'n' {
+        return Ok(Frame::Integer(0));
+    }
+    fence_for(run, lock, fence_key, ttl, mode, compat)
 }
 
 /// `renew` of lock.lua.
@@ -326,16 +331,7 @@ pub fn grants_behind_floor(reply: &Frame, now_us: i64) -> usize {
     };
     replies
         .iter()
-        .filter_map(|reply| match reply {
-            Frame::Array(entry) if entry.first() == Some(&Frame::Integer(1)) => {
-                std::str::from_utf8(bulk_bytes(entry.get(1)?)?)
-                    .ok()?
-                    .parse::<i64>()
-                    .ok()
-            }
-            _ => None,
-        })
-        .filter(|fence| *fence > now_us.saturating_add(1))
+        .filter(|reply| matches!(reply, Frame::Integer(fence) if *fence > now_us.saturating_add(1)))
         .count()
 }
 
@@ -348,9 +344,7 @@ pub fn successes(keys: &[Vec<u8>], args: &[Vec<u8>], reply: &Frame) -> (usize, u
     let mut counts = (0, 0);
     for ((code, _, _), reply) in operations(keys, args).into_iter().zip(replies) {
         match (code.as_slice(), reply) {
-            (b"a" | b"A", Frame::Array(entry)) if entry.first() == Some(&Frame::Integer(1)) => {
-                counts.0 += 1;
-            }
+            (code, Frame::Integer(fence)) if is_acquire(code) && *fence >= 0 => counts.0 += 1,
             (b"r", Frame::Integer(1)) => counts.1 += 1,
             _ => {}
         }
@@ -402,28 +396,28 @@ mod tests {
         }
     }
 
-    fn granted(fence: &str) -> Frame {
-        Frame::Array(vec![Frame::Integer(1), bulk(fence.as_bytes())])
+    fn granted(fence: i64) -> Frame {
+        Frame::Integer(fence)
     }
 
     #[test]
     fn every_path_of_every_operation() {
         let mut db = Db::default();
         let keys = ["{l}", "{l}:fence"];
-        let acquire = |token: &'static str| ["a", token, "1000", "time-mixed"];
+        let acquire = |token: &'static str| ["t", token, "1000"];
         assert_eq!(
             one(call(&mut db, &keys, &acquire("a"), 5_000)),
-            granted("5000007")
+            granted(5000007)
         );
         // Held by another owner: contended with its pttl.
         assert_eq!(
             one(call(&mut db, &keys, &acquire("b"), 5_400)),
-            Frame::Array(vec![Frame::Integer(0), Frame::Integer(600)])
+            Frame::Integer(-2 - 600)
         );
         // Our own retry refreshes the ttl and issues a fresh fence.
         assert_eq!(
             one(call(&mut db, &keys, &acquire("a"), 5_500)),
-            granted("5500007")
+            granted(5500007)
         );
         assert_eq!(db.pttl(b"{l}", now(5_500)), 1000);
         assert_eq!(
@@ -454,7 +448,7 @@ mod tests {
         // and the floor then lives until the clock has passed it by a ttl.
         assert_eq!(
             one(call(&mut db, &keys, &acquire("c"), 1_000)),
-            granted("5500008")
+            granted(5500008)
         );
         assert_eq!(db.pttl(b"{l}:fence", now(1_000)), 1000 + 4501);
     }
@@ -463,14 +457,14 @@ mod tests {
     fn grants_behind_the_floor_are_counted() {
         let mut db = Db::default();
         let keys = ["{l}", "{l}:fence"];
-        let acquire = |token: &'static str| ["a", token, "1000", "time-mixed"];
+        let acquire = |token: &'static str| ["t", token, "1000"];
         let ahead = call(&mut db, &keys, &acquire("a"), 5_000);
         assert_eq!(grants_behind_floor(&ahead, now(5_000).us), 0);
         call(&mut db, &["{l}"], &["d", "a"], 5_100);
         let behind = call(&mut db, &keys, &acquire("b"), 4_000);
-        assert_eq!(behind, Frame::Array(vec![granted("5000008")]));
+        assert_eq!(behind, Frame::Array(vec![granted(5000008)]));
         assert_eq!(grants_behind_floor(&behind, now(4_000).us), 1);
-        let counter = call(&mut db, &["{m}", "{c}"], &["a", "x", "10", "counter"], 0);
+        let counter = call(&mut db, &["{m}", "{c}"], &["c", "x", "10"], 0);
         assert_eq!(grants_behind_floor(&counter, now(0).us), 0);
     }
 
@@ -478,7 +472,7 @@ mod tests {
     fn the_fence_floor_expires_one_ttl_after_its_grant() {
         let mut db = Db::default();
         let keys = ["{l}", "{l}:fence"];
-        call(&mut db, &keys, &["a", "t", "1000", "time-mixed"], 0);
+        call(&mut db, &keys, &["t", "t", "1000"], 0);
         call(&mut db, &["{l}"], &["d", "t"], 10);
         assert!(db.get(b"{l}:fence", now(999)).unwrap().is_some());
         assert!(db.get(b"{l}:fence", now(1_000)).unwrap().is_none());
@@ -490,22 +484,18 @@ mod tests {
         let mut db = Db::default();
         let reply = call(
             &mut db,
-            &["{x}", "{x}:fence", "{y}", "{y}:fence", "{x}"],
-            &[
-                "a", "t", "1000", "none", "a", "u", "1000", "counter", "d", "t",
-            ],
+            &["{x}", "{y}", "{y}:fence", "{x}"],
+            &["n", "t", "1000", "c", "u", "1000", "d", "t"],
             0,
         );
         assert_eq!(
             reply,
-            Frame::Array(vec![granted("0"), granted("1"), Frame::Integer(1)])
+            Frame::Array(vec![granted(0), granted(1), Frame::Integer(1)])
         );
         assert_eq!(
             released_channels(
-                &strs(&["{x}", "{x}:fence", "{y}", "{y}:fence", "{x}"]),
-                &strs(&[
-                    "a", "t", "1000", "none", "a", "u", "1000", "counter", "d", "t"
-                ]),
+                &strs(&["{x}", "{y}", "{y}:fence", "{x}"]),
+                &strs(&["n", "t", "1000", "c", "u", "1000", "d", "t"]),
                 &reply
             ),
             vec![b"{x}:released".to_vec()]
@@ -516,8 +506,8 @@ mod tests {
     fn compat_acquire_and_counter_fencing() {
         let mut db = Db::default();
         let keys = ["{l}", "{lock}:fence-counter"];
-        for expected in ["1", "2"] {
-            let reply = one(call(&mut db, &keys, &["A", "a", "10", "counter"], 0));
+        for expected in [1, 2] {
+            let reply = one(call(&mut db, &keys, &["C", "a", "10"], 0));
             assert_eq!(reply, granted(expected));
             call(&mut db, &["{l}"], &["d", "a"], 0);
         }
@@ -532,7 +522,7 @@ mod tests {
             now(0),
             false,
             &strs(&["{l}", "{l}:fence"]),
-            &strs(&["a", "a", "10", "time-mixed"]),
+            &strs(&["t", "a", "10"]),
         );
         assert_eq!(reply, Frame::Array(vec![error(READONLY)]));
         assert!(effects.is_empty());
@@ -551,10 +541,10 @@ mod tests {
     fn successes_count_grants_and_renewals_but_not_refusals() {
         let mut db = Db::default();
         let keys = ["{lock:k}", "{lock:k}:fence", "{lock:k}"];
-        let args = ["a", "t1", "1000", "time-mixed", "r", "t1", "1000"];
+        let args = ["t", "t1", "1000", "r", "t1", "1000"];
         let reply = call(&mut db, &keys, &args, 1_000);
         assert_eq!(successes(&strs(&keys), &strs(&args), &reply), (1, 1));
-        let other = ["a", "t2", "1000", "time-mixed", "r", "t2", "1000"];
+        let other = ["t", "t2", "1000", "r", "t2", "1000"];
         let reply = call(&mut db, &keys, &other, 1_100);
         assert_eq!(
             successes(&strs(&keys), &strs(&other), &reply),

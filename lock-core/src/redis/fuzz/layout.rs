@@ -55,8 +55,8 @@ fn walk(call: &redis::Cmd) -> Result<Vec<Walked>, String> {
     while a < argv.len() {
         let code = String::from_utf8(argv[a].clone()).map_err(|_| "a binary op code")?;
         let (key_count, arg_count) = match code.as_str() {
-            "a" | "A" => (2, 3),
-            "r" => (1, 2),
+            "t" | "T" | "c" | "C" => (2, 2),
+            "n" | "N" | "r" => (1, 2),
             "d" => (1, 1),
             _ => return Err(format!("unknown operation {code:?}")),
         };
@@ -90,9 +90,9 @@ fn expected_walk(keys: &KeyNames, token: &str, command: &Command, dialect: Diale
     };
     let (code, fence, args) = match command {
         Command::Acquire { ttl, fencing, .. } => (
-            if dialect.set_nx_get { "a" } else { "A" },
-            Some(keys.fence_key(*fencing).as_bytes().to_vec()),
-            vec![token.to_owned(), ms(ttl), fencing.script_arg().to_owned()],
+            crate::scripts::op::acquire(*fencing, !dialect.set_nx_get),
+            (*fencing != Fencing::None).then(|| keys.fence_key(*fencing).as_bytes().to_vec()),
+            vec![token.to_owned(), ms(ttl)],
         ),
         Command::Renew { ttl, .. } => ("r", None, vec![token.to_owned(), ms(ttl)]),
         Command::Release => ("d", None, vec![token.to_owned()]),

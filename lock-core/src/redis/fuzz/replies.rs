@@ -15,28 +15,6 @@ use crate::{
     },
 };
 
-/// A fence as the lock script writes it: a decimal `u64` (digits only; a
-/// leading `+` is tolerated, as Rust's integer parsing does), or a
-/// non-negative integer reply.
-fn spec_fence(value: &Value) -> Option<u64> {
-    fn digits(text: &[u8]) -> Option<u64> {
-        let text = text.strip_prefix(b"+").unwrap_or(text);
-        if text.is_empty() {
-            return None;
-        }
-        text.iter().try_fold(0_u64, |number, &byte| {
-            let digit = u64::from(char::from(byte).to_digit(10)?);
-            number.checked_mul(10)?.checked_add(digit)
-        })
-    }
-    match value {
-        Value::Int(number) => u64::try_from(*number).ok(),
-        Value::BulkString(bytes) => digits(bytes),
-        Value::SimpleString(text) => digits(text.as_bytes()),
-        _ => None,
-    }
-}
-
 /// What one operation's entry of a script reply must decode to.
 fn spec_op(kind: OpKind, value: &Value) -> Reply {
     if let Value::ServerError(error) = value {
@@ -44,15 +22,13 @@ fn spec_op(kind: OpKind, value: &Value) -> Reply {
     }
     let protocol = Reply::Failed(Failure::Protocol);
     match (kind, value) {
-        (OpKind::Acquire, Value::Array(items)) => match items.as_slice() {
-            [Value::Int(1), fence] => spec_fence(fence).map_or(protocol, |fence| Reply::Granted {
-                fence,
-                replicas: None,
-            }),
-            [Value::Int(0), Value::Int(pttl)] => Reply::Contended {
-                pttl: u64::try_from(*pttl).ok().map(Duration::from_millis),
-            },
-            _ => protocol,
+        (OpKind::Acquire, Value::Int(fence)) if *fence >= 0 => Reply::Granted {
+            fence: u64::try_from(*fence).unwrap_or_default(),
+            replicas: None,
+        },
+        (OpKind::Acquire, Value::Int(held)) => Reply::Contended {
+            // -2 - pttl: -1 is a key without ttl.
+            pttl: (*held <= -2).then(|| Duration::from_millis((-2 - *held).unsigned_abs())),
         },
         (OpKind::Renew, Value::Int(1)) => Reply::Renewed { replicas: None },
         (OpKind::Release, Value::Int(1)) => Reply::Released,

@@ -264,13 +264,13 @@ pub(crate) fn op_reply(kind: OpKind) -> BoxedStrategy<Value> {
     ];
     let shaped = match kind {
         OpKind::Acquire => prop_oneof![
-            4 => (prop_oneof![select(vec![0_i64, 1]), int()], fence_like())
-                .prop_map(|(flag, second)| Value::Array(vec![Value::Int(flag), second])),
-            1 => (flag, fence_like(), value())
-                .prop_map(|(flag, second, extra)| Value::Array(vec![flag, second, extra])),
-            1 => (int(), fence_like())
-                .prop_map(|(flag, second)| Value::Set(vec![Value::Int(flag), second])),
-            1 => vec(fence_like(), 0..2).prop_map(Value::Array),
+            4 => prop_oneof![
+                select(vec![0_i64, 1, -1, -2, -3, 1_700_000_000_000_000]),
+                int()
+            ]
+            .prop_map(Value::Int),
+            1 => fence_like(),
+            1 => vec(fence_like(), 0..3).prop_map(Value::Array),
         ]
         .boxed(),
         OpKind::Renew | OpKind::Release => flag.boxed(),
