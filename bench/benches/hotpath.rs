@@ -329,15 +329,18 @@ async fn throughput(
 ) {
     let rslock = rslock::LockManager::new(vec![url.to_owned()]);
     let mut raw = Vec::new();
+    let mut raw_owned = Vec::new();
+    let mut raw_fenced = Vec::new();
     let mut lock_fenced = Vec::new();
     let mut lock_unfenced = Vec::new();
     let mut peer = Vec::new();
     let conn_for_rate = conn.clone();
     for _ in 0..rounds {
         let conn = conn.clone();
+        let base = conn.clone();
         raw.push(
             cycles_per_second(&conn_for_rate, tasks, window, move || {
-                let mut conn = conn.clone();
+                let mut conn = base.clone();
                 async move {
                     let key = fresh_key("tp-raw");
                     set_nx_px(&mut conn, &key).await;
@@ -346,6 +349,41 @@ async fn throughput(
                         .query_async(&mut conn)
                         .await
                         .expect("DEL");
+                }
+            })
+            .await,
+        );
+        // The Redis work of an unfenced cycle, one command at a time: a
+        // plain SET NX PX, then the owner-checked release (lock.lua's, which
+        // also announces the release).
+        let base = conn.clone();
+        raw_owned.push(
+            cycles_per_second(&conn_for_rate, tasks, window, move || {
+                let mut conn = base.clone();
+                async move {
+                    let key = fresh_key("tp-own");
+                    set_nx_px(&mut conn, &key).await;
+                    release(&mut conn, &key).await;
+                }
+            })
+            .await,
+        );
+        // The Redis work of a fenced cycle: the time-mixed acquire script,
+        // then the release.
+        let base = conn.clone();
+        raw_fenced.push(
+            cycles_per_second(&conn_for_rate, tasks, window, move || {
+                let mut conn = base.clone();
+                async move {
+                    let key = format!("{{{}}}", fresh_key("tp-ev"));
+                    let fence = format!("{key}:fence");
+                    evalsha(
+                        &mut conn,
+                        &[&key, &fence],
+                        &[scripts::op::ACQUIRE_TIME_MIXED, "token", "30000"],
+                    )
+                    .await;
+                    release(&mut conn, &key).await;
                 }
             })
             .await,
@@ -385,25 +423,40 @@ async fn throughput(
         let middle = &rates[rates.len() / 2];
         (middle.per_second, middle.server_us_per_cycle)
     };
-    let (raw, fenced, unfenced, peer) = (
+    let (raw, raw_owned, raw_fenced, fenced, unfenced, peer) = (
         med(&mut raw),
+        med(&mut raw_owned),
+        med(&mut raw_fenced),
         med(&mut lock_fenced),
         med(&mut lock_unfenced),
         med(&mut peer),
     );
     println!("\n{tasks} tasks, acquire + release cycles per second (median of {rounds} rounds):");
-    println!("| case | cycles/s | vs raw | vs rslock | Redis CPU per cycle |");
-    println!("|---|---|---|---|---|");
-    for (name, (value, server)) in [
-        ("raw SET NX PX + DEL", raw),
-        ("lock-core (time-mixed)", fenced),
-        ("lock-core (no fence)", unfenced),
-        ("rslock lock + unlock", peer),
+    println!(
+        "| case | cycles/s | vs raw SET NX PX + DEL | vs raw calls doing the same Redis work | vs rslock | Redis CPU per cycle |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for (name, (value, server), same_work) in [
+        ("raw SET NX PX + DEL", raw, raw),
+        (
+            "raw SET NX PX + EVALSHA release (an unfenced cycle's Redis work)",
+            raw_owned,
+            raw_owned,
+        ),
+        (
+            "raw EVALSHA acquire (time-mixed) + EVALSHA release (a fenced cycle's Redis work)",
+            raw_fenced,
+            raw_fenced,
+        ),
+        ("lock-core (no fence)", unfenced, raw_owned),
+        ("lock-core (time-mixed)", fenced, raw_fenced),
+        ("rslock lock + unlock", peer, raw_owned),
     ] {
         println!(
-            "| {name} | {:.0} | {:.2}× | {:.2}× | {:.1} µs |",
+            "| {name} | {:.0} | {:.2}× | {:.2}× | {:.2}× | {:.1} µs |",
             value,
             value / raw.0,
+            value / same_work.0,
             value / peer.0,
             server
         );

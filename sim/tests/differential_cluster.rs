@@ -110,7 +110,7 @@ fn steps() -> Vec<Step> {
         script_on(
             0,
             &[LOCK, FENCE],
-            &["a", "tok", "10000", "time-mixed"],
+            &["t", "tok", "10000"],
             false,
         ),
         on(0, &["CLUSTER", "KEYSLOT", LOCK]),
@@ -122,7 +122,7 @@ fn steps() -> Vec<Step> {
         script_on(
             0,
             &[LOCK, "{other}:fence"],
-            &["a", "t", "1000", "time-mixed"],
+            &["t", "t", "1000"],
             false,
         ),
         // A redirection comes before a missing script ...
@@ -155,7 +155,7 @@ fn steps() -> Vec<Step> {
         script_on(
             0,
             &[LOCK, FENCE],
-            &["a", "other", "10000", "time-mixed"],
+            &["t", "other", "10000"],
             false,
         ),
         on(0, &["GET", "{lock:resource}:missing"]),
@@ -172,7 +172,7 @@ fn steps() -> Vec<Step> {
         script_on(
             0,
             &[LOCK, FENCE],
-            &["a", "other", "10000", "time-mixed"],
+            &["t", "other", "10000"],
             false,
         ),
         script_on(0, &[LOCK], &["r", "tok", "10000"], false),
@@ -184,7 +184,7 @@ fn steps() -> Vec<Step> {
         script_on(
             2,
             &[LOCK, FENCE],
-            &["a", "other", "10000", "time-mixed"],
+            &["t", "other", "10000"],
             true,
         ),
         script_on(2, &[LOCK], &["r", "tok", "10000"], true),
@@ -204,13 +204,13 @@ fn steps() -> Vec<Step> {
         script_on(
             0,
             &[LOCK, FENCE],
-            &["a", "other", "10000", "time-mixed"],
+            &["t", "other", "10000"],
             false,
         ),
         script_on(
             2,
             &[LOCK, FENCE],
-            &["a", "other", "10000", "time-mixed"],
+            &["t", "other", "10000"],
             true,
         ),
         Step::FinishMigration { to: 2 },
@@ -305,6 +305,10 @@ fn normalise_in(value: Value, map: bool) -> String {
         }
         // Ttls (in the cluster maps, integers are slots: kept).
         Value::Int(n) if n > 1_000 && n <= 60_000 && !map => "<ttl>".to_owned(),
+        // An acquire's fence from server time, and the -2 - pttl of a
+        // contended acquire: both follow each side's own clock.
+        Value::Int(n) if n > 1_000_000_000_000 && !map => "<time-fence>".to_owned(),
+        Value::Int(n) if (-60_002..=-3).contains(&n) && !map => "<held: -2 - ttl>".to_owned(),
         Value::ServerError(error) => error_text(error.code(), error.details()),
         Value::Okay => "OK".to_owned(),
         Value::SimpleString(text) => text,
