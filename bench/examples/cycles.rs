@@ -2,6 +2,9 @@
 //! `cargo run --release -p bench --example cycles -- [--no-fence] [--raw]`
 //! (`REDIS_URL`, else a spawned `redis-server`). `--raw` runs the raw
 //! `SET NX PX` + `DEL` loop instead, for a profile of the baseline.
+//! `--redlock` runs one task's cycles, one after another, on a Redlock
+//! over 3 spawned `redis-server`s, for a profile of the fan-out (add
+//! `--rslock` to run rslock's instead).
 
 use std::time::{Duration, Instant};
 
@@ -11,6 +14,9 @@ use lock_core::{Fencing, LockOptions, Locker};
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
     let flag = |name: &str| args.iter().any(|arg| arg == name);
+    if flag("--redlock") {
+        return redlock(flag("--no-fence"), flag("--rslock")).await;
+    }
     let redis = bench::redis_for_bench().await;
     let locker = Locker::connect(&redis.url).await.expect("connect");
     let raw = bench::raw_connection(&redis.url).await;
@@ -46,4 +52,61 @@ async fn main() {
     }
     let cycles = 64.0 * f64::from(per_task);
     println!("{:.0} cycles/s", cycles / started.elapsed().as_secs_f64());
+}
+
+async fn redlock(no_fence: bool, rslock: bool) {
+    let nodes = bench::redis_nodes_for_bench(3).await;
+    let urls: Vec<&str> = nodes.iter().map(|node| node.url.as_str()).collect();
+    let cycles = 20_000;
+    if rslock {
+        let rslock = rslock::LockManager::new(urls.clone());
+        let started = Instant::now();
+        for cycle in 0..cycles {
+            let key = format!("redlock:{cycle}");
+            let lock = rslock
+                .lock(key.as_bytes(), Duration::from_secs(30))
+                .await
+                .expect("rslock");
+            rslock.unlock(&lock).await;
+        }
+        println!(
+            "{:.1} µs per cycle (rslock), client CPU {:.1} µs per cycle",
+            started.elapsed().as_secs_f64() * 1e6 / f64::from(cycles),
+            own_cpu_us() / f64::from(cycles)
+        );
+        return;
+    }
+    let locker = Locker::connect_redlock(&urls).await.expect("connect");
+    let mut opts = LockOptions::new(Duration::from_secs(30));
+    if no_fence {
+        opts = opts.fencing(Fencing::None);
+    }
+    let started = Instant::now();
+    for cycle in 0..cycles {
+        let key = format!("redlock:{cycle}");
+        let guard = locker.acquire(&key, &opts).await.expect("acquire");
+        guard.release().await.expect("release");
+    }
+    println!(
+        "{:.1} µs per cycle, client CPU {:.1} µs per cycle",
+        started.elapsed().as_secs_f64() * 1e6 / f64::from(cycles),
+        own_cpu_us() / f64::from(cycles)
+    );
+}
+
+/// This process's CPU time so far (user + system), in µs, from
+/// `/proc/self/stat` (0 where that is unreadable).
+fn own_cpu_us() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    let ticks: f64 = [11, 12]
+        .iter()
+        .filter_map(|at| fields.get(*at)?.parse::<f64>().ok())
+        .sum();
+    ticks * 1e6 / 100.0
 }
