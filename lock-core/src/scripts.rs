@@ -45,7 +45,7 @@ pub const ALL: [Script; 1] = [LOCK];
 /// | [`acquire`](op::acquire) with [`Fencing::None`](crate::Fencing::None) | lock | code, token, ttl (ms) |
 /// | [`acquire`](op::acquire) with a fence | lock, fence key | code, token, ttl (ms) |
 /// | [`RENEW`](op::RENEW) | lock | code, token, ttl (ms) |
-/// | [`RELEASE`](op::RELEASE) | lock | code, token |
+/// | [`RELEASE`](op::RELEASE), [`RELEASE_QUIET`](op::RELEASE_QUIET) | lock | code, token |
 pub mod op {
     use crate::Fencing;
 
@@ -59,6 +59,9 @@ pub mod op {
     pub const RENEW: &str = "r";
     /// Delete our key and publish on its channel.
     pub const RELEASE: &str = "d";
+    /// Delete our key without publishing: Redlock's waiters never
+    /// subscribe (they retry on their backoff), so nobody would listen.
+    pub const RELEASE_QUIET: &str = "q";
 
     /// The acquire code for `fencing`; `compat` for servers before 7.0,
     /// whose `SET` cannot combine `NX` and `GET` (`GET`, then `SET`).

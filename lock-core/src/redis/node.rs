@@ -42,13 +42,22 @@ pub(crate) struct NodeSlot {
     live: Mutex<Option<Live>>,
     /// Group commit of the hot path's script operations.
     pub(crate) batcher: Arc<Batcher>,
+    /// Releases on this node need not announce themselves (a Redlock
+    /// node: its waiters never subscribe).
+    quiet_release: bool,
 }
 
 impl NodeSlot {
     pub(crate) fn new() -> Self {
+        Self::with_quiet_release(false)
+    }
+
+    /// A slot whose connections send releases that publish nothing.
+    pub(crate) fn with_quiet_release(quiet_release: bool) -> Self {
         Self {
             live: Mutex::new(None),
             batcher: Arc::new(Batcher::default()),
+            quiet_release,
         }
     }
 
@@ -61,7 +70,8 @@ impl NodeSlot {
     }
 
     /// Makes `live` the connection callers use.
-    pub(crate) fn install(&self, live: Live) {
+    pub(crate) fn install(&self, mut live: Live) {
+        live.dialect.quiet_release = self.quiet_release;
         *self.live.lock().unwrap_or_else(PoisonError::into_inner) = Some(live);
     }
 

@@ -51,7 +51,11 @@ impl Session {
     ) -> Self {
         Self {
             redlock,
-            nodes: (0..nodes).map(|_| NodeSlot::new()).collect(),
+            // Redlock's waiters retry on their backoff and never subscribe:
+            // its releases publish nothing.
+            nodes: (0..nodes)
+                .map(|_| NodeSlot::with_quiet_release(redlock))
+                .collect(),
             clock,
             entropy,
             observer,

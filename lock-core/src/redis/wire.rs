@@ -14,6 +14,10 @@ use crate::{Command, Failure, Fencing, Reply, scripts, scripts::KeyNames};
 pub(crate) struct Dialect {
     /// `SET … NX … GET` is accepted (Redis 7.0 and later).
     pub(crate) set_nx_get: bool,
+    /// Releases do not announce themselves on the lock's channel (a
+    /// Redlock node: nobody subscribes there). Set by the session, not read
+    /// from the server.
+    pub(crate) quiet_release: bool,
 }
 
 impl Dialect {
@@ -29,6 +33,7 @@ impl Dialect {
             .and_then(|major| major.parse::<u32>().ok());
         Self {
             set_nx_get: major.is_some_and(|major| major >= 7),
+            quiet_release: false,
         }
     }
 }
@@ -153,9 +158,18 @@ fn push_op(call: &mut Cmd, keys: &KeyNames, token: &str, command: &Command, dial
         Command::Release => {
             call.arg(1)
                 .arg(&keys.lock)
-                .arg(scripts::op::RELEASE)
+                .arg(release_code(dialect))
                 .arg(token);
         }
+    }
+}
+
+/// The release's operation code in `dialect`.
+fn release_code(dialect: Dialect) -> &'static str {
+    if dialect.quiet_release {
+        scripts::op::RELEASE_QUIET
+    } else {
+        scripts::op::RELEASE
     }
 }
 
@@ -201,7 +215,7 @@ pub(crate) fn encode_batch(ops: &[BatchOp<'_>], dialect: Dialect) -> Cmd {
                 call.arg(scripts::op::RENEW).arg(op.token).arg(millis(*ttl));
             }
             Command::Release => {
-                call.arg(scripts::op::RELEASE).arg(op.token);
+                call.arg(release_code(dialect)).arg(op.token);
             }
         }
     }

@@ -9,6 +9,7 @@
 --   acquire, counter      KEYS: lock, counter   ARGV: 'c', token, ttl_ms
 --   renew                 KEYS: lock            ARGV: 'r', token, ttl_ms
 --   release               KEYS: lock            ARGV: 'd', token
+--   release, unannounced  KEYS: lock            ARGV: 'q', token
 --
 -- 'N', 'T' and 'C' are the acquires for servers before 7.0 (whose SET
 -- cannot combine NX and GET). The floor is the lock's time-mixed fence
@@ -19,7 +20,9 @@
 --            another owner holds the key, -2 - its PTTL (so -1: a key
 --            without ttl, -2 - n: n ms left)
 --   renew    1 when the ttl was reset, 0 when the key is not ours
---   release  1 when our key was deleted, 0 when it was not ours
+--   release  1 when our key was deleted, 0 when it was not ours ('d'
+--            also publishes on the key's channel; 'q' does not, for
+--            Redlock, whose waiters never subscribe)
 --   any      an error reply when that operation failed; it changed nothing
 --
 -- Each operation's first command runs under pcall, so one bad key (say
@@ -129,12 +132,14 @@ local k, a, n = 1, 1, #ARGV
 while a <= n do
   local op, lock, token = ARGV[a], KEYS[k], ARGV[a + 1]
   local reply
-  if op == 'd' then
+  if op == 'd' or op == 'q' then
     reply = redis.pcall('GET', lock)
     if reply == token then
       redis.call('DEL', lock)
-      -- Wake the waiters (their channel is the lock key + ':released').
-      redis.call('PUBLISH', lock .. ':released', 'released')
+      if op == 'd' then
+        -- Wake the waiters (their channel is the lock key + ':released').
+        redis.call('PUBLISH', lock .. ':released', 'released')
+      end
       reply = 1
     elseif type(reply) ~= 'table' then
       reply = 0

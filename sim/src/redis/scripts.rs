@@ -108,7 +108,7 @@ fn operations(keys: &[Vec<u8>], args: &[Vec<u8>]) -> Vec<(Vec<u8>, usize, usize)
         match code.as_slice() {
             b"t" | b"T" | b"c" | b"C" => (k, a) = (k + 2, a + 3),
             b"n" | b"N" | b"r" => (k, a) = (k + 1, a + 3),
-            b"d" => (k, a) = (k + 1, a + 2),
+            b"d" | b"q" => (k, a) = (k + 1, a + 2),
             _ => break,
         }
     }
@@ -137,7 +137,8 @@ fn lock(run: &mut Run<'_>, keys: &[Vec<u8>], args: &[Vec<u8>]) -> Result<Frame, 
                 )?
             }
             b"r" => renew(run, at(keys, k), at(args, a + 1), at(args, a + 2))?,
-            b"d" => release(run, at(keys, k), at(args, a + 1))?,
+            // Only `d` announces: see `released_channels`.
+            b"d" | b"q" => release(run, at(keys, k), at(args, a + 1))?,
             _ => {
                 return Err(error(&format!(
                     "ERR lock.lua: unknown operation {}",
@@ -499,6 +500,32 @@ mod tests {
                 &reply
             ),
             vec![b"{x}:released".to_vec()]
+        );
+    }
+
+    #[test]
+    fn a_quiet_release_deletes_and_announces_nothing() {
+        let mut db = Db::default();
+        let keys = ["{x}", "{y}", "{x}", "{y}"];
+        let args = ["n", "a", "1000", "n", "b", "1000", "q", "a", "d", "b"];
+        let reply = call(&mut db, &keys, &args, 0);
+        assert_eq!(
+            reply,
+            Frame::Array(vec![
+                granted(0),
+                granted(0),
+                Frame::Integer(1),
+                Frame::Integer(1)
+            ])
+        );
+        assert!(db.get(b"{x}", now(10)).unwrap().is_none());
+        assert_eq!(
+            released_channels(&strs(&keys), &strs(&args), &reply),
+            vec![b"{y}:released".to_vec()]
+        );
+        assert_eq!(
+            one(call(&mut db, &["{x}"], &["q", "a"], 0)),
+            Frame::Integer(0)
         );
     }
 

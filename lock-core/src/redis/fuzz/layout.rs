@@ -57,7 +57,7 @@ fn walk(call: &redis::Cmd) -> Result<Vec<Walked>, String> {
         let (key_count, arg_count) = match code.as_str() {
             "t" | "T" | "c" | "C" => (2, 2),
             "n" | "N" | "r" => (1, 2),
-            "d" => (1, 1),
+            "d" | "q" => (1, 1),
             _ => return Err(format!("unknown operation {code:?}")),
         };
         let (Some(op_keys), Some(op_args)) = (
@@ -95,6 +95,7 @@ fn expected_walk(keys: &KeyNames, token: &str, command: &Command, dialect: Diale
             vec![token.to_owned(), ms(ttl)],
         ),
         Command::Renew { ttl, .. } => ("r", None, vec![token.to_owned(), ms(ttl)]),
+        Command::Release if dialect.quiet_release => ("q", None, vec![token.to_owned()]),
         Command::Release => ("d", None, vec![token.to_owned()]),
     };
     Walked {
@@ -155,8 +156,9 @@ proptest! {
     fn batches_decode_back_into_their_operations(
         ops in vec(operation(), 0..8),
         set_nx_get in any::<bool>(),
+        quiet_release in any::<bool>(),
     ) {
-        let dialect = Dialect { set_nx_get };
+        let dialect = Dialect { set_nx_get, quiet_release };
         let batch: Vec<BatchOp<'_>> = ops
             .iter()
             .map(|(keys, token, command)| BatchOp { keys, token, command })
@@ -176,8 +178,9 @@ proptest! {
     fn single_commands_encode_as_planned(
         (keys, token, command) in operation(),
         set_nx_get in any::<bool>(),
+        quiet_release in any::<bool>(),
     ) {
-        let dialect = Dialect { set_nx_get };
+        let dialect = Dialect { set_nx_get, quiet_release };
         let encoded = wire::encode(&keys, &token, &command, dialect);
         let plain = matches!(command, Command::Acquire { fencing: Fencing::None, .. })
             && set_nx_get;
