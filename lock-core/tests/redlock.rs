@@ -110,6 +110,34 @@ async fn killing_a_minority_keeps_the_lock_killing_a_majority_loses_it() {
     assert!(!guard.is_held());
 }
 
+/// A round waits for a slow node's answer (within the command timeout)
+/// rather than settling for the first majority: the slow node's grant is
+/// part of the lock from the start and is renewed with the others, so the
+/// lock survives losing one of the nodes that answered first.
+#[tokio::test]
+async fn a_slow_node_s_grant_is_part_of_the_lock() {
+    let mut servers = three();
+    let locker = connect(&servers).await;
+    // Command timeout 150 ms (renew_every / 2): the slow answer comes well
+    // within it.
+    let opts = LockOptions::new(Duration::from_millis(900));
+    servers[2].query::<()>(&["CLIENT", "PAUSE", "60", "WRITE"]);
+    let guard = locker.acquire("orders", &opts).await.expect("acquire");
+    assert_eq!(
+        support::get(&servers[2], KEY).as_deref(),
+        Some(guard.token()),
+        "the round waited for the paused node"
+    );
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    assert!(
+        support::pttl(&servers[2], KEY) > 300,
+        "the slow node's grant is renewed with the others"
+    );
+    servers[0].kill();
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert!(guard.is_held(), "the second and third node keep the lock");
+}
+
 #[tokio::test]
 async fn connecting_needs_a_majority() {
     let mut servers = three();

@@ -16,8 +16,8 @@ use std::{
 use tokio::sync::Notify;
 
 use super::{
-    AcquireError, Observed, ReleaseError, call::PendingCall, machines::Machine, metrics::LockTimes,
-    node::Live, session::Session,
+    AcquireError, Observed, ReleaseError, machines::Machine, metrics::LockTimes, node::Live,
+    session::Session,
 };
 use crate::{
     AcquireFailure, Command, CommandId, Event, Failure, LostReason, ReleaseOutcome,
@@ -56,11 +56,6 @@ pub(crate) struct LockCell {
     state: Mutex<CellState>,
     /// Woken on every change of `status`.
     pub(crate) changed: Notify,
-    /// Calls a drive loop left in flight when it was done (a Redlock
-    /// round's minority): the next drive loop of this lock takes them over,
-    /// or the watchdog does as soon as one of them completes (see
-    /// `drive::leave`).
-    pub(crate) stragglers: Mutex<Vec<PendingCall>>,
 }
 
 pub(crate) struct CellState {
@@ -125,18 +120,7 @@ impl LockCell {
                 times: LockTimes::new(now),
             }),
             changed: Notify::new(),
-            stragglers: Mutex::new(Vec::new()),
         }
-    }
-
-    /// Takes the calls a drive loop left in flight.
-    pub(crate) fn take_stragglers(&self) -> Vec<PendingCall> {
-        std::mem::take(
-            &mut *self
-                .stragglers
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        )
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, CellState> {

@@ -89,8 +89,7 @@ pub(crate) async fn drive(
     let mut driving = Driving {
         session,
         cell,
-        // An earlier drive loop's stragglers are this one's to finish.
-        calls: cell.take_stragglers(),
+        calls: Vec::new(),
         done: false,
     };
     let mut sleep = std::pin::pin!(tokio::time::sleep(Duration::ZERO));
@@ -189,65 +188,11 @@ pub(crate) async fn drive(
     driving.done = true;
     let calls = std::mem::take(&mut driving.calls);
     if !calls.is_empty() {
-        leave(session, cell, calls);
-    }
-}
-
-/// Leaves the calls still in flight when a drive loop is done (a Redlock
-/// grant or failure came before every node answered; the stragglers still
-/// matter to the per-node machines) with the lock: the lock's next drive
-/// loop takes them over (a release right after the grant, say), or, if
-/// one of them completes first, the watchdog adopts them all. Handing them
-/// to the watchdog at once would cost it two runs per straggler even when
-/// the caller is about to wait on the same node anyway.
-fn leave(session: &Arc<Session>, cell: &Arc<LockCell>, mut calls: Vec<PendingCall>) {
-    let waker = std::task::Waker::from(Arc::new(Adopter {
-        session: Arc::downgrade(session),
-        cell: Arc::downgrade(cell),
-    }));
-    let mut cx = std::task::Context::from_waker(&waker);
-    let mut answered = false;
-    for call in &mut calls {
-        if let Poll::Ready(reply) = call.future.as_mut().poll(&mut cx) {
-            // Answered since the loop last looked: keep the reply for
-            // whoever takes the call over.
-            call.future = Box::pin(std::future::ready(reply));
-            answered = true;
-        }
-    }
-    if answered {
-        adopt(session, cell, calls);
-        return;
-    }
-    let mut stash = cell
-        .stragglers
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    stash.extend(calls);
-}
-
-fn adopt(session: &Session, cell: &Arc<LockCell>, calls: Vec<PendingCall>) {
-    session
-        .watchdog
-        .submit(Work::Adopt(Arc::clone(cell), calls));
-    session.wake_driver();
-}
-
-/// The waker of stashed stragglers: the first one to complete hands them
-/// all to the watchdog. Weak, because the calls it wakes for live in the
-/// lock it points to.
-struct Adopter {
-    session: std::sync::Weak<Session>,
-    cell: std::sync::Weak<LockCell>,
-}
-
-impl std::task::Wake for Adopter {
-    fn wake(self: Arc<Self>) {
-        if let (Some(session), Some(cell)) = (self.session.upgrade(), self.cell.upgrade()) {
-            let calls = cell.take_stragglers();
-            if !calls.is_empty() {
-                adopt(&session, &cell, calls);
-            }
-        }
+        // A Redlock grant (or failure) came before every node answered:
+        // the stragglers still matter to the per-node machines.
+        session
+            .watchdog
+            .submit(Work::Adopt(Arc::clone(cell), calls));
+        session.wake_driver();
     }
 }
