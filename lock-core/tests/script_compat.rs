@@ -76,23 +76,20 @@ fn run(conn: &mut redis::Connection, ops: &[Op]) -> Value {
     conn.req_command(&eval).expect("EVAL answers")
 }
 
-/// `[fence]`: the fence of a grant; panics on any other reply.
+/// The fence of a grant (a single operation answers its reply alone);
+/// panics on any other reply.
 fn granted(reply: &Value) -> u64 {
     match reply {
-        Value::Array(entries) => match entries.as_slice() {
-            [Value::Int(fence)] => {
-                u64::try_from(*fence).unwrap_or_else(|_| panic!("not a grant: {reply:?}"))
-            }
-            _ => panic!("not one entry: {reply:?}"),
-        },
-        _ => panic!("not an array: {reply:?}"),
+        Value::Int(fence) => {
+            u64::try_from(*fence).unwrap_or_else(|_| panic!("not a grant: {reply:?}"))
+        }
+        _ => panic!("not a lone integer: {reply:?}"),
     }
 }
 
-/// `[-2 - pttl]`: another owner holds the key (with a ttl).
+/// `-2 - pttl`: another owner holds the key (with a ttl).
 fn contended(reply: &Value) -> bool {
-    matches!(reply, Value::Array(entries)
-        if matches!(entries.as_slice(), [Value::Int(held)] if *held < -2))
+    matches!(reply, Value::Int(held) if *held < -2)
 }
 
 /// The arguments of a `MONITOR` line: `1700000000.000001 [0 lua] "SET" "k"`.

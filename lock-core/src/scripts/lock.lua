@@ -15,7 +15,9 @@
 -- cannot combine NX and GET). The floor is the lock's time-mixed fence
 -- floor (same hash slot, it expires); the counter is its namespace's.
 --
--- The reply has one integer per operation, in order:
+-- The reply has one integer per operation, in order (an array; a call of
+-- a single operation answers that operation's reply alone, which costs
+-- Redis less than a one-element array: the common call outside a batch):
 --   acquire  the fence (>= 0; 0 without fencing) when granted; when
 --            another owner holds the key, -2 - its PTTL (so -1: a key
 --            without ttl, -2 - n: n ms left)
@@ -166,5 +168,9 @@ while a <= n do
     return redis.error_reply('ERR lock.lua: unknown operation ' .. tostring(op))
   end
   replies[#replies + 1] = reply
+end
+if #replies == 1 then
+  -- An error table becomes the call's error reply.
+  return replies[1]
 end
 return replies

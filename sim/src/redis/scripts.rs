@@ -148,6 +148,11 @@ fn lock(run: &mut Run<'_>, keys: &[Vec<u8>], args: &[Vec<u8>]) -> Result<Frame, 
         };
         replies.push(reply);
     }
+    // A single operation answers its reply alone (an error as the call's
+    // error reply).
+    if replies.len() == 1 {
+        return Ok(replies.remove(0));
+    }
     Ok(Frame::Array(replies))
 }
 
@@ -327,21 +332,25 @@ fn release(run: &mut Run<'_>, lock: Option<&[u8]>, token: Option<&[u8]>) -> Resu
 /// grant's fence is `floor + 1 > now + 1`. Only the floor kept it above the
 /// fences before it.
 pub fn grants_behind_floor(reply: &Frame, now_us: i64) -> usize {
-    let Frame::Array(replies) = reply else {
-        return 0;
-    };
-    replies
+    per_operation(reply)
         .iter()
         .filter(|reply| matches!(reply, Frame::Integer(fence) if *fence > now_us.saturating_add(1)))
         .count()
 }
 
+/// A call's replies, one per operation: the array, or the lone reply of a
+/// single-operation call.
+fn per_operation(reply: &Frame) -> &[Frame] {
+    match reply {
+        Frame::Array(replies) => replies,
+        single => std::slice::from_ref(single),
+    }
+}
+
 /// How many of a call's operations succeeded as grants and as renewals,
 /// given the call's keys, arguments and reply.
 pub fn successes(keys: &[Vec<u8>], args: &[Vec<u8>], reply: &Frame) -> (usize, usize) {
-    let Frame::Array(replies) = reply else {
-        return (0, 0);
-    };
+    let replies = per_operation(reply);
     let mut counts = (0, 0);
     for ((code, _, _), reply) in operations(keys, args).into_iter().zip(replies) {
         match (code.as_slice(), reply) {
@@ -356,9 +365,7 @@ pub fn successes(keys: &[Vec<u8>], args: &[Vec<u8>], reply: &Frame) -> (usize, u
 /// The channels a call's successful releases publish on (the lock key +
 /// `:released`), given the call's keys, arguments and reply.
 pub fn released_channels(keys: &[Vec<u8>], args: &[Vec<u8>], reply: &Frame) -> Vec<Vec<u8>> {
-    let Frame::Array(replies) = reply else {
-        return Vec::new();
-    };
+    let replies = per_operation(reply);
     operations(keys, args)
         .into_iter()
         .zip(replies)
@@ -390,10 +397,11 @@ mod tests {
         run(scripts::LOCK, db, now(at), true, &strs(keys), &strs(args)).0
     }
 
+    /// The reply of a one-operation call, which comes alone.
     fn one(frame: Frame) -> Frame {
         match frame {
-            Frame::Array(mut items) if items.len() == 1 => items.remove(0),
-            other => panic!("expected one reply, got {other:?}"),
+            Frame::Array(items) => panic!("expected one reply alone, got {items:?}"),
+            other => other,
         }
     }
 
@@ -463,7 +471,7 @@ mod tests {
         assert_eq!(grants_behind_floor(&ahead, now(5_000).us), 0);
         call(&mut db, &["{l}"], &["d", "a"], 5_100);
         let behind = call(&mut db, &keys, &acquire("b"), 4_000);
-        assert_eq!(behind, Frame::Array(vec![granted(5000008)]));
+        assert_eq!(behind, granted(5000008));
         assert_eq!(grants_behind_floor(&behind, now(4_000).us), 1);
         let counter = call(&mut db, &["{m}", "{c}"], &["c", "x", "10"], 0);
         assert_eq!(grants_behind_floor(&counter, now(0).us), 0);
@@ -548,11 +556,21 @@ mod tests {
             &mut db,
             now(0),
             false,
-            &strs(&["{l}", "{l}:fence"]),
-            &strs(&["t", "a", "10"]),
+            &strs(&["{l}", "{l}:fence", "{m}"]),
+            &strs(&["t", "a", "10", "n", "b", "10"]),
         );
-        assert_eq!(reply, Frame::Array(vec![error(READONLY)]));
+        assert_eq!(reply, Frame::Array(vec![error(READONLY), error(READONLY)]));
         assert!(effects.is_empty());
+        // Alone, an operation's error is the call's error reply.
+        let (reply, _) = run(
+            scripts::LOCK,
+            &mut db,
+            now(0),
+            false,
+            &strs(&["{m}"]),
+            &strs(&["n", "b", "10"]),
+        );
+        assert_eq!(reply, error(READONLY));
     }
 
     #[test]
