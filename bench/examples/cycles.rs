@@ -1,7 +1,9 @@
 //! Runs acquire+release cycles from 64 tasks on one Locker, for profiling:
 //! `cargo run --release -p bench --example cycles -- [--no-fence] [--raw]`
 //! (`REDIS_URL`, else a spawned `redis-server`). `--raw` runs the raw
-//! `SET NX PX` + `DEL` loop instead, for a profile of the baseline.
+//! `SET NX PX` + `DEL` loop instead, for a profile of the baseline;
+//! `--multi` runs on a two-worker multi-thread runtime, `--tasks N` with N
+//! tasks instead of 64.
 //! `--redlock` runs one task's cycles, one after another, on a Redlock
 //! over 3 spawned `redis-server`s, for a profile of the fan-out (add
 //! `--rslock` to run rslock's instead).
@@ -10,8 +12,23 @@ use std::time::{Duration, Instant};
 
 use lock_core::{Fencing, LockOptions, Locker};
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() {
+fn main() {
+    // `--multi`: a multi-thread runtime (two workers) instead of the
+    // current-thread one every bench uses.
+    let runtime = if std::env::args().any(|arg| arg == "--multi") {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    };
+    runtime.expect("a tokio runtime").block_on(run());
+}
+
+async fn run() {
     let args: Vec<String> = std::env::args().collect();
     let flag = |name: &str| args.iter().any(|arg| arg == name);
     if flag("--redlock") {
@@ -24,10 +41,16 @@ async fn main() {
     if flag("--no-fence") {
         opts = opts.fencing(Fencing::None);
     }
-    let per_task = 3_000;
+    // `--tasks N`: how many tasks cycle at once (64 unless given).
+    let task_count: u32 = args
+        .iter()
+        .position(|arg| arg == "--tasks")
+        .and_then(|at| args.get(at + 1)?.parse().ok())
+        .unwrap_or(64);
+    let per_task = 192_000 / task_count.max(1);
     let started = Instant::now();
     let mut tasks = Vec::new();
-    for task in 0..64 {
+    for task in 0..task_count {
         let (locker, opts, mut raw) = (locker.clone(), opts.clone(), raw.clone());
         let raw_loop = flag("--raw");
         tasks.push(tokio::spawn(async move {
@@ -50,7 +73,7 @@ async fn main() {
     for task in tasks {
         task.await.expect("task");
     }
-    let cycles = 64.0 * f64::from(per_task);
+    let cycles = f64::from(task_count) * f64::from(per_task);
     println!("{:.0} cycles/s", cycles / started.elapsed().as_secs_f64());
 }
 
