@@ -36,103 +36,110 @@
 -- built by concatenation, never through tostring (which would print
 -- 1.8e+15).
 
--- The server clock in microseconds, as a number and as its decimal
--- string, read at most once per call: Redis freezes time during a script,
--- so every grant of a batch sees the same instant and the floor below
--- orders them.
+-- The acquire's helpers, built on the call's first acquire (below): a
+-- closure costs every call that builds it, and a release or a renewal,
+-- the commonest calls, needs none. The server time they read is shared by
+-- every acquire of the call.
+local server_us, fence_for, acquire
 local now_us, now_text = nil, nil
-local function server_us()
-  if not now_us then
-    local time = redis.call('TIME')
-    now_text = time[1] .. string.rep('0', 6 - #time[2]) .. time[2]
-    now_us = tonumber(now_text)
-  end
-  return now_us, now_text
-end
-
--- The fence of a grant that just set `lock`, in mode 't' or 'c'. On error,
--- undoes the grant so that an error reply still means "nothing changed".
--- `compat`: the server's SET knows no GET option (before 6.2).
-local function fence_for(lock, fence_key, ttl, mode, compat)
-  if mode == 'c' then
-    -- One counter per namespace that never expires: strictly increasing
-    -- per key as long as the key survives. A plain counter lives in the
-    -- replicated store, so a failover that loses the last INCR hands the
-    -- same number out twice.
-    local value = redis.pcall('INCR', fence_key)
-    if type(value) == 'table' then
-      redis.call('DEL', lock)
-    end
-    return value
-  end
-  -- max(floor + 1, server time in us). The floor lives one ttl past the
-  -- server instant its fence stands for, so the key space holds nothing
-  -- of a lock one ttl after its last grant, and a grant after the floor
-  -- expired reads a server time above every fence issued before.
-  local now, text = server_us()
-  local previous
-  if compat then
-    previous = redis.pcall('GET', fence_key)
-  else
-    previous = redis.pcall('SET', fence_key, text, 'PX', ttl, 'GET')
-  end
-  if type(previous) == 'table' then
-    redis.call('DEL', lock)
-    return previous
-  end
-  local floor = tonumber(previous or '0') or 0
-  if floor < now then
-    if compat then
-      redis.call('SET', fence_key, text, 'PX', ttl)
-    end
-    return now
-  end
-  -- The server clock is behind the floor (it stepped back, or grants
-  -- came faster than 1 per us): count on from the floor, and keep it
-  -- until the server clock has passed it by one ttl.
-  local fence = floor + 1
-  local lifetime = tonumber(ttl) + math.ceil((fence - now) / 1000)
-  redis.call('SET', fence_key, string.format('%.0f', fence), 'PX', string.format('%.0f', lifetime))
-  return fence
-end
-
-local function acquire(lock, fence_key, token, ttl, mode, compat)
-  local current
-  if compat then
-    current = redis.pcall('GET', lock)
-  else
-    -- SET NX GET (Redis 7.0+) sets and reads the holder in one call.
-    current = redis.pcall('SET', lock, token, 'NX', 'PX', ttl, 'GET')
-  end
-  if current == token then
-    -- A retry after an outcome we never saw: the key is already ours.
-    -- Refresh the ttl, since validity counts from this send (timing rule
-    -- 1), and issue a fresh fence: the earlier one never reached the
-    -- client, so nothing was written with it.
-    redis.call('PEXPIRE', lock, ttl)
-  elseif current then
-    if type(current) == 'table' then
-      return current
-    end
-    return -2 - redis.call('PTTL', lock)
-  elseif compat then
-    -- Under pcall: a full server refuses SET (OOM), and then this acquire
-    -- fails alone while the operations batched with it still run.
-    local set = redis.pcall('SET', lock, token, 'PX', ttl)
-    if type(set) == 'table' and set.err then
-      return set
-    end
-  end
-  if mode == 'n' then
-    return 0
-  end
-  return fence_for(lock, fence_key, ttl, mode, compat)
-end
 
 local replies = {}
 local k, a, n = 1, 1, #ARGV
 while a <= n do
   local op, lock, token = ARGV[a], KEYS[k], ARGV[a + 1]
+  if not acquire and op ~= 'd' and op ~= 'q' and op ~= 'r' then
+    -- The server clock in microseconds, as a number and as its decimal
+    -- string, read at most once per call: Redis freezes time during a script,
+    -- so every grant of a batch sees the same instant and the floor below
+    -- orders them.
+    server_us = function()
+      if not now_us then
+        local time = redis.call('TIME')
+        now_text = time[1] .. string.rep('0', 6 - #time[2]) .. time[2]
+        now_us = tonumber(now_text)
+      end
+      return now_us, now_text
+    end
+
+    -- The fence of a grant that just set `lock`, in mode 't' or 'c'. On error,
+    -- undoes the grant so that an error reply still means "nothing changed".
+    -- `compat`: the server's SET knows no GET option (before 6.2).
+    fence_for = function(lock, fence_key, ttl, mode, compat)
+      if mode == 'c' then
+        -- One counter per namespace that never expires: strictly increasing
+        -- per key as long as the key survives. A plain counter lives in the
+        -- replicated store, so a failover that loses the last INCR hands the
+        -- same number out twice.
+        local value = redis.pcall('INCR', fence_key)
+        if type(value) == 'table' then
+          redis.call('DEL', lock)
+        end
+        return value
+      end
+      -- max(floor + 1, server time in us). The floor lives one ttl past the
+      -- server instant its fence stands for, so the key space holds nothing
+      -- of a lock one ttl after its last grant, and a grant after the floor
+      -- expired reads a server time above every fence issued before.
+      local now, text = server_us()
+      local previous
+      if compat then
+        previous = redis.pcall('GET', fence_key)
+      else
+        previous = redis.pcall('SET', fence_key, text, 'PX', ttl, 'GET')
+      end
+      if type(previous) == 'table' then
+        redis.call('DEL', lock)
+        return previous
+      end
+      local floor = tonumber(previous or '0') or 0
+      if floor < now then
+        if compat then
+          redis.call('SET', fence_key, text, 'PX', ttl)
+        end
+        return now
+      end
+      -- The server clock is behind the floor (it stepped back, or grants
+      -- came faster than 1 per us): count on from the floor, and keep it
+      -- until the server clock has passed it by one ttl.
+      local fence = floor + 1
+      local lifetime = tonumber(ttl) + math.ceil((fence - now) / 1000)
+      redis.call('SET', fence_key, string.format('%.0f', fence), 'PX', string.format('%.0f', lifetime))
+      return fence
+    end
+
+    acquire = function(lock, fence_key, token, ttl, mode, compat)
+      local current
+      if compat then
+        current = redis.pcall('GET', lock)
+      else
+        -- SET NX GET (Redis 7.0+) sets and reads the holder in one call.
+        current = redis.pcall('SET', lock, token, 'NX', 'PX', ttl, 'GET')
+      end
+      if current == token then
+        -- A retry after an outcome we never saw: the key is already ours.
+        -- Refresh the ttl, since validity counts from this send (timing rule
+        -- 1), and issue a fresh fence: the earlier one never reached the
+        -- client, so nothing was written with it.
+        redis.call('PEXPIRE', lock, ttl)
+      elseif current then
+        if type(current) == 'table' then
+          return current
+        end
+        return -2 - redis.call('PTTL', lock)
+      elseif compat then
+        -- Under pcall: a full server refuses SET (OOM), and then this acquire
+        -- fails alone while the operations batched with it still run.
+        local set = redis.pcall('SET', lock, token, 'PX', ttl)
+        if type(set) == 'table' and set.err then
+          return set
+        end
+      end
+      if mode == 'n' then
+        return 0
+      end
+      return fence_for(lock, fence_key, ttl, mode, compat)
+    end
+  end
   local reply
   if op == 'd' or op == 'q' then
     reply = redis.pcall('GET', lock)
