@@ -510,13 +510,7 @@ mod tests {
 
     #[test]
     fn operations_joined_before_the_opener_seals_share_one_call() {
-        let (batcher, wire) = (Arc::new(Batcher::default()), Arc::new(Wire::default()));
-        let mut tasks: Vec<Task> = (0..3)
-            .map(|i| join(&batcher, &wire, &i.to_string()))
-            .collect();
-        assert!(tasks[0].poll().is_pending());
-        assert!(tasks[0].woken(), "the opener yields once");
-        assert!(tasks[1].poll().is_pending() && tasks[2].poll().is_pending());
+        let (batcher, wire, mut tasks) = gathered(3);
         assert!(tasks[0].poll().is_pending());
         assert_eq!(wire.sent(), vec![3]);
         assert!(batcher.is_busy());
@@ -534,12 +528,7 @@ mod tests {
 
     #[test]
     fn an_opener_dropped_before_sealing_hands_the_seal_to_the_next() {
-        let (batcher, wire) = (Arc::new(Batcher::default()), Arc::new(Wire::default()));
-        let mut tasks: Vec<Task> = (0..3)
-            .map(|i| join(&batcher, &wire, &i.to_string()))
-            .collect();
-        assert!(tasks[0].poll().is_pending());
-        assert!(tasks[1].poll().is_pending() && tasks[2].poll().is_pending());
+        let (_batcher, wire, mut tasks) = gathered(3);
         tasks[0].drop_future();
         assert!(tasks[1].woken() && tasks[2].woken(), "the rest must learn");
         assert!(wire.sent().is_empty());
@@ -556,12 +545,7 @@ mod tests {
 
     #[test]
     fn a_poller_dropped_while_the_call_is_out_hands_the_call_to_another() {
-        let (batcher, wire) = (Arc::new(Batcher::default()), Arc::new(Wire::default()));
-        let mut tasks: Vec<Task> = (0..3)
-            .map(|i| join(&batcher, &wire, &i.to_string()))
-            .collect();
-        assert!(tasks[0].poll().is_pending());
-        assert!(tasks[1].poll().is_pending() && tasks[2].poll().is_pending());
+        let (batcher, wire, mut tasks) = gathered(3);
         assert!(tasks[0].poll().is_pending());
         assert_eq!(wire.sent(), vec![3]);
         assert!(!tasks[1].woken());
@@ -590,30 +574,39 @@ mod tests {
         assert_eq!(next.poll(), granted(0));
     }
 
-    /// Runs one batch of `n` participants to its answer, polled by whoever
-    /// completes it (participant 0); returns them.
-    fn complete(batcher: &Arc<Batcher>, wire: &Arc<Wire>, n: usize) -> Vec<Task> {
+    /// `n` participants in one open batch: the opener has yielded once and
+    /// every other one has joined; nothing is sent yet.
+    fn gathered(n: usize) -> (Arc<Batcher>, Arc<Wire>, Vec<Task>) {
+        let (batcher, wire) = (Arc::new(Batcher::default()), Arc::new(Wire::default()));
         let mut tasks: Vec<Task> = (0..n)
-            .map(|i| join(batcher, wire, &i.to_string()))
+            .map(|i| join(&batcher, &wire, &i.to_string()))
             .collect();
         assert!(tasks[0].poll().is_pending());
+        assert!(tasks[0].woken(), "the opener yields once");
         for task in &mut tasks[1..] {
             assert!(task.poll().is_pending());
         }
+        assert!(wire.sent().is_empty());
+        (batcher, wire, tasks)
+    }
+
+    /// Runs one batch of `n` participants to its answer, which participant
+    /// 0 (the opener, which sealed it) will collect.
+    fn complete(n: usize) -> (Arc<Batcher>, Arc<Wire>, Vec<Task>) {
+        let (batcher, wire, mut tasks) = gathered(n);
         assert!(tasks[0].poll().is_pending());
-        let call = wire.sent().len() - 1;
-        tasks.iter().for_each(|t| {
-            t.woken();
-        });
-        wire.answer(call);
-        tasks
+        assert_eq!(wire.sent(), vec![n]);
+        for task in &tasks {
+            task.woken();
+        }
+        wire.answer(0);
+        (batcher, wire, tasks)
     }
 
     #[test]
     fn a_large_batch_wakes_half_now_and_half_once_the_next_call_is_out() {
-        let (batcher, wire) = (Arc::new(Batcher::default()), Arc::new(Wire::default()));
         let n = SPLIT_MIN + 1;
-        let mut tasks = complete(&batcher, &wire, n);
+        let (batcher, wire, mut tasks) = complete(n);
         assert!(
             tasks[0].poll().is_pending(),
             "the completer waits for the next call"
@@ -645,9 +638,8 @@ mod tests {
 
     #[test]
     fn the_deferred_half_wakes_even_if_no_next_call_goes_out() {
-        let (batcher, wire) = (Arc::new(Batcher::default()), Arc::new(Wire::default()));
         let n = SPLIT_MIN + 1;
-        let mut tasks = complete(&batcher, &wire, n);
+        let (_batcher, _wire, mut tasks) = complete(n);
         assert!(tasks[0].poll().is_pending());
         assert!(!tasks[n - 1].woken());
         // No batch was opened: the completer wakes the rest itself.
@@ -658,9 +650,8 @@ mod tests {
 
     #[test]
     fn a_completer_dropped_before_waking_the_deferred_half_wakes_it() {
-        let (batcher, wire) = (Arc::new(Batcher::default()), Arc::new(Wire::default()));
         let n = SPLIT_MIN + 1;
-        let mut tasks = complete(&batcher, &wire, n);
+        let (_batcher, _wire, mut tasks) = complete(n);
         assert!(tasks[0].poll().is_pending());
         assert!(!tasks[n - 1].woken());
         tasks[0].drop_future();
@@ -670,9 +661,8 @@ mod tests {
 
     #[test]
     fn a_small_batch_wakes_everyone_at_once() {
-        let (batcher, wire) = (Arc::new(Batcher::default()), Arc::new(Wire::default()));
         let n = SPLIT_MIN;
-        let mut tasks = complete(&batcher, &wire, n);
+        let (_batcher, _wire, mut tasks) = complete(n);
         assert_eq!(tasks[0].poll(), granted(0));
         for (i, task) in tasks.iter_mut().enumerate().skip(1) {
             assert!(task.woken());

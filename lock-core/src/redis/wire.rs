@@ -270,14 +270,10 @@ pub(crate) fn decode_set_nx_get(value: &Value, token: &str) -> Result<SetNxGet, 
 /// single operation's reply comes alone). A reply of the wrong shape fails
 /// every operation with a protocol failure (the outcome is unknown).
 pub(crate) fn decode_script(value: &Value, kinds: &[OpKind]) -> Vec<Reply> {
-    match value {
-        Value::Array(_) => {}
-        Value::ServerError(_) => {}
-        single => {
-            if let [kind] = kinds {
-                return vec![decode_op(*kind, single)];
-            }
-        }
+    if let [kind] = kinds
+        && !matches!(value, Value::Array(_) | Value::ServerError(_))
+    {
+        return vec![decode_op(*kind, value)];
     }
     match value {
         Value::Array(items) if items.len() == kinds.len() => items
