@@ -12,6 +12,13 @@
 //!   valid; a round that ends without a majority, or past that deadline,
 //!   releases every node — including the ones that seemed to fail — and
 //!   retries after a jittered backoff.
+//! - **The grant does not wait for the slowest node**: it comes as soon as
+//!   a majority holds the lock. The nodes still out keep going: a late
+//!   grant joins the lock (with validity from the same first send, so it
+//!   never extends the deadline past what is true) and is renewed with the
+//!   others; a late refusal leaves the lock to the majority. A release
+//!   reaches those nodes too, sent behind their acquire on the same
+//!   connection.
 //! - **Renewal needs a majority**: each node renews on its own timer; the
 //!   lock is lost (reason Expired) once fewer than a majority remain valid,
 //!   at the deadline, whether or not any node answers (timing rule 3).
@@ -58,7 +65,8 @@ const INNER_MASK: u64 = (1 << ROUND_SHIFT) - 1;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Idle,
-    /// A round is out: waiting for every node to settle.
+    /// A round is out: waiting for a majority to grant, or for every node
+    /// to settle.
     Trying {
         give_up_at: Instant,
     },
@@ -101,6 +109,9 @@ pub struct RedlockMachine {
     fence: u64,
     /// Nodes whose release deleted our key, in the current release.
     deleted: usize,
+    /// The current release's outcome was reported (it may be, before every
+    /// node answered: once a majority deleted the key).
+    release_reported: bool,
 }
 
 impl RedlockMachine {
@@ -129,6 +140,7 @@ impl RedlockMachine {
             lost_emitted: false,
             fence: 0,
             deleted: 0,
+            release_reported: false,
         };
         machine.nodes = machine.fresh_nodes(node_count)?;
         Ok(machine)
@@ -263,6 +275,7 @@ impl RedlockMachine {
             Phase::Held { .. } | Phase::Lost => self.phase = Phase::Releasing,
         }
         self.deleted = 0;
+        self.release_reported = false;
         for node in &mut self.nodes {
             node.release(now);
         }
@@ -406,6 +419,9 @@ impl RedlockMachine {
             .count();
         match self.phase {
             Phase::Trying { give_up_at } => {
+                let granted = self
+                    .quorum_deadline(now)
+                    .filter(|valid_until| now < *valid_until);
                 let pending = self
                     .nodes
                     .iter()
@@ -413,11 +429,11 @@ impl RedlockMachine {
                         matches!(node.state(), State::Acquiring(_) | State::Releasing(_))
                     })
                     .count();
-                if pending > 0 {
+                if pending > 0 && granted.is_none() {
                     return;
                 }
-                match self.quorum_deadline(now) {
-                    Some(valid_until) if now < valid_until => {
+                match granted {
+                    Some(valid_until) => {
                         self.fence = self
                             .nodes
                             .iter()
@@ -531,14 +547,22 @@ impl RedlockMachine {
                 }
             }
             Phase::Releasing => {
-                if self.nodes.iter().all(|node| node.state().is_released()) {
-                    self.phase = Phase::Released;
+                // Deleted is certain once a majority deleted the key: the
+                // lock is free for others, whatever the rest answer. Until
+                // every node has answered the phase stays, so the driver
+                // keeps the rest going.
+                let settled = self.nodes.iter().all(|node| node.state().is_released());
+                if !self.release_reported && (settled || self.deleted >= self.quorum()) {
+                    self.release_reported = true;
                     let outcome = if self.deleted >= self.quorum() {
                         ReleaseOutcome::Deleted
                     } else {
                         ReleaseOutcome::Unknown
                     };
                     self.events.push_back(Event::Released { outcome });
+                }
+                if settled {
+                    self.phase = Phase::Released;
                 }
             }
             Phase::Idle | Phase::BackingOff { .. } | Phase::Lost | Phase::Released => {}
@@ -622,6 +646,116 @@ mod tests {
         );
         assert!(m.is_held(t0 + ms(5)));
         assert!(!m.is_held(valid_until));
+    }
+
+    /// The grant does not wait for the last node: a majority is enough. The
+    /// last node's answer then joins the lock (renewed with the others) or,
+    /// if it is refused, leaves the lock held by the majority.
+    #[test]
+    fn a_majority_grants_at_once_and_a_late_node_joins_it() {
+        for late_grants in [true, false] {
+            let (mut m, t0) = machine(3);
+            m.acquire(t0).expect("idle");
+            let sent: Vec<_> = std::iter::from_fn(|| m.poll_command()).collect();
+            assert_eq!(sent.len(), 3);
+            let (_, late, _) = sent[2];
+            for &(node, id, _) in &sent[..2] {
+                m.handle_reply(
+                    t0 + ms(2),
+                    node,
+                    id,
+                    grant(10 + node as u64).expect("a reply"),
+                );
+            }
+            let valid_until = t0 + ms(1_000) - ms(12);
+            assert_eq!(
+                events(&mut m),
+                vec![Event::Acquired {
+                    fence: 11,
+                    valid_until
+                }],
+                "granted by nodes 0 and 1 while node 2 is still out"
+            );
+            assert!(m.awaits(2, late), "node 2's acquire is still awaited");
+            let answer = if late_grants {
+                grant(20).expect("a reply")
+            } else {
+                Reply::Contended { pttl: None }
+            };
+            m.handle_reply(t0 + ms(40), 2, late, answer);
+            assert_eq!(events(&mut m), vec![], "nothing changes for the user");
+            assert_eq!(m.fence(), Some(11), "the fence is the granting majority's");
+            let renew_at = m.poll_timeout().expect("renewal timer");
+            m.handle_timeout(renew_at);
+            let renewed: Vec<usize> = answer_all(&mut m, renew_at, |_, _| {
+                Some(Reply::Renewed { replicas: None })
+            })
+            .into_iter()
+            .map(|(node, _)| node)
+            .collect();
+            let expected: &[usize] = if late_grants { &[0, 1, 2] } else { &[0, 1] };
+            assert_eq!(renewed, expected, "renewals go to every node that holds it");
+            assert!(m.is_held(renew_at));
+        }
+    }
+
+    /// Releasing right after a grant at quorum reaches the node whose
+    /// acquire is still out too: its release goes out behind the acquire
+    /// on the same connection, so it deletes what that acquire may set.
+    #[test]
+    fn release_after_a_grant_at_quorum_reaches_the_late_node() {
+        let (mut m, t0) = machine(3);
+        m.acquire(t0).expect("idle");
+        let sent: Vec<_> = std::iter::from_fn(|| m.poll_command()).collect();
+        for &(node, id, _) in &sent[..2] {
+            m.handle_reply(t0, node, id, grant(1).expect("a reply"));
+        }
+        assert!(m.is_held(t0));
+        m.release(t0);
+        let released = answer_all(&mut m, t0, |_, _| Some(Reply::Released));
+        assert_eq!(
+            released,
+            vec![
+                (0, Command::Release),
+                (1, Command::Release),
+                (2, Command::Release)
+            ]
+        );
+        assert!(m.is_released());
+        assert!(
+            !m.awaits(2, sent[2].1),
+            "the late acquire is no longer awaited"
+        );
+        assert!(events(&mut m).contains(&Event::Released {
+            outcome: ReleaseOutcome::Deleted
+        }));
+    }
+
+    /// A release is reported as soon as a majority deleted the key; the
+    /// machine stays busy (`is_released` false) until the last node answers.
+    #[test]
+    fn release_is_reported_at_a_majority_of_deletes() {
+        let (mut m, t0) = machine(3);
+        m.acquire(t0).expect("idle");
+        answer_all(&mut m, t0, |node, _| grant(node as u64));
+        let _ = events(&mut m);
+        m.release(t0);
+        let sent: Vec<_> = std::iter::from_fn(|| m.poll_command()).collect();
+        assert_eq!(sent.len(), 3, "release goes to every node");
+        m.handle_reply(t0, sent[0].0, sent[0].1, Reply::Released);
+        assert_eq!(events(&mut m), vec![], "one delete is not a majority");
+        m.handle_reply(t0, sent[1].0, sent[1].1, Reply::Released);
+        assert_eq!(
+            events(&mut m),
+            vec![Event::Released {
+                outcome: ReleaseOutcome::Deleted
+            }]
+        );
+        assert!(!m.is_released(), "node 2's release is still out");
+        assert!(m.awaits(sent[2].0, sent[2].1));
+        m.handle_reply(t0, sent[2].0, sent[2].1, Reply::NotOwner);
+        assert!(m.is_released());
+        assert_eq!(events(&mut m), vec![], "the outcome is reported once");
     }
 
     #[test]
