@@ -119,7 +119,9 @@ impl LockGuard {
         }
     }
 
-    /// Releases the lock (owner-checked) and waits for Redis to confirm.
+    /// Releases the lock (owner-checked) and waits for Redis to confirm
+    /// (under Redlock, for a majority of the nodes to confirm; the rest
+    /// finish in the background).
     ///
     /// Errors if the lock had already been lost; the release is still sent
     /// and never touches another owner's key.

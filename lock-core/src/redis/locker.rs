@@ -65,7 +65,10 @@ impl Locker {
     /// A lock is granted once a majority (`N/2 + 1`) grants it with validity
     /// left (counted from before the first request), renewed while a
     /// majority renews it, lost when fewer than a majority remain valid, and
-    /// released on every node. Connecting succeeds once a majority answers;
+    /// released on every node. `acquire` returns once a majority granted and
+    /// `release` once a majority deleted the key: neither waits for the
+    /// slowest node, whose answer the driver takes in the background (a late
+    /// grant joins the lock). Connecting succeeds once a majority answers;
     /// the other nodes are retried in the background. Read
     /// [`redlock`](crate::redlock) for what its fence guarantees (less than
     /// a single node's).
