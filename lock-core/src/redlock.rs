@@ -18,7 +18,12 @@
 //!   never extends the deadline past what is true) and is renewed with the
 //!   others; a late refusal leaves the lock to the majority. A release
 //!   reaches those nodes too, sent behind their acquire on the same
-//!   connection.
+//!   connection. (If that connection breaks, or the node lost its script
+//!   cache, the acquire may run after the release: our key then stays on
+//!   that one node, a minority, until its ttl.)
+//! - **A release is reported once a majority deleted the key**; the other
+//!   nodes' releases finish afterwards, and the machine is
+//!   [`is_released`](RedlockMachine::is_released) only once they have.
 //! - **Renewal needs a majority**: each node renews on its own timer; the
 //!   lock is lost (reason Expired) once fewer than a majority remain valid,
 //!   at the deadline, whether or not any node answers (timing rule 3).
@@ -256,7 +261,15 @@ impl RedlockMachine {
     }
 
     /// Releases on every node (owner-checked), or cancels an acquisition.
+    ///
+    /// A hold whose deadline has passed is lost first (reason Expired), as
+    /// on a single node: the release then reports it.
     pub fn release(&mut self, now: Instant) {
+        if let Phase::Held { valid_until } = self.phase
+            && now >= valid_until
+        {
+            self.settle(now);
+        }
         match self.phase {
             Phase::Released | Phase::Releasing => return,
             Phase::Idle => {
@@ -726,9 +739,48 @@ mod tests {
             !m.awaits(2, sent[2].1),
             "the late acquire is no longer awaited"
         );
-        assert!(events(&mut m).contains(&Event::Released {
-            outcome: ReleaseOutcome::Deleted
-        }));
+        assert_eq!(
+            events(&mut m),
+            vec![
+                Event::Acquired {
+                    fence: 1,
+                    valid_until: t0 + ms(1_000) - ms(12)
+                },
+                Event::Released {
+                    outcome: ReleaseOutcome::Deleted
+                }
+            ]
+        );
+        // The late acquire's answer, after the release: ignored.
+        m.handle_reply(t0, 2, sent[2].1, grant(1).expect("a reply"));
+        assert!(m.is_released());
+        assert_eq!(events(&mut m), vec![]);
+        assert_eq!(m.poll_command(), None);
+    }
+
+    /// Releasing after the quorum deadline has passed reports the loss
+    /// first, so the caller learns the hold had expired (as on one node).
+    #[test]
+    fn release_after_the_deadline_reports_the_loss() {
+        let (mut m, t0) = machine(3);
+        m.acquire(t0).expect("idle");
+        answer_all(&mut m, t0, |_, _| grant(1));
+        let valid_until = m.valid_until().expect("held");
+        let _ = events(&mut m);
+        m.release(valid_until);
+        answer_all(&mut m, valid_until, |_, _| Some(Reply::NotOwner));
+        assert_eq!(
+            events(&mut m),
+            vec![
+                Event::Lost {
+                    reason: LostReason::Expired
+                },
+                Event::Released {
+                    outcome: ReleaseOutcome::Unknown
+                }
+            ]
+        );
+        assert!(m.is_released());
     }
 
     /// A release is reported as soon as a majority deleted the key; the

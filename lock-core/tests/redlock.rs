@@ -151,11 +151,12 @@ async fn killing_a_minority_keeps_the_lock_killing_a_majority_loses_it() {
 async fn a_slow_node_s_grant_joins_the_lock() {
     let mut servers = three();
     let locker = connect(&servers).await;
-    // Redis ends a pause on its next cron tick (every 100 ms), so a 60 ms
-    // pause lasts up to 160 ms: the command timeout leaves room for that.
+    // 300 ms leaves the acquire and the check below plenty of time to run
+    // within the pause. Redis ends a pause on its next cron tick (every
+    // 100 ms), so it lasts up to 400 ms: the command timeout leaves room.
     let opts =
-        LockOptions::new(Duration::from_millis(900)).command_timeout(Duration::from_millis(250));
-    servers[2].query::<()>(&["CLIENT", "PAUSE", "60", "WRITE"]);
+        LockOptions::new(Duration::from_millis(900)).command_timeout(Duration::from_millis(600));
+    servers[2].query::<()>(&["CLIENT", "PAUSE", "300", "WRITE"]);
     let guard = locker.acquire("orders", &opts).await.expect("acquire");
     assert_eq!(
         support::get(&servers[2], KEY),
