@@ -74,31 +74,32 @@ async fn raw_fan_out(conns: &[MultiplexedConnection]) -> Duration {
 /// wait for the slowest node.
 async fn raw_majority(conns: &[MultiplexedConnection]) -> Duration {
     let key = fresh_key("rawq");
-    let quorum = conns.len() / 2 + 1;
     let started = Instant::now();
-    let mut acquires: FuturesUnordered<_> = conns
-        .iter()
-        .map(|conn| {
-            let mut conn = conn.clone();
-            let key = key.clone();
-            async move { set_nx_px(&mut conn, &key).await }
-        })
-        .collect();
-    for _ in 0..quorum {
-        acquires.next().await;
-    }
-    let mut releases: FuturesUnordered<_> = conns
-        .iter()
-        .map(|conn| {
-            let mut conn = conn.clone();
-            let key = key.clone();
-            async move { release(&mut conn, &key).await }
-        })
-        .collect();
-    for _ in 0..quorum {
-        releases.next().await;
-    }
+    first_majority(conns, &key, |mut conn, key| async move {
+        set_nx_px(&mut conn, &key).await;
+    })
+    .await;
+    first_majority(conns, &key, |mut conn, key| async move {
+        release(&mut conn, &key).await;
+    })
+    .await;
     started.elapsed()
+}
+
+/// Runs `step` on every connection at once and returns once a majority of
+/// them finished (the others are dropped; their replies are discarded).
+async fn first_majority<F, Fut>(conns: &[MultiplexedConnection], key: &str, step: F)
+where
+    F: Fn(MultiplexedConnection, String) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let mut running: FuturesUnordered<Fut> = conns
+        .iter()
+        .map(|conn| step(conn.clone(), key.to_owned()))
+        .collect();
+    for _ in 0..conns.len() / 2 + 1 {
+        running.next().await;
+    }
 }
 
 /// One acquire + release cycle of `locker`.

@@ -628,6 +628,14 @@ mod tests {
         std::iter::from_fn(|| machine.poll_event()).collect()
     }
 
+    /// The grant event of a round sent at `t0` (ttl 1 s, drift 12 ms).
+    fn acquired(fence: u64, t0: Instant) -> Event {
+        Event::Acquired {
+            fence,
+            valid_until: t0 + ms(1_000) - ms(12),
+        }
+    }
+
     fn grant(fence: u64) -> Option<Reply> {
         Some(Reply::Granted {
             fence,
@@ -650,13 +658,7 @@ mod tests {
         });
         assert_eq!(sent.len(), 3, "one acquire per node, all at once");
         let valid_until = t0 + ms(1_000) - ms(12);
-        assert_eq!(
-            events(&mut m),
-            vec![Event::Acquired {
-                fence: 11,
-                valid_until
-            }]
-        );
+        assert_eq!(events(&mut m), vec![acquired(11, t0)]);
         assert!(m.is_held(t0 + ms(5)));
         assert!(!m.is_held(valid_until));
     }
@@ -680,13 +682,9 @@ mod tests {
                     grant(10 + node as u64).expect("a reply"),
                 );
             }
-            let valid_until = t0 + ms(1_000) - ms(12);
             assert_eq!(
                 events(&mut m),
-                vec![Event::Acquired {
-                    fence: 11,
-                    valid_until
-                }],
+                vec![acquired(11, t0)],
                 "granted by nodes 0 and 1 while node 2 is still out"
             );
             assert!(m.awaits(2, late), "node 2's acquire is still awaited");
@@ -742,10 +740,7 @@ mod tests {
         assert_eq!(
             events(&mut m),
             vec![
-                Event::Acquired {
-                    fence: 1,
-                    valid_until: t0 + ms(1_000) - ms(12)
-                },
+                acquired(1, t0),
                 Event::Released {
                     outcome: ReleaseOutcome::Deleted
                 }
