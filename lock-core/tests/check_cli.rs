@@ -5,7 +5,7 @@ mod support;
 
 use std::process::{Command, Output};
 
-use support::RedisServer;
+use support::{RedisServer, states};
 
 fn run(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_redis-lock-check"))
@@ -18,6 +18,13 @@ fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// AOF with an fsync per write: nothing to report about persistence.
+const DURABLE: [&str; 4] = ["--appendonly", "yes", "--appendfsync", "always"];
+
 /// A server with two unsafe settings: an evicting policy under a memory
 /// cap, and no persistence (the test servers' default).
 fn unsafe_server() -> RedisServer {
@@ -26,7 +33,7 @@ fn unsafe_server() -> RedisServer {
 
 #[test]
 fn a_safe_server_passes() {
-    let server = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let server = RedisServer::start_with(&DURABLE);
     let output = run(&[&server.url()]);
     let text = stdout(&output);
     assert_eq!(output.status.code(), Some(0), "{text}");
@@ -151,4 +158,141 @@ fn an_unreachable_server_is_an_error_not_a_pass() {
         Some(2),
         "an unknown kind is a usage error"
     );
+}
+
+#[test]
+fn a_refused_authentication_cannot_run() {
+    let server = RedisServer::start_with(&DURABLE);
+    let _: String = server.query(&["CONFIG", "SET", "requirepass", "secret"]);
+    // No password: every read is refused with NOAUTH.
+    let output = run(&[&server.url()]);
+    assert_eq!(output.status.code(), Some(2), "{}", stdout(&output));
+    let text = stderr(&output);
+    assert!(
+        text.starts_with("redis-lock-check: could not run: "),
+        "{text}"
+    );
+    assert!(text.contains("NOAUTH"), "{text}");
+    assert!(output.stdout.is_empty(), "{}", stdout(&output));
+    // A wrong one: the connection's AUTH is refused.
+    let wrong = format!("redis://:wrong@127.0.0.1:{}/", server.port());
+    let output = run(&[&wrong]);
+    assert_eq!(output.status.code(), Some(2), "{}", stdout(&output));
+    let text = stderr(&output);
+    assert!(text.contains("refused the authentication"), "{text}");
+    // The right one: the check runs and passes.
+    let right = format!("redis://:secret@127.0.0.1:{}/", server.port());
+    let output = run(&[&right]);
+    assert_eq!(output.status.code(), Some(0), "{}", stdout(&output));
+}
+
+#[test]
+fn settings_the_server_will_not_show_fail_unless_accepted() {
+    let server = RedisServer::start_with(&DURABLE);
+    let acl = |user: &str, rules: &[&str]| {
+        let mut args = vec!["ACL", "SETUSER", user, "on", ">pw"];
+        args.extend_from_slice(rules);
+        let _: String = server.query(&args);
+    };
+    acl("no-config", &["~*", "+@all", "-config"]);
+    acl("ping-only", &["+ping"]);
+    let url = |user: &str| format!("redis://{user}:pw@127.0.0.1:{}/", server.port());
+
+    // Without CONFIG, INFO shows AOF on but not its fsync policy, nor
+    // min-replicas-to-write: two settings not checked.
+    let output = run(&[&url("no-config")]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    for expected in [
+        "UNKNOWN     persistence-unreadable:",
+        "NOPERM",
+        "check FAILED: persistence-unreadable, replication-unreadable",
+        "not checked: persistence-unreadable, replication-unreadable",
+    ] {
+        assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
+    }
+    // Checked another way and accepted: it passes, and says what it accepted.
+    let output = run(&[
+        &url("no-config"),
+        "--accept",
+        "persistence-unreadable",
+        "--accept",
+        "replication-unreadable",
+    ]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("accepted: persistence-unreadable, replication-unreadable"),
+        "{text}"
+    );
+
+    // Nothing readable at all: it fails, naming everything it did not read.
+    let output = run(&[&url("ping-only"), "--json"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    let report: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("stdout is one JSON document");
+    assert_eq!(report["passed"], false);
+    assert_eq!(report["safe"], false);
+    let findings = report["findings"].as_array().expect("a findings array");
+    assert_eq!(findings.len(), 4, "{report}");
+    for finding in findings {
+        assert_eq!(finding["severity"], "unknown", "{finding}");
+        assert_eq!(finding["fails"], true, "{finding}");
+    }
+}
+
+#[test]
+fn a_replica_in_its_initial_sync_fails_the_check() {
+    let (primary, replica) = states::replica_in_initial_sync(&DURABLE);
+    let output = run(&[&primary.url()]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    let named = format!("127.0.0.1:{} (wait_bgsave: in a full sync)", replica.port());
+    for expected in [
+        format!("role                   primary, 1 replica(s) attached: {named}"),
+        "UNSAFE      failover-can-lose-lock:".to_owned(),
+        "WARNING     replica-not-in-sync:".to_owned(),
+        "check FAILED: failover-can-lose-lock".to_owned(),
+    ] {
+        assert!(text.contains(&expected), "missing {expected:?} in:\n{text}");
+    }
+    // Locks that WAIT for it: every grant would wait in vain.
+    let output = run(&[&primary.url(), "--wait-replicas", "1"]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    assert!(text.contains("check FAILED: replica-not-in-sync"), "{text}");
+}
+
+#[test]
+fn a_lagging_replica_fails_locks_that_wait_for_it() {
+    let primary = RedisServer::start_with(&DURABLE);
+    let replica = RedisServer::replica_of(&primary);
+    let output = run(&[&primary.url(), "--wait-replicas", "1"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stdout(&output));
+
+    states::stop_acknowledging(&primary, &replica, 2);
+    let output = run(&[
+        &primary.url(),
+        "--wait-replicas",
+        "1",
+        "--max-replica-lag",
+        "1s",
+    ]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    let named = format!("127.0.0.1:{} (online, lag ", replica.port());
+    assert!(text.contains(&named), "{text}");
+    assert!(text.contains("check FAILED: replica-not-in-sync"), "{text}");
+}
+
+#[test]
+fn a_server_still_loading_fails_the_check() {
+    let server = states::loading();
+    // Loading is what fails it, not the fixture's lack of persistence.
+    let output = run(&[&server.url(), "--accept", "no-persistence"]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    assert!(text.contains("UNAVAILABLE loading:"), "{text}");
+    assert!(text.contains("read: INFO loading:1 ("), "{text}");
+    assert!(text.contains("check FAILED: loading\n"), "{text}");
 }

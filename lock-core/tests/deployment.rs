@@ -14,7 +14,7 @@ use lock_core::{
     CheckError, CheckOptions, DeploymentReport, FindingKind, LockOptions, Locker, LockerReport,
     Severity, check_deployment,
 };
-use support::RedisServer;
+use support::{RedisServer, states};
 
 async fn check_url(url: &str, opts: &CheckOptions) -> DeploymentReport {
     let client = redis::Client::open(url).expect("a valid url");
@@ -368,9 +368,118 @@ async fn commands_an_acl_denies_are_reported_unreadable() {
         assert!(finding.observed.contains("NOPERM"), "{}", finding.observed);
     }
     assert!(
-        report.is_safe(),
-        "nothing unsafe was read, and nothing is guessed"
+        !report.is_safe(),
+        "nothing was read: nothing is guessed, and nothing is passed"
     );
+}
+
+#[tokio::test]
+async fn a_refused_authentication_is_an_error_not_a_report() {
+    let server = RedisServer::start();
+    // Set once it runs: the fixture proves a server up by asking it, unauthenticated.
+    config_set(&server, "requirepass", "secret");
+    // No password in the URL: the connection opens, every command gets NOAUTH.
+    let client = redis::Client::open(server.url()).expect("a valid url");
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("the connection opens without AUTH");
+    match check_deployment(&mut conn, &opts()).await {
+        Err(CheckError::Authentication(reply)) => {
+            assert!(reply.starts_with("NOAUTH"), "{reply}");
+        }
+        other => panic!("expected an authentication error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_replica_in_its_initial_sync_is_counted_and_named() {
+    let (primary, replica) = states::replica_in_initial_sync(&[]);
+    make_durable(&primary);
+    // ROLE lists only online replicas: it shows none.
+    let role: redis::Value = primary.cmd(&["ROLE"]);
+    assert!(
+        matches!(&role, redis::Value::Array(items) if items.get(2) == Some(&redis::Value::Array(vec![]))),
+        "{role:?}"
+    );
+    let named = format!("127.0.0.1:{} (wait_bgsave: in a full sync)", replica.port());
+
+    let report = check(&primary, &opts()).await;
+    assert_eq!(
+        found(&report),
+        [
+            (FindingKind::FailoverCanLoseLock, Severity::Unsafe),
+            (FindingKind::ReplicaNotInSync, Severity::Warning),
+        ],
+        "{report}"
+    );
+    assert_eq!(
+        report.findings[0].observed,
+        format!(
+            "1 replica(s) attached, 1 not in sync ({named}), the locks WAIT for 0, min-replicas-to-write 0"
+        )
+    );
+    let role = report
+        .readings
+        .iter()
+        .find(|reading| reading.name == "role");
+    assert_eq!(
+        role.map(|reading| reading.value.as_str()),
+        Some(format!("primary, 1 replica(s) attached: {named}").as_str())
+    );
+
+    // Locks that WAIT for it get no acknowledgement until it has synced.
+    let report = check(&primary, &opts().wait_replicas(1)).await;
+    assert_eq!(
+        found(&report),
+        [(FindingKind::ReplicaNotInSync, Severity::Unavailable)],
+        "{report}"
+    );
+    assert!(report.findings[0].observed.contains(&named), "{report}");
+}
+
+#[tokio::test]
+async fn a_replica_that_stops_acknowledging_is_named() {
+    let primary = RedisServer::start();
+    make_durable(&primary);
+    let replica = RedisServer::replica_of(&primary);
+    let waiting = opts().wait_replicas(1);
+    assert_eq!(found(&check(&primary, &waiting).await), []);
+
+    // The default lag allowed is 2 s: three without an acknowledgement lag.
+    states::stop_acknowledging(&primary, &replica, 3);
+    let report = check(&primary, &waiting).await;
+    assert_eq!(
+        found(&report),
+        [(FindingKind::ReplicaNotInSync, Severity::Unavailable)],
+        "{report}"
+    );
+    let listed = format!("127.0.0.1:{} (online, lag ", replica.port());
+    assert!(report.findings[0].observed.contains(&listed), "{report}");
+    // A longer lag allowed: the same replica counts as keeping up.
+    let patient = waiting.max_replica_lag(Duration::from_secs(3600));
+    assert_eq!(found(&check(&primary, &patient).await), []);
+}
+
+#[tokio::test]
+async fn a_server_still_loading_is_unavailable() {
+    let server = states::loading();
+    let report = check(&server, &opts()).await;
+    let loading = report
+        .finding(FindingKind::Loading)
+        .unwrap_or_else(|| panic!("no loading finding: {report}"));
+    assert_eq!(loading.severity, Severity::Unavailable);
+    assert!(
+        loading.observed.starts_with("INFO loading:1 ("),
+        "{}",
+        loading.observed
+    );
+    // The settings are still read while it loads.
+    assert!(
+        report.finding(FindingKind::NoPersistence).is_some(),
+        "{report}"
+    );
+    assert!(!report.is_safe());
 }
 
 // Locker::check_deployment ---------------------------------------------------

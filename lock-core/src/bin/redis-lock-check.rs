@@ -1,9 +1,12 @@
 //! `redis-lock-check URL`: runs the deployment check against one Redis and
 //! prints what in its configuration can break the lock.
 //!
-//! Exit status: 0 when nothing fails the check, 1 when an `unsafe` or
-//! `unavailable` finding does (with `--strict`, any finding), 2 when the
-//! check could not run (bad arguments, no connection).
+//! Exit status: 0 when the check read what it needs and nothing fails it;
+//! 1 when a finding fails it: an `unsafe` or `unavailable` one, or an
+//! `unknown` one (a setting the server would not show: what was not read
+//! is not passed) that is not `--accept`ed, and with `--strict` a warning
+//! too; 2 when the check could not run (bad arguments, no connection, a
+//! refused authentication).
 
 use std::{collections::BTreeSet, process::ExitCode, time::Duration};
 
@@ -30,11 +33,17 @@ struct Args {
     /// The largest server clock offset not reported, instead of the drift margin.
     #[arg(long, value_parser = humantime::parse_duration)]
     max_clock_offset: Option<Duration>,
+    /// The longest a replica may go without acknowledging before it counts
+    /// as not in sync (replicas acknowledge every second).
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    max_replica_lag: Duration,
     /// A finding you accept (say, `no-persistence` when restarts are
-    /// delayed past the ttl): still printed, but it does not fail the check.
+    /// delayed past the ttl, or `persistence-unreadable` once you checked
+    /// it in your provider's console): still printed, but it does not fail
+    /// the check.
     #[arg(long, value_name = "KIND", value_parser = kind_parser())]
     accept: Vec<FindingKind>,
-    /// Fail on every finding not accepted, warnings and unreadable settings too.
+    /// Fail on every finding not accepted, warnings too.
     #[arg(long)]
     strict: bool,
     /// Print the report as JSON.
@@ -51,9 +60,14 @@ fn kind_parser() -> impl clap::builder::TypedValueParser<Value = FindingKind> {
 }
 
 impl Args {
-    /// Returns true if `finding` fails the check.
+    /// Returns true if `finding` fails the check. A setting that could not
+    /// be read fails it as an unsafe one does: a check never passes what it
+    /// did not read, unless told to.
     fn fails(&self, finding: &Finding) -> bool {
-        let serious = matches!(finding.severity, Severity::Unsafe | Severity::Unavailable);
+        let serious = matches!(
+            finding.severity,
+            Severity::Unsafe | Severity::Unavailable | Severity::Unknown
+        );
         (serious || self.strict) && !self.accept.contains(&finding.kind)
     }
 }
@@ -64,7 +78,7 @@ async fn main() -> ExitCode {
     let report = match run(&args).await {
         Ok(report) => report,
         Err(error) => {
-            eprintln!("redis-lock-check: {error}");
+            eprintln!("redis-lock-check: could not run: {error}");
             return ExitCode::from(2);
         }
     };
@@ -95,6 +109,7 @@ async fn run(args: &Args) -> Result<DeploymentReport, Box<dyn std::error::Error>
     if let Some(offset) = args.max_clock_offset {
         opts = opts.max_clock_offset(offset);
     }
+    opts = opts.max_replica_lag(args.max_replica_lag);
     let client = redis::Client::open(args.url.as_str())?;
     let config = redis::AsyncConnectionConfig::new()
         .set_connection_timeout(Some(args.timeout))
@@ -102,7 +117,12 @@ async fn run(args: &Args) -> Result<DeploymentReport, Box<dyn std::error::Error>
     let mut conn = client
         .get_multiplexed_async_connection_with_config(&config)
         .await
-        .map_err(|error| format!("cannot connect: {error}"))?;
+        .map_err(|error| match error.kind() {
+            redis::ErrorKind::AuthenticationFailed => {
+                format!("the server refused the authentication (check the URL's user and password): {error}")
+            }
+            _ => format!("cannot connect: {error}"),
+        })?;
     Ok(lock_core::check_deployment(&mut conn, &opts).await?)
 }
 
@@ -119,9 +139,21 @@ fn print_human(args: &Args, report: &DeploymentReport, failing: &BTreeSet<Findin
     }
     if failing.is_empty() {
         println!("check passed");
-    } else {
-        let names: Vec<&str> = failing.iter().map(|kind| kind.name()).collect();
-        println!("check FAILED: {}", names.join(", "));
+        return;
+    }
+    let names: Vec<&str> = failing.iter().map(|kind| kind.name()).collect();
+    println!("check FAILED: {}", names.join(", "));
+    let unread: Vec<&str> = report
+        .findings
+        .iter()
+        .filter(|finding| finding.severity == Severity::Unknown && failing.contains(&finding.kind))
+        .map(|finding| finding.kind.name())
+        .collect();
+    if !unread.is_empty() {
+        println!(
+            "not checked: {} (the server would not show it; check it another way, then --accept it)",
+            unread.join(", ")
+        );
     }
 }
 

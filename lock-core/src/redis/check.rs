@@ -18,6 +18,18 @@
 //! otherwise reports a `*-unreadable` finding with the refusal instead of
 //! guessing.
 //!
+//! The rule: **what was not read is not passed.** A `*-unreadable` finding
+//! (severity [`Severity::Unknown`]) makes [`DeploymentReport::is_safe`]
+//! false, as an unsafe one does, and the `redis-lock-check` command fails
+//! on it unless told to accept it. A server that refuses the connection's
+//! authentication (`NOAUTH`, `WRONGPASS`) would refuse every read: that is
+//! [`CheckError::Authentication`], not a report.
+//!
+//! Replicas are counted from `INFO replication`, which lists every replica
+//! attached whatever its state, not from `ROLE`, which lists only those
+//! online: a replica in its initial sync, or looping through full resyncs,
+//! is attached, a failover may promote it, and it has none of the locks.
+//!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
@@ -37,6 +49,7 @@
 
 mod nodes;
 mod read;
+mod replication;
 mod report;
 mod rules;
 
@@ -50,12 +63,17 @@ pub use report::{DeploymentReport, Finding, FindingKind, Reading, Severity, Unkn
 
 use crate::{LockOptions, redis::ConnectError};
 
+/// Replicas acknowledge every second: two missed acknowledgements make one
+/// lag.
+const DEFAULT_MAX_REPLICA_LAG: Duration = Duration::from_secs(2);
+
 /// What the check needs to know about the locks the server will hold.
 #[derive(Clone)]
 pub struct CheckOptions {
     pub(crate) ttl: Duration,
     pub(crate) wait_replicas: u32,
     pub(crate) max_clock_offset: Duration,
+    pub(crate) max_replica_lag: Duration,
     wall_clock: Arc<dyn Fn() -> SystemTime + Send + Sync>,
 }
 
@@ -65,6 +83,7 @@ impl fmt::Debug for CheckOptions {
             .field("ttl", &self.ttl)
             .field("wait_replicas", &self.wait_replicas)
             .field("max_clock_offset", &self.max_clock_offset)
+            .field("max_replica_lag", &self.max_replica_lag)
             .finish_non_exhaustive()
     }
 }
@@ -83,6 +102,7 @@ impl CheckOptions {
             ttl: opts.ttl(),
             wait_replicas: opts.replicas().map_or(0, |(replicas, _)| replicas),
             max_clock_offset: opts.drift(),
+            max_replica_lag: DEFAULT_MAX_REPLICA_LAG,
             wall_clock: Arc::new(SystemTime::now),
         }
     }
@@ -103,6 +123,16 @@ impl CheckOptions {
         self
     }
 
+    /// Sets the longest a replica may go without acknowledging the primary
+    /// before it counts as lagging (default 2 s).
+    ///
+    /// Replicas acknowledge every second, and Redis reports the lag in
+    /// whole seconds: a lag of 0 or 1 is a replica keeping up.
+    pub fn max_replica_lag(mut self, lag: Duration) -> Self {
+        self.max_replica_lag = lag;
+        self
+    }
+
     /// Reads the local wall clock from `clock` instead of
     /// [`SystemTime::now`] (advanced: for tests and simulators).
     pub fn wall_clock(mut self, clock: impl Fn() -> SystemTime + Send + Sync + 'static) -> Self {
@@ -114,6 +144,7 @@ impl CheckOptions {
 /// Why [`check_deployment`] could not produce a report.
 ///
 /// A refused command is not an error: it becomes a `*-unreadable` finding.
+/// A refused authentication is, since under it every command is refused.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CheckError {
@@ -124,6 +155,10 @@ pub enum CheckError {
     /// ([`Locker::check_deployment`](crate::Locker::check_deployment)).
     #[error("cannot connect to the node to check it: {0}")]
     Connect(#[source] ConnectError),
+    /// The server refused every command for want of authentication
+    /// (`NOAUTH`, `WRONGPASS`): nothing could be read.
+    #[error("the server refused the connection's authentication ({0}): give the user and password")]
+    Authentication(String),
 }
 
 /// Reads the server behind `conn` and reports what in its configuration can
@@ -132,9 +167,10 @@ pub enum CheckError {
 /// Only reads (`CONFIG GET`, `INFO`, `ROLE`, `TIME`), one command at a time,
 /// on the connection given: run it on a connection to the node the locks
 /// use (for Redlock, once per node), or let
-/// [`Locker::check_deployment`](crate::Locker::check_deployment) find them. A command the server refuses becomes a
-/// finding; only a transport failure is an error. The connection's own
-/// response timeout bounds each command.
+/// [`Locker::check_deployment`](crate::Locker::check_deployment) find them.
+/// A command the server refuses becomes a finding; only a transport failure
+/// or a refused authentication is an error. The connection's own response
+/// timeout bounds each command.
 pub async fn check_deployment<C: ConnectionLike + Send>(
     conn: &mut C,
     opts: &CheckOptions,

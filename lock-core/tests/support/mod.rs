@@ -12,6 +12,7 @@ pub mod cluster;
 pub mod pki;
 pub mod process;
 pub mod sentinel;
+pub mod states;
 #[cfg(feature = "tls")]
 pub mod tls;
 #[cfg(feature = "redis")]

@@ -54,8 +54,8 @@ pub struct NodeReport {
 }
 
 impl LockerReport {
-    /// Returns true if every node was checked and none has an
-    /// [`Severity::Unsafe`] finding (false for a locker with no node).
+    /// Returns true if every node was checked, completely, and is safe
+    /// ([`DeploymentReport::is_safe`]); false for a locker with no node.
     pub fn is_safe(&self) -> bool {
         !self.nodes.is_empty()
             && self

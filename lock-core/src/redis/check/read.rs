@@ -33,12 +33,33 @@ pub(super) type Read<T> = Result<T, String>;
 /// What the node says it is (`ROLE`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Role {
-    /// A primary with this many replicas attached.
-    Primary { replicas: usize },
+    /// A primary, with the replicas `ROLE` lists: only those online (a
+    /// replica in its initial sync is attached but not listed).
+    Primary { replicas: Vec<Replica> },
     /// A replica of `primary` (`host:port`), its link in `state`.
     Replica { primary: String, state: String },
     /// A Sentinel, which holds no data.
     Sentinel,
+}
+
+/// A replica attached to a primary, as the primary sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Replica {
+    /// `ip:port`.
+    pub(super) address: String,
+    /// Its link: `online`, or a full sync's `wait_bgsave` (the primary is
+    /// making the snapshot) and `send_bulk` (sending it).
+    pub(super) state: String,
+    /// Seconds since its last acknowledgement, where known (`INFO`'s
+    /// `lag`; replicas acknowledge every second).
+    pub(super) lag: Option<u64>,
+}
+
+impl Replica {
+    /// Returns true if the replica receives the write stream.
+    pub(super) fn is_online(&self) -> bool {
+        self.state == "online"
+    }
 }
 
 /// The server's clock against the local wall clock: the server's `TIME`
@@ -76,6 +97,28 @@ impl Server {
     /// An `INFO` field, if `INFO` could be read and has it.
     pub(super) fn info(&self, field: &str) -> Option<&str> {
         self.info.as_ref().ok()?.get(field).map(String::as_str)
+    }
+
+    /// Every replica attached, whatever its state, from `INFO
+    /// replication` (`connected_slaves:N`, then `slaveI:ip=...,port=...,
+    /// state=...,offset=...,lag=...`), if `INFO` could be read and has the
+    /// count. A listed replica whose line is missing or unreadable keeps its
+    /// place, with the state `unlisted`.
+    pub(super) fn attached_replicas(&self) -> Option<Vec<Replica>> {
+        let count: usize = self.info("connected_slaves")?.parse().ok()?;
+        let replicas = (0..count)
+            .map(|index| {
+                let field = format!("slave{index}");
+                self.info(&field)
+                    .and_then(replica_line)
+                    .unwrap_or_else(|| Replica {
+                        address: field,
+                        state: "unlisted".into(),
+                        lag: None,
+                    })
+            })
+            .collect();
+        Some(replicas)
     }
 
     /// Why `field` is not in `INFO`: the refusal, or its absence.
@@ -131,13 +174,20 @@ pub(super) async fn server<C: ConnectionLike + Send>(
 }
 
 /// Sends `cmd`: `Ok(Err(text))` for an error reply, `Err` for a transport
-/// failure, after which nothing more can be read.
+/// failure, after which nothing more can be read, or for a refused
+/// authentication, under which nothing can be.
 async fn ask<C: ConnectionLike + Send>(
     conn: &mut C,
     cmd: &redis::Cmd,
 ) -> Result<Read<Value>, CheckError> {
     match cmd.query_async::<Value>(conn).await {
         Ok(value) => Ok(Ok(value)),
+        // NOAUTH refuses every command of a connection that has not
+        // authenticated (WRONGPASS, one whose credentials were wrong): every
+        // finding would be unknown, so the check cannot run at all.
+        Err(error) if matches!(error.code(), Some("NOAUTH" | "WRONGPASS")) => {
+            Err(CheckError::Authentication(reply_text(&error)))
+        }
         Err(error) if is_error_reply(&error) => Ok(Err(reply_text(&error))),
         Err(error) => Err(CheckError::Connection(error)),
     }
@@ -205,6 +255,20 @@ fn info_fields(text: &str) -> impl Iterator<Item = (String, String)> + '_ {
         .map(|(field, value)| (field.to_owned(), value.to_owned()))
 }
 
+/// One replica's line of `INFO replication`:
+/// `ip=127.0.0.1,port=6380,state=online,offset=42,lag=0`.
+fn replica_line(line: &str) -> Option<Replica> {
+    let fields: BTreeMap<&str, &str> = line
+        .split(',')
+        .filter_map(|pair| pair.split_once('='))
+        .collect();
+    Some(Replica {
+        address: format!("{}:{}", fields.get("ip")?, fields.get("port")?),
+        state: (*fields.get("state")?).to_owned(),
+        lag: fields.get("lag").and_then(|lag| lag.parse().ok()),
+    })
+}
+
 /// Parses `ROLE`: `[master, offset, [[ip, port, offset], ...]]`,
 /// `[slave, ip, port, state, offset]` or `[sentinel, [names]]`.
 fn role(value: &Value) -> Read<Role> {
@@ -219,9 +283,21 @@ fn role(value: &Value) -> Read<Role> {
         .ok_or_else(unexpected)?;
     match name.as_str() {
         "master" => match items.get(2) {
-            Some(Value::Array(replicas)) => Ok(Role::Primary {
-                replicas: replicas.len(),
-            }),
+            Some(Value::Array(listed)) => {
+                let replicas = listed
+                    .iter()
+                    .map(|replica| match replica {
+                        Value::Array(fields) if fields.len() >= 2 => Ok(Replica {
+                            address: format!("{}:{}", text(&fields[0])?, text(&fields[1])?),
+                            // ROLE lists only the replicas that are online.
+                            state: "online".into(),
+                            lag: None,
+                        }),
+                        _ => Err(unexpected()),
+                    })
+                    .collect::<Read<_>>()?;
+                Ok(Role::Primary { replicas })
+            }
             _ => Err(unexpected()),
         },
         "slave" => {
@@ -351,7 +427,16 @@ mod tests {
                 bulk("10"),
             ])]),
         ]);
-        assert_eq!(role(&primary), Ok(Role::Primary { replicas: 1 }));
+        assert_eq!(
+            role(&primary),
+            Ok(Role::Primary {
+                replicas: vec![Replica {
+                    address: "127.0.0.1:6380".into(),
+                    state: "online".into(),
+                    lag: None,
+                }]
+            })
+        );
         let replica = Value::Array(vec![
             bulk("slave"),
             bulk("10.0.0.1"),
@@ -368,6 +453,36 @@ mod tests {
         );
         assert!(role(&Value::Array(vec![bulk("master")])).is_err());
         assert!(role(&Value::Nil).is_err());
+    }
+
+    #[test]
+    fn info_lists_every_attached_replica_whatever_its_state() {
+        let text = "# Replication\r\nrole:master\r\nconnected_slaves:3\r\n\
+                    slave0:ip=10.0.0.2,port=6380,state=online,offset=42,lag=1\r\n\
+                    slave1:ip=10.0.0.3,port=6380,state=wait_bgsave,offset=0,lag=0\r\n";
+        let server = Server {
+            config: BTreeMap::new(),
+            info: Ok(info_fields(text).collect()),
+            role: Err("NOPERM".into()),
+            clock: Err("NOPERM".into()),
+        };
+        let replica = |address: &str, state: &str, lag| Replica {
+            address: address.into(),
+            state: state.into(),
+            lag,
+        };
+        assert_eq!(
+            server.attached_replicas(),
+            Some(vec![
+                replica("10.0.0.2:6380", "online", Some(1)),
+                replica("10.0.0.3:6380", "wait_bgsave", Some(0)),
+                // Counted but not listed: attached all the same.
+                replica("slave2", "unlisted", None),
+            ])
+        );
+        let mut refused = server;
+        refused.info = Err("NOPERM".into());
+        assert_eq!(refused.attached_replicas(), None);
     }
 
     #[test]
@@ -462,7 +577,7 @@ mod tests {
                     let Value::Array(items) = &reply else {
                         return Err(TestCaseError::fail("a role from a non-array"));
                     };
-                    prop_assert!(matches!(&items[2], Value::Array(listed) if listed.len() == replicas));
+                    prop_assert!(matches!(&items[2], Value::Array(listed) if listed.len() == replicas.len()));
                 }
             }
 
@@ -486,6 +601,14 @@ mod tests {
             fn info_text_reads_into_fields(text in prop_oneof![text(), any::<String>()]) {
                 for (field, _) in info_fields(&text) {
                     prop_assert!(!field.contains(':') && !field.starts_with('#'));
+                }
+            }
+
+            #[test]
+            fn replica_lines_read_or_fail(line in prop_oneof![text(), any::<String>()]) {
+                if let Some(replica) = replica_line(&line) {
+                    prop_assert!(line.contains("ip=") && line.contains("state="));
+                    prop_assert!(replica.address.contains(':'));
                 }
             }
         }

@@ -51,6 +51,9 @@ pub(crate) mod row {
 pub enum FindingKind {
     /// The node is a replica (or a Sentinel), not the primary.
     NotAPrimary,
+    /// The node is still loading its dataset (after a restart, or a
+    /// replica's full sync): it refuses every lock command with `LOADING`.
+    Loading,
     /// `maxmemory-policy` is not `noeviction`: under memory pressure Redis
     /// may evict a held lock key (every `volatile-*` policy too, since the
     /// key has a ttl).
@@ -67,6 +70,10 @@ pub enum FindingKind {
     /// The locks `WAIT` for more replicas than are connected: every grant
     /// is refused as not replicated.
     TooFewReplicasForWait,
+    /// A replica is attached but not in sync: in its initial sync (or a
+    /// resync loop), or not acknowledging. A failover to it loses the locks
+    /// it lacks, and the locks' `WAIT` cannot count it.
+    ReplicaNotInSync,
     /// Fewer good replicas than `min-replicas-to-write`: every write, so
     /// every acquire and renewal, is refused with `NOREPLICAS`.
     MinReplicasUnmet,
@@ -88,13 +95,15 @@ pub enum FindingKind {
 
 impl FindingKind {
     /// Every kind, in report order (which is also their `Ord` order).
-    pub const ALL: [Self; 13] = [
+    pub const ALL: [Self; 15] = [
         Self::NotAPrimary,
+        Self::Loading,
         Self::EvictionPolicy,
         Self::NoPersistence,
         Self::AofNotAlways,
         Self::FailoverCanLoseLock,
         Self::TooFewReplicasForWait,
+        Self::ReplicaNotInSync,
         Self::MinReplicasUnmet,
         Self::ClockOffset,
         Self::RoleUnreadable,
@@ -112,8 +121,10 @@ impl FindingKind {
             Self::AofNotAlways => "aof-not-always",
             Self::FailoverCanLoseLock => "failover-can-lose-lock",
             Self::TooFewReplicasForWait => "too-few-replicas-for-wait",
+            Self::ReplicaNotInSync => "replica-not-in-sync",
             Self::MinReplicasUnmet => "min-replicas-unmet",
             Self::NotAPrimary => "not-a-primary",
+            Self::Loading => "loading",
             Self::ClockOffset => "clock-offset",
             Self::EvictionUnreadable => "eviction-unreadable",
             Self::PersistenceUnreadable => "persistence-unreadable",
@@ -141,11 +152,17 @@ impl FindingKind {
             Self::TooFewReplicasForWait => {
                 "the locks wait for more replica acknowledgements than there are replicas: every acquire fails"
             }
+            Self::ReplicaNotInSync => {
+                "a replica is attached but not in sync: a failover to it loses the locks it lacks, and WAIT cannot count it"
+            }
             Self::MinReplicasUnmet => {
                 "the primary refuses writes (NOREPLICAS): every acquire and renewal fails"
             }
             Self::NotAPrimary => {
                 "the node is not the primary: locks taken here are refused or unsafe"
+            }
+            Self::Loading => {
+                "the node is still loading its dataset: it refuses every lock command (LOADING) until done"
             }
             Self::ClockOffset => {
                 "the server clock is far from the client's: one of them is unsynchronised, and a forward step of the server clock expires keys early"
@@ -180,7 +197,9 @@ impl FindingKind {
             Self::FailoverCanLoseLock => &["scenarios/failover-without-wait.toml"],
             Self::ClockOffset => &["scenarios/server-clock-jump.toml"],
             Self::NotAPrimary
+            | Self::Loading
             | Self::TooFewReplicasForWait
+            | Self::ReplicaNotInSync
             | Self::MinReplicasUnmet
             | Self::RoleUnreadable
             | Self::EvictionUnreadable
@@ -272,12 +291,14 @@ pub struct DeploymentReport {
 }
 
 impl DeploymentReport {
-    /// Returns true if no finding is [`Severity::Unsafe`].
+    /// Returns true if the check read everything it needs and no finding
+    /// is [`Severity::Unsafe`]: what could not be read
+    /// ([`Severity::Unknown`]) is not assumed safe.
     pub fn is_safe(&self) -> bool {
         !self
             .findings
             .iter()
-            .any(|finding| finding.severity == Severity::Unsafe)
+            .any(|finding| matches!(finding.severity, Severity::Unsafe | Severity::Unknown))
     }
 
     /// The most severe finding's severity, if there is any finding.

@@ -6,6 +6,7 @@ use std::cmp::Reverse;
 use super::{
     CheckOptions,
     read::{CONFIG, Role, Server},
+    replication::{Replicas, replication},
     report::{Finding, FindingKind, Reading, Severity, row},
 };
 
@@ -20,7 +21,9 @@ pub(super) fn findings(server: &Server, opts: &CheckOptions) -> Vec<Finding> {
             return found;
         }
         Ok(replica @ Role::Replica { .. }) => found.push(not_a_primary(server, replica)),
-        Ok(Role::Primary { replicas }) => replication(server, opts, *replicas, &mut found),
+        Ok(Role::Primary { replicas }) => {
+            replication(server, opts, &Replicas::of(server, replicas), &mut found);
+        }
         Err(error) => found.push(Finding {
             kind: FindingKind::RoleUnreadable,
             severity: Severity::Unknown,
@@ -31,6 +34,7 @@ pub(super) fn findings(server: &Server, opts: &CheckOptions) -> Vec<Finding> {
                 .into(),
         }),
     }
+    loading(server, &mut found);
     eviction(server, &mut found);
     persistence(server, opts, &mut found);
     clock(server, opts, &mut found);
@@ -43,7 +47,9 @@ pub(super) fn readings(server: &Server) -> Vec<Reading> {
     let mut readings = vec![Reading {
         name: "role".into(),
         value: match role_of(server) {
-            Ok(Role::Primary { replicas }) => format!("primary, {replicas} replica(s) attached"),
+            Ok(Role::Primary { replicas }) => {
+                format!("primary, {}", Replicas::of(server, &replicas).describe())
+            }
             Ok(Role::Replica { primary, state }) => {
                 format!("replica of {primary} (link {state})")
             }
@@ -68,6 +74,7 @@ pub(super) fn readings(server: &Server) -> Vec<Reading> {
                 "redis_version",
                 "maxmemory_policy",
                 "aof_enabled",
+                "loading",
                 "connected_slaves",
                 "min_slaves_good_slaves",
             ] {
@@ -101,10 +108,10 @@ fn role_of(server: &Server) -> Result<Role, String> {
         Err(error) => error,
     };
     let from_info = match server.info("role") {
-        Some("master") => server
-            .info("connected_slaves")
-            .and_then(|count| count.parse().ok())
-            .map(|replicas| Role::Primary { replicas }),
+        // The replicas themselves are read from INFO by `Replicas::of`.
+        Some("master") => Some(Role::Primary {
+            replicas: Vec::new(),
+        }),
         Some("slave") => Some(Role::Replica {
             primary: format!(
                 "{}:{}",
@@ -286,83 +293,29 @@ fn persistence(server: &Server, opts: &CheckOptions, found: &mut Vec<Finding>) {
     }
 }
 
-fn replication(server: &Server, opts: &CheckOptions, replicas: usize, found: &mut Vec<Finding>) {
-    let wait = opts.wait_replicas;
-    let min_to_write = server.config("min-replicas-to-write");
-    let min_described = min_to_write.map_or_else(
-        || {
-            format!(
-                "min-replicas-to-write unreadable ({})",
-                server.config_error("min-replicas-to-write").unwrap_or("?")
-            )
-        },
-        |value| format!("min-replicas-to-write {value}"),
-    );
-    if replicas > 0 && wait == 0 {
-        found.push(Finding {
-            kind: FindingKind::FailoverCanLoseLock,
-            severity: Severity::Unsafe,
-            observed: format!(
-                "{replicas} replica(s) attached, the locks WAIT for 0, {min_described}"
-            ),
-            safety_row: row::FAILOVER,
-            fix: format!(
-                "LockOptions::wait_replicas(n, timeout) with 1 ≤ n ≤ {replicas}, so a grant counts \
-                 only once a replica has it, and a failover that promotes the most up-to-date \
-                 replica (Sentinel does); min-replicas-to-write alone bounds a cut-off primary's \
-                 writes but does not make any one grant reach a replica"
-            ),
-        });
-    }
-    if usize::try_from(wait).is_ok_and(|wait| wait > replicas) {
-        found.push(Finding {
-            kind: FindingKind::TooFewReplicasForWait,
-            severity: Severity::Unavailable,
-            observed: format!("the locks WAIT for {wait} replica(s), {replicas} attached"),
-            safety_row: row::FAILOVER,
-            fix: format!("attach replicas, or lower wait_replicas to at most {replicas}"),
-        });
-    }
-    let Some(min_to_write) = min_to_write else {
-        found.push(Finding {
-            kind: FindingKind::ReplicationUnreadable,
-            severity: Severity::Unknown,
-            observed: min_described,
-            safety_row: row::FAILOVER,
-            fix: "make sure min-replicas-to-write is at most the replicas you have (in your \
-                  provider's console if CONFIG is disabled): above it, every write is refused"
-                .into(),
-        });
+/// A server still loading its dataset answers `LOADING` to every lock
+/// command, though it answers the check's reads.
+fn loading(server: &Server, found: &mut Vec<Finding>) {
+    if server.info("loading") != Some("1") {
         return;
+    }
+    let progress = match (
+        server.info("loading_loaded_perc"),
+        server.info("loading_eta_seconds"),
+    ) {
+        (Some(percent), Some(eta)) => format!(" ({percent} % loaded, about {eta} s left)"),
+        _ => String::new(),
     };
-    let wanted = min_to_write.parse::<usize>().unwrap_or(0);
-    let max_lag = server
-        .config("min-replicas-max-lag")
-        .and_then(|lag| lag.parse::<u64>().ok())
-        .unwrap_or(0);
-    // Redis enforces the minimum only when both settings are nonzero.
-    if wanted == 0 || max_lag == 0 {
-        return;
-    }
-    let good = server
-        .info("min_slaves_good_slaves")
-        .and_then(|count| count.parse::<usize>().ok())
-        .unwrap_or(replicas);
-    if good < wanted {
-        found.push(Finding {
-            kind: FindingKind::MinReplicasUnmet,
-            severity: Severity::Unavailable,
-            observed: format!(
-                "min-replicas-to-write {wanted}, min-replicas-max-lag {max_lag}, {good} good \
-                 replica(s)"
-            ),
-            safety_row: row::FAILOVER,
-            fix: format!(
-                "attach replicas that keep up (lag under {max_lag} s), or lower \
-                 min-replicas-to-write to at most {good}"
-            ),
-        });
-    }
+    found.push(Finding {
+        kind: FindingKind::Loading,
+        severity: Severity::Unavailable,
+        observed: format!("INFO loading:1{progress}"),
+        safety_row: row::RESTART,
+        fix: "check again once the load is done: until then every acquire waits (a locker \
+              retries LOADING within its wait) and every renewal fails; a long load after each \
+              restart is an outage as long, which a smaller dataset on the locks' node shortens"
+            .into(),
+    });
 }
 
 fn clock(server: &Server, opts: &CheckOptions, found: &mut Vec<Finding>) {
@@ -401,7 +354,7 @@ mod tests {
     use std::{collections::BTreeMap, time::Duration};
 
     use super::*;
-    use crate::redis::check::read::ClockSample;
+    use crate::redis::check::read::{ClockSample, Replica};
 
     const REFUSED: &str = "ERR unknown command 'CONFIG', with args beginning with: 'GET'";
 
@@ -433,7 +386,9 @@ mod tests {
             .into_iter()
             .map(|(field, value)| (field.to_owned(), value.to_owned()))
             .collect()),
-            role: Ok(Role::Primary { replicas: 0 }),
+            role: Ok(Role::Primary {
+                replicas: Vec::new(),
+            }),
             clock: Ok(ClockSample {
                 offset_us: 100,
                 uncertainty_us: 50,
@@ -449,6 +404,30 @@ mod tests {
         if let Ok(fields) = &mut server.info {
             fields.insert(field.to_owned(), value.to_owned());
         }
+    }
+
+    /// Attaches replicas `(state, lag)`, as `INFO replication` lists them
+    /// and `ROLE` (online ones only) does.
+    fn attach(server: &mut Server, replicas: &[(&str, u64)]) {
+        info(server, "connected_slaves", &replicas.len().to_string());
+        let mut online = Vec::new();
+        for (index, (state, lag)) in replicas.iter().enumerate() {
+            let address = format!("10.0.0.{index}:6380");
+            let (ip, port) = address.split_once(':').unwrap_or_default();
+            info(
+                server,
+                &format!("slave{index}"),
+                &format!("ip={ip},port={port},state={state},offset=7,lag={lag}"),
+            );
+            if *state == "online" {
+                online.push(Replica {
+                    address,
+                    state: (*state).to_owned(),
+                    lag: None,
+                });
+            }
+        }
+        server.role = Ok(Role::Primary { replicas: online });
     }
 
     fn refuse_config(server: &mut Server) {
@@ -575,7 +554,7 @@ mod tests {
     #[test]
     fn replication_findings() {
         let mut server = safe_primary();
-        server.role = Ok(Role::Primary { replicas: 2 });
+        attach(&mut server, &[("online", 0), ("online", 1)]);
         assert_eq!(
             found(&server, &opts()),
             [(FindingKind::FailoverCanLoseLock, Severity::Unsafe)]
@@ -600,6 +579,119 @@ mod tests {
         // Redis ignores the minimum while min-replicas-max-lag is 0.
         set(&mut server, "min-replicas-max-lag", "0");
         assert_eq!(found(&server, &opts().wait_replicas(1)), []);
+    }
+
+    #[test]
+    fn a_replica_in_its_initial_sync_is_attached_but_not_in_sync() {
+        // ROLE lists no replica: only INFO shows the one in its full sync.
+        let mut server = safe_primary();
+        attach(&mut server, &[("wait_bgsave", 0)]);
+        assert_eq!(server.role, Ok(Role::Primary { replicas: vec![] }));
+        let report = findings(&server, &opts());
+        assert_eq!(
+            found(&server, &opts()),
+            [
+                (FindingKind::FailoverCanLoseLock, Severity::Unsafe),
+                (FindingKind::ReplicaNotInSync, Severity::Warning),
+            ]
+        );
+        assert_eq!(
+            report[0].observed,
+            "1 replica(s) attached, 1 not in sync (10.0.0.0:6380 (wait_bgsave: in a full sync)), \
+             the locks WAIT for 0, min-replicas-to-write 0"
+        );
+        // Locks that WAIT for it: nothing acknowledges, every grant fails.
+        assert_eq!(
+            found(&server, &opts().wait_replicas(1)),
+            [(FindingKind::ReplicaNotInSync, Severity::Unavailable)]
+        );
+        // Another replica in sync makes up the count: one failover away.
+        attach(&mut server, &[("online", 0), ("send_bulk", 0)]);
+        assert_eq!(
+            found(&server, &opts().wait_replicas(1)),
+            [(FindingKind::ReplicaNotInSync, Severity::Warning)]
+        );
+        let readings: BTreeMap<_, _> = readings(&server)
+            .into_iter()
+            .map(|reading| (reading.name, reading.value))
+            .collect();
+        assert_eq!(
+            readings["role"],
+            "primary, 2 replica(s) attached: 10.0.0.0:6380 (online, lag 0 s), 10.0.0.1:6380 \
+             (send_bulk: in a full sync)"
+        );
+    }
+
+    #[test]
+    fn a_replica_that_stops_acknowledging_is_not_in_sync() {
+        let mut server = safe_primary();
+        attach(&mut server, &[("online", 1), ("online", 2)]);
+        assert_eq!(found(&server, &opts().wait_replicas(2)), []);
+        attach(&mut server, &[("online", 1), ("online", 3)]);
+        assert_eq!(
+            found(&server, &opts().wait_replicas(2)),
+            [(FindingKind::ReplicaNotInSync, Severity::Unavailable)]
+        );
+        assert_eq!(
+            found(&server, &opts().wait_replicas(1)),
+            [(FindingKind::ReplicaNotInSync, Severity::Warning)]
+        );
+        let strict = opts().wait_replicas(1).max_replica_lag(Duration::ZERO);
+        let report = findings(&server, &strict);
+        assert_eq!(report.len(), 1);
+        assert_eq!(
+            report[0].observed,
+            "2 of 2 replica(s) not in sync: 10.0.0.0:6380 (online, lag 1 s), 10.0.0.1:6380 \
+             (online, lag 3 s); 0 in sync, the locks WAIT for 1"
+        );
+    }
+
+    #[test]
+    fn without_info_replicas_not_online_are_not_counted_and_say_so() {
+        let mut server = safe_primary();
+        attach(&mut server, &[("online", 0), ("wait_bgsave", 0)]);
+        server.info = Err("NOPERM this user has no permissions to run the 'info' command".into());
+        let report = findings(&server, &opts().wait_replicas(1));
+        assert_eq!(
+            report
+                .iter()
+                .map(|finding| (finding.kind, finding.severity))
+                .collect::<Vec<_>>(),
+            [(FindingKind::ReplicationUnreadable, Severity::Unknown)]
+        );
+        assert!(
+            report[0].observed.starts_with("INFO: NOPERM") && report[0].observed.contains("ROLE"),
+            "{}",
+            report[0].observed
+        );
+        let readings: BTreeMap<_, _> = readings(&server)
+            .into_iter()
+            .map(|reading| (reading.name, reading.value))
+            .collect();
+        assert_eq!(
+            readings["role"],
+            "primary, 1 replica(s) attached: 10.0.0.0:6380 (online) (from ROLE, which lists only \
+             replicas online)"
+        );
+    }
+
+    #[test]
+    fn a_loading_server_is_unavailable() {
+        let mut server = safe_primary();
+        info(&mut server, "loading", "1");
+        info(&mut server, "loading_loaded_perc", "7.88");
+        info(&mut server, "loading_eta_seconds", "11");
+        let report = findings(&server, &opts());
+        assert_eq!(
+            found(&server, &opts()),
+            [(FindingKind::Loading, Severity::Unavailable)]
+        );
+        assert_eq!(
+            report[0].observed,
+            "INFO loading:1 (7.88 % loaded, about 11 s left)"
+        );
+        info(&mut server, "loading", "0");
+        assert_eq!(found(&server, &opts()), []);
     }
 
     #[test]
@@ -658,7 +750,7 @@ mod tests {
         let mut server = safe_primary();
         set(&mut server, "maxmemory-policy", "allkeys-lru");
         set(&mut server, "appendonly", "no");
-        server.role = Ok(Role::Primary { replicas: 1 });
+        attach(&mut server, &[("online", 0)]);
         server.clock = Err("NOPERM".into());
         let severities: Vec<_> = findings(&server, &opts().wait_replicas(2))
             .iter()
