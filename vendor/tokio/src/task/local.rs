@@ -1231,6 +1231,8 @@ impl LocalState {
             .with_mut(|ptr| unsafe { (*ptr).push_back(task) });
     }
 
+    /// Whether the local run queue holds a task.
+    ///
     /// # Safety
     ///
     /// This method must only be called from the thread who
@@ -1244,6 +1246,10 @@ impl LocalState {
         self.local_queue.with(|ptr| unsafe { !(*ptr).is_empty() })
     }
 
+    /// # Safety
+    ///
+    /// This method must only be called from the thread who
+    /// has the same [`ThreadId`] as [`Self::owner`].
     unsafe fn take_local_queue(&self) -> VecDeque<task::Notified<Arc<Shared>>> {
         // The caller ensures it is called from the same thread that owns
         // the LocalSet.
