@@ -4,7 +4,7 @@
 //!
 //! The shape follows mini-redis: [`frame`] frames bytes into commands
 //! (check-then-parse with the `redis-protocol` crate), [`conn`] dispatches
-//! them, [`db`] holds the keyspace, [`scripts`] runs lock-core's scripts,
+//! them, [`db`] holds the keyspace, [`scripts`] runs lock-core's Lua in Lua 5.1,
 //! [`replication`] moves writes from a primary to its replicas.
 //!
 //! Everything the world controls from outside (role, clock, BUSY) and
