@@ -259,6 +259,17 @@ pub struct ClientsConfig {
     pub think: DurationRange,
     /// Whether each critical section also writes the unfenced register.
     pub unfenced_register: bool,
+    /// Locks each client holds at once: the contended one, plus `locks - 1`
+    /// of its own in the same hash slot, cycled by concurrent tasks of the
+    /// same locker, so that their operations share script calls (group
+    /// commit) and a slot migration has more than the lock's keys to move.
+    pub locks: usize,
+    /// The chance that a client drops its guard instead of releasing it
+    /// (the adapter then releases in the background).
+    pub drop_guard: f64,
+    /// The chance that a client cancels an acquire (drops its future)
+    /// after a delay drawn below the ttl.
+    pub cancel: f64,
 }
 
 /// A fault kind.

@@ -396,7 +396,7 @@ fn sim_replies(steps: &[Step]) -> Vec<String> {
                 Step::FailOver { primary, replica } => {
                     nodes[replica].promote();
                     cluster.fail_over(primary, replica, false);
-                    nodes[primary].demote_in_cluster(redis_host(replica));
+                    nodes[primary].demote_keeping_clients(redis_host(replica));
                     // The old primary resyncs from the new one.
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }

@@ -1,10 +1,11 @@
 //! The checkers: every property, run over every history.
 //!
 //! They read only the history. A client *believes* it holds a lock from its
-//! `AcquireOk` until the first of: its `Lost`, its `ReleaseInvoke`, or its
-//! deadline passing (the last `valid_until` it learnt before then). The
-//! deadline ends belief even when the client was frozen and could not
-//! react: a paused process that wakes checks `is_held()` and finds false.
+//! `AcquireOk` until the first of: its `Lost`, its `ReleaseInvoke` or
+//! `GuardDropped`, or its deadline passing (the last `valid_until` it
+//! learnt before then). The deadline ends belief even when the client was
+//! frozen and could not react: a paused process that wakes checks
+//! `is_held()` and finds false.
 
 use std::{collections::BTreeMap, time::Duration};
 
@@ -125,7 +126,7 @@ pub fn holds(history: &History, run_end: Duration) -> Vec<Hold> {
                     hold.lost_entry.get_or_insert(index);
                 }
             }
-            Op::ReleaseInvoke { token } => {
+            Op::ReleaseInvoke { token } | Op::GuardDropped { token } => {
                 if let Some(mut hold) = open.remove(token.as_str()) {
                     hold.end = entry.at;
                     hold.ended_by = HoldEnd::Release;

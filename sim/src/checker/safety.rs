@@ -176,9 +176,19 @@ pub(super) fn owner_only(history: &History, holds: &[Hold], verdict: &mut Verdic
     }
 }
 
+/// The renewal failures that say the hold is over at once: the key is gone
+/// or someone else's (`NotOwner`, `WRONGTYPE`), or the node was demoted by
+/// a failover (`READONLY`). lock-core reports each with `Lost` right away.
+const LOSS_REPLIES: [&str; 3] = ["NotOwner", "Failed(ReadOnly)", "Failed(WrongType)"];
+
 /// S6: Lost is delivered no later than the holder's deadline (unless the
-/// client was frozen or crashed then and could not run at all).
+/// client was frozen or crashed then and could not run at all), and at
+/// once when a renewal's answer says the hold is over ([`LOSS_REPLIES`]):
+/// a holder that keeps believing past such an answer (say, one that takes
+/// a demoted primary's `READONLY` for a passing error) works on while a
+/// waiter may be granted elsewhere.
 pub(super) fn timely_loss(history: &History, holds: &[Hold], verdict: &mut Verdict) {
+    told_at_once(history, verdict);
     let stopped = stopped_intervals(history);
     for hold in holds {
         if hold.ended_by != HoldEnd::Deadline {
@@ -215,6 +225,37 @@ pub(super) fn timely_loss(history: &History, holds: &[Hold], verdict: &mut Verdi
                 evidence: hold.lost_entry.into_iter().chain([hold.entry]).collect(),
             });
         }
+    }
+}
+
+/// S6's second half: a renewal answer in [`LOSS_REPLIES`] is followed by
+/// `Lost` for that hold within the same tick.
+fn told_at_once(history: &History, verdict: &mut Verdict) {
+    for (index, entry) in history.entries.iter().enumerate() {
+        let (Process::Client(client), Op::RenewFailed { token, reason }) =
+            (entry.process, &entry.op)
+        else {
+            continue;
+        };
+        if !LOSS_REPLIES.contains(&reason.as_str()) {
+            continue;
+        }
+        let lost = history.entries[index..]
+            .iter()
+            .find(|later| matches!(&later.op, Op::Lost { token: lost, .. } if lost == token));
+        if lost.is_some_and(|lost| lost.at <= entry.at + TICK_SLACK) {
+            continue;
+        }
+        verdict.violations.push(Violation {
+            property: Property::TimelyLoss,
+            at: entry.at,
+            message: format!(
+                "client-{client}'s renewal was answered {reason} at {:?}, which ends the hold, but Lost came {}",
+                entry.at,
+                lost.map_or_else(|| "never".to_owned(), |lost| format!("at {:?}", lost.at))
+            ),
+            evidence: vec![index],
+        });
     }
 }
 
@@ -387,6 +428,64 @@ mod tests {
         };
         let mut verdict = Verdict::default();
         timely_loss(&frozen, &holds(&frozen, ms(3000)), &mut verdict);
+        assert!(verdict.violations.is_empty());
+    }
+
+    #[test]
+    fn a_renewal_that_finds_the_node_demoted_must_end_the_hold_at_once() {
+        let renew_failed = |at, reason: &str| {
+            entry(
+                at,
+                Process::Client(0),
+                Op::RenewFailed {
+                    token: "a".into(),
+                    reason: reason.into(),
+                },
+            )
+        };
+        let lost = |at| {
+            entry(
+                at,
+                Process::Client(0),
+                Op::Lost {
+                    token: "a".into(),
+                    reason: "failover".into(),
+                    valid_until: ms(at),
+                },
+            )
+        };
+        let prompt = History {
+            entries: vec![
+                granted(0, 0, "a", 1, 1000),
+                renew_failed(300, "Failed(ReadOnly)"),
+                lost(300),
+            ],
+        };
+        let mut verdict = Verdict::default();
+        timely_loss(&prompt, &holds(&prompt, ms(3000)), &mut verdict);
+        assert!(verdict.violations.is_empty(), "{:?}", verdict.violations);
+        // READONLY taken for a passing error: retried, Lost only later.
+        let late = History {
+            entries: vec![
+                granted(0, 0, "a", 1, 1000),
+                renew_failed(300, "Failed(ReadOnly)"),
+                renew_failed(320, "NotOwner"),
+                lost(320),
+            ],
+        };
+        let mut verdict = Verdict::default();
+        timely_loss(&late, &holds(&late, ms(3000)), &mut verdict);
+        assert_eq!(verdict.violations.len(), 1, "{:?}", verdict.violations);
+        assert!(verdict.violations[0].message.contains("Failed(ReadOnly)"));
+        // A timeout says nothing about the key: no loss is due.
+        let timeout = History {
+            entries: vec![
+                granted(0, 0, "a", 1, 1000),
+                renew_failed(300, "Failed(Timeout)"),
+            ],
+        };
+        let mut verdict = Verdict::default();
+        timely_loss(&timeout, &holds(&timeout, ms(900)), &mut verdict);
         assert!(verdict.violations.is_empty());
     }
 }

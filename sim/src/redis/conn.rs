@@ -351,6 +351,9 @@ fn eval(node: &NodeHandle, args: &[Vec<u8>], by_source: bool) -> Frame {
     }
     state.propagate(effects);
     state.grants_behind_floor += scripts::grants_behind_floor(&reply, time.us) as u64;
+    if scripts::operations(rest) > 1 {
+        state.batched_calls += 1;
+    }
     reply
 }
 

@@ -114,6 +114,9 @@ pub struct Node {
     /// The redirections it answered (observations for the reports; never
     /// reset).
     pub(crate) redirects: Redirects,
+    /// Script calls that carried several operations (group commit; an
+    /// observation for the reports, never reset).
+    pub(crate) batched_calls: u64,
 }
 
 /// How many cluster redirections a node answered, by kind.
@@ -175,6 +178,7 @@ impl NodeHandle {
             clients_killed: Rc::default(),
             cluster: None,
             redirects: Redirects::default(),
+            batched_calls: 0,
         })))
     }
 
@@ -231,6 +235,11 @@ impl NodeHandle {
         self.0.borrow().redirects
     }
 
+    /// How many script calls carried several lock operations at once.
+    pub fn batched_calls(&self) -> u64 {
+        self.0.borrow().batched_calls
+    }
+
     /// What the node acknowledged while deposed.
     pub fn deposed_acks(&self) -> DeposedAcks {
         self.0.borrow().deposed_acks
@@ -253,11 +262,13 @@ impl NodeHandle {
         killed.notify_waiters();
     }
 
-    /// Reconfigures a primary as a replica of `host` the way a cluster
-    /// does (a forced failover, or a deposed primary rejoining): its resync
-    /// replaces everything it had not replicated, and its clients stay
-    /// connected, to be answered `MOVED` from now on.
-    pub fn demote_in_cluster(&self, host: String) {
+    /// Reconfigures a primary as a replica of `host` the way `REPLICAOF`
+    /// alone does (an operator's or an orchestrator's failover without
+    /// Sentinel) and a cluster does (a forced failover, or a deposed primary
+    /// rejoining): its resync replaces everything it had not replicated,
+    /// and its clients stay connected, to be answered `READONLY` (in a
+    /// cluster, `MOVED`) from now on.
+    pub fn demote_keeping_clients(&self, host: String) {
         self.0.borrow_mut().deposed = false;
         self.replicate_from(host);
     }

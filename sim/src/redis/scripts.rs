@@ -386,6 +386,11 @@ fn codes(args: &[Vec<u8>]) -> Vec<&[u8]> {
     codes
 }
 
+/// How many operations a call with arguments `args` carries.
+pub fn operations(args: &[Vec<u8>]) -> usize {
+    codes(args).len()
+}
+
 /// How many of a call's operations succeeded as grants and as renewals,
 /// given the call's arguments and reply (observations for the reports).
 pub fn successes(args: &[Vec<u8>], reply: &Frame) -> (usize, usize) {

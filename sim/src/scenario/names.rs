@@ -281,7 +281,7 @@ pub const PROPERTIES: [(&str, Property, &str); 8] = [
     (
         "timely-loss",
         Property::TimelyLoss,
-        "S6: Lost arrives by the holder's deadline unless the client was frozen",
+        "S6: Lost arrives by the holder's deadline unless the client was frozen, and at once when a renewal finds the key gone or the node demoted (READONLY)",
     ),
     (
         "liveness",

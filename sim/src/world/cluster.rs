@@ -87,7 +87,7 @@ impl World<'_> {
             self.nodes[old].depose();
             self.deposed.insert(index, old);
         } else {
-            self.nodes[old].demote_in_cluster(redis_host(new));
+            self.nodes[old].demote_keeping_clients(redis_host(new));
         }
         self.follow_lock_slot();
         let new_owner = self.nodes[new]
@@ -111,7 +111,7 @@ impl World<'_> {
         }
         let primary = cluster.primary_of(cluster.shard_of(old));
         cluster.end_stale(old);
-        self.nodes[old].demote_in_cluster(redis_host(primary));
+        self.nodes[old].demote_keeping_clients(redis_host(primary));
     }
 
     /// Starts moving the lock key's slot from its owner to the primary of

@@ -242,14 +242,22 @@ impl World<'_> {
                 }
             }
             FaultKind::Pause | FaultKind::Busy => {}
-            // The stale window is over: the sentinels reach the old
-            // primary and make it a replica of today's primary.
+            // The stale window is over: the old primary is made a replica
+            // of today's primary. Sentinel follows `REPLICAOF` with `CLIENT
+            // KILL`, so its clients reconnect; without Sentinel, `REPLICAOF`
+            // alone leaves them connected, and their next write meets
+            // `READONLY`.
             FaultKind::Failover => {
                 if let FaultTarget::Redis(n) = target
                     && let Some(node) = self.nodes.get(n)
                     && node.is_deposed()
                 {
-                    node.demote(redis_host(self.discovery.primary()));
+                    let primary = redis_host(self.discovery.primary());
+                    if matches!(self.topology, Topology::Sentinel { .. }) {
+                        node.demote(primary);
+                    } else {
+                        node.demote_keeping_clients(primary);
+                    }
                 }
             }
             FaultKind::ShardFailover => self.end_shard_failover(index),

@@ -207,6 +207,10 @@ pub fn run_with(
             }
         }
     }
+    if world.nodes.iter().any(|node| node.batched_calls() > 0) {
+        // Group commit ran: operations of several locks shared a call.
+        verdict.facts.insert("batched-script-call".to_owned());
+    }
     for node in &world.nodes {
         // A cluster redirected a command: the migration or failover bit.
         let redirects = node.redirects();
