@@ -179,6 +179,8 @@ pub enum Op {
     /// A replica was promoted; `lost_key` says whether the lock key it had
     /// differs from the old primary's.
     Failover {
+        /// The primary it replaced.
+        old_primary: usize,
         /// The new primary.
         new_primary: usize,
         /// The key's owner on the old primary before the failover.

@@ -105,7 +105,11 @@ pub(super) fn facts(scenario: &Scenario, history: &History, holds: &[Hold], verd
     }
     .to_string();
     let grants = grant_times(holds);
+    let names = KeyNames::new("lock", KEY);
     let mut register = Vec::new();
+    // The node the lock key last moved to by MIGRATE, while no grant or
+    // renewal has written it since.
+    let mut migrated_to = None;
     for (index, entry) in history.entries.iter().enumerate() {
         match (&entry.process, &entry.op) {
             (
@@ -117,14 +121,25 @@ pub(super) fn facts(scenario: &Scenario, history: &History, holds: &[Hold], verd
             (Process::Storage, Op::RegisterWrite { token, .. }) => {
                 register.push((index, token.as_str()))
             }
+            (_, Op::Migrated { key, to, .. }) if *key == names.lock => migrated_to = Some(*to),
+            // A grant or renewal since wrote the key itself.
+            (_, Op::AcquireOk { .. } | Op::Renewed { .. }) => migrated_to = None,
             (
                 _,
                 Op::Failover {
+                    old_primary,
                     old_owner: Some(old),
                     new_owner,
                     ..
                 },
-            ) if new_owner.as_deref() != Some(old.as_str()) => fact("failover-lost-lock-key"),
+            ) if new_owner.as_deref() != Some(old.as_str()) => {
+                fact("failover-lost-lock-key");
+                if migrated_to == Some(*old_primary) {
+                    // The key came by MIGRATE: RESTORE replicates like any
+                    // write, and no WAIT of the lock covered it.
+                    fact("failover-lost-migrated-key");
+                }
+            }
             (_, Op::AcquireFail { error }) => {
                 fact("acquire-gave-up");
                 if *error == gave_up_unanswered {
@@ -136,7 +151,6 @@ pub(super) fn facts(scenario: &Scenario, history: &History, holds: &[Hold], verd
                 fact("renewal-met-readonly");
             }
             (_, Op::Evicted { key, value, .. }) => {
-                let names = KeyNames::new("lock", KEY);
                 if *key == names.fence {
                     fact("evicted-fence-floor");
                 }

@@ -743,4 +743,36 @@ mod tests {
             Some(&NodeAddress::new("redis-4", 6379))
         );
     }
+
+    #[test]
+    fn a_migration_moves_every_key_of_the_slot_and_the_target_replicates_it_later() {
+        let (cluster, nodes) = cluster();
+        let own = "{lock:resource}:own-0-1}";
+        for key in [LOCK, FENCE, own, "{other}"] {
+            set(&nodes[0], key);
+        }
+        // The target's replication stream: RESTORE is a write like any
+        // other, streamed to the replica, applied only when it arrives.
+        let (link, mut stream) = tokio::sync::mpsc::unbounded_channel();
+        nodes[2].0.borrow_mut().streams.insert(1, link);
+        cluster.begin_migration(3196, 0, 2);
+        let mut moved = Vec::new();
+        while let Some(key) = nodes[0].migrate_one(3196, &nodes[2], Duration::ZERO) {
+            moved.push(String::from_utf8(key).expect("utf-8"));
+        }
+        assert_eq!(moved, [LOCK, FENCE, own].map(str::to_owned).to_vec());
+        assert_eq!(nodes[0].keys_in_slot(3196, Duration::ZERO), 0);
+        assert!(
+            nodes[0].has_key(b"{other}", Duration::ZERO),
+            "another slot stays"
+        );
+        assert_eq!(nodes[2].keys_in_slot(3196, Duration::ZERO), 3);
+        let streamed: Vec<_> = std::iter::from_fn(|| stream.try_recv().ok()).collect();
+        assert_eq!(streamed.len(), 3, "one write per RESTORE: {streamed:?}");
+        assert_eq!(
+            nodes[3].keys_in_slot(3196, Duration::ZERO),
+            0,
+            "the target's replica has none of it until it applies the stream"
+        );
+    }
 }

@@ -365,6 +365,7 @@ impl World<'_> {
             .peek(&self.lock_key, now)
             .map(|(owner, _)| owner);
         self.record(Op::Failover {
+            old_primary: old,
             new_primary: new,
             old_owner,
             new_owner,
