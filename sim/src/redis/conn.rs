@@ -357,16 +357,13 @@ fn eval(node: &NodeHandle, args: &[Vec<u8>], by_source: bool) -> Frame {
     reply
 }
 
-/// `PUBLISH`: to this node's subscribers, or in a cluster to every
-/// node's; answers how many of this node's got it.
+/// `PUBLISH`: to this node's subscribers, and in a cluster over the bus
+/// to every node's; answers how many of this node's got it.
 fn publish(node: &NodeHandle, channel: &[u8], message: &[u8]) -> usize {
-    let (cluster, index) = {
-        let state = node.0.borrow();
-        (state.cluster.clone(), state.index)
-    };
-    match cluster {
-        Some(cluster) => cluster.publish(index, channel, message),
-        None => deliver(&node.0.borrow(), channel, message),
+    let state = node.0.borrow();
+    match state.cluster.clone() {
+        Some(cluster) => cluster.publish(&state, channel, message),
+        None => deliver(&state, channel, message),
     }
 }
 

@@ -13,6 +13,7 @@
 //! one thread, so an `Rc<RefCell<..>>` is enough; no borrow is held across
 //! an `.await`.
 
+pub mod bus;
 pub mod cluster;
 pub mod conn;
 pub mod db;
@@ -114,6 +115,8 @@ pub struct Node {
     /// The redirections it answered (observations for the reports; never
     /// reset).
     pub(crate) redirects: Redirects,
+    /// Its end of the cluster bus (Redis Cluster), to relay `PUBLISH`.
+    pub(crate) bus: Option<Rc<turmoil::net::UdpSocket>>,
     /// Script calls that carried several operations (group commit; an
     /// observation for the reports, never reset).
     pub(crate) batched_calls: u64,
@@ -178,6 +181,7 @@ impl NodeHandle {
             clients_killed: Rc::default(),
             cluster: None,
             redirects: Redirects::default(),
+            bus: None,
             batched_calls: 0,
         })))
     }
@@ -457,6 +461,7 @@ impl NodeHandle {
         node.acked.clear();
         node.streams.clear();
         node.subscribers.clear();
+        node.bus = None;
     }
 }
 
@@ -492,6 +497,9 @@ pub async fn serve(node: NodeHandle) -> turmoil::Result {
     node.reset();
     let listener = turmoil::net::TcpListener::bind(("0.0.0.0", PORT)).await?;
     tokio::task::spawn_local(replication::run_replica(node.clone()));
+    if node.0.borrow().cluster.is_some() {
+        tokio::task::spawn_local(bus::serve(node.clone()));
+    }
     loop {
         let (stream, _) = listener.accept().await?;
         tokio::task::spawn_local(conn::handle(node.clone(), stream));
