@@ -123,6 +123,11 @@ pub enum Topology {
         replicas: usize,
         /// The delay before a replica applies a write.
         replication_lag: DurationRange,
+        /// `cluster-node-timeout`: how long a primary stays unreachable
+        /// (down or partitioned) before the others mark it failed. While a
+        /// failed primary still owns slots, the cluster is down: every node
+        /// answers `CLUSTERDOWN` (`cluster-require-full-coverage yes`).
+        node_timeout: Duration,
     },
 }
 
@@ -204,6 +209,14 @@ impl Topology {
             Self::Cluster {
                 shards, replicas, ..
             } => shards * (1 + replicas),
+        }
+    }
+
+    /// The cluster's node timeout (`None` outside a cluster).
+    pub fn node_timeout(&self) -> Option<Duration> {
+        match self {
+            Self::Cluster { node_timeout, .. } => Some(*node_timeout),
+            _ => None,
         }
     }
 

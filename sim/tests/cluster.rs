@@ -23,6 +23,7 @@ fn cluster(name: &str) -> Scenario {
             shards: 3,
             replicas: 1,
             replication_lag: common::range(1, 20),
+            node_timeout: common::ms(15_000),
         },
         ..common::single(name)
     }

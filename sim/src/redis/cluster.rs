@@ -22,6 +22,14 @@
 //!
 //! # What this model keeps
 //!
+//! A primary unreachable (down, or cut off by a partition) for longer than
+//! `cluster-node-timeout` is marked failed; while a failed node still owns
+//! slots, the cluster state is FAIL and every node answers `CLUSTERDOWN`
+//! to a command with keys (`cluster-require-full-coverage yes`, Redis's
+//! default), the cut-off node too (it cannot reach the majority). A
+//! failover that hands its slots to a replica, or the node's return, brings
+//! the cluster back up.
+//!
 //! One agreed slot table (`owners`), which the world changes at once on
 //! every node, with one exception: a primary that a failover replaced but
 //! left up (its stale window) still believes it owns its old slots, as a
@@ -34,7 +42,7 @@
 
 use std::{
     cell::RefCell,
-    collections::BTreeMap,
+    collections::{BTreeMap, BTreeSet},
     rc::{Rc, Weak},
 };
 
@@ -50,6 +58,10 @@ use crate::client::redis_host;
 
 /// The error of a command whose keys are in two slots.
 pub const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
+
+/// What every node answers to a command with keys while a slot has no
+/// reachable owner (`cluster-require-full-coverage yes`, the default).
+pub const CLUSTERDOWN: &str = "CLUSTERDOWN The cluster is down";
 
 /// The error of a multi-key command whose keys a migration split.
 pub const TRYAGAIN: &str = "TRYAGAIN Multiple keys request during rehashing of slot";
@@ -72,7 +84,10 @@ pub struct ClusterState {
     migrating: BTreeMap<(usize, u16), usize>,
     /// (node, slot) → the node it is importing the slot from.
     importing: BTreeMap<(usize, u16), usize>,
-    /// Every node, to relay `PUBLISH`.
+    /// Nodes the others marked failed: unreachable for longer than the
+    /// node timeout.
+    failed: BTreeSet<usize>,
+    /// Every node (for the replication offsets `CLUSTER SHARDS` reports).
     nodes: Vec<Weak<RefCell<Node>>>,
 }
 
@@ -130,6 +145,7 @@ impl ClusterHandle {
             stale: BTreeMap::new(),
             migrating: BTreeMap::new(),
             importing: BTreeMap::new(),
+            failed: BTreeSet::new(),
             nodes: Vec::new(),
         })))
     }
@@ -214,6 +230,23 @@ impl ClusterHandle {
         state.importing.retain(|(_, s), _| *s != slot);
     }
 
+    /// Marks `node` failed (it stayed unreachable past the node timeout)
+    /// or reachable again.
+    pub fn set_failed(&self, node: usize, failed: bool) {
+        let mut state = self.0.borrow_mut();
+        if failed {
+            state.failed.insert(node);
+        } else {
+            state.failed.remove(&node);
+        }
+    }
+
+    /// Whether the cluster is down: a failed node still owns a slot (a
+    /// failover that gives its slots to a replica brings it back up).
+    pub fn is_down(&self) -> bool {
+        self.0.borrow().is_down()
+    }
+
     /// Where `slot` is migrating to, if `node` is migrating it.
     pub fn migrating_to(&self, node: usize, slot: u16) -> Option<usize> {
         self.0.borrow().migrating.get(&(node, slot)).copied()
@@ -232,6 +265,10 @@ impl ClusterHandle {
 }
 
 impl ClusterState {
+    fn is_down(&self) -> bool {
+        !self.failed.is_empty() && self.owners.iter().any(|owner| self.failed.contains(owner))
+    }
+
     /// Who owns `slot` in `node`'s view.
     fn view_owner(&self, node: usize, slot: u16) -> usize {
         let owner = self.owners[usize::from(slot)];
@@ -305,6 +342,11 @@ pub(crate) fn redirection(
         multiple |= key != first;
     }
     let state = cluster.0.borrow();
+    if state.is_down() {
+        // A slot has no reachable owner: the majority marked the cluster
+        // FAIL, and a node cut off from it did too.
+        return Some(error(CLUSTERDOWN));
+    }
     let me = node.index;
     let owner = state.view_owner(me, slot);
     let migrating = (owner == me)

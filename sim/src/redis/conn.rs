@@ -159,6 +159,7 @@ pub async fn dispatch_in(
                     Some("ASK") => counts.ask += 1,
                     Some("TRYAGAIN") => counts.try_again += 1,
                     Some("CROSSSLOT") => counts.cross_slot += 1,
+                    Some("CLUSTERDOWN") => counts.cluster_down += 1,
                     _ => {}
                 }
             }

@@ -133,6 +133,8 @@ pub struct Redirects {
     pub try_again: u64,
     /// `CROSSSLOT`.
     pub cross_slot: u64,
+    /// `CLUSTERDOWN`.
+    pub cluster_down: u64,
 }
 
 /// What a deposed primary acknowledged in its stale window: writes that

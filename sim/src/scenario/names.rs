@@ -313,7 +313,10 @@ pub const TOPOLOGY_KINDS: [(&str, &[&str]); 5] = [
         "sentinel",
         &["replicas", "sentinels", "replication_lag", "sentinel_lag"],
     ),
-    ("cluster", &["shards", "replicas", "replication_lag"]),
+    (
+        "cluster",
+        &["shards", "replicas", "replication_lag", "node_timeout"],
+    ),
 ];
 
 /// The fencing modes by name.

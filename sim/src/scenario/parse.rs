@@ -61,6 +61,7 @@ struct RawTopology {
     sentinels: Option<Spanned<usize>>,
     sentinel_lag: Option<Spanned<String>>,
     shards: Option<Spanned<usize>>,
+    node_timeout: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -326,6 +327,7 @@ fn topology(
         ("sentinels", raw.sentinels.as_ref().map(Spanned::span)),
         ("sentinel_lag", raw.sentinel_lag.as_ref().map(Spanned::span)),
         ("shards", raw.shards.as_ref().map(Spanned::span)),
+        ("node_timeout", raw.node_timeout.as_ref().map(Spanned::span)),
     ];
     for (key, span) in given {
         if let Some(span) = span
@@ -393,10 +395,16 @@ fn topology(
                 let span = raw.replicas.as_ref().map_or(spanned.span(), Spanned::span);
                 return Err(locator.error(span, "cluster needs 0 to 8 replicas per shard"));
             }
+            // Redis's default cluster-node-timeout.
+            let node_timeout = match &raw.node_timeout {
+                Some(timeout) => locator.duration(timeout)?,
+                None => Duration::from_secs(15),
+            };
             Ok(Topology::Cluster {
                 shards,
                 replicas,
                 replication_lag: replication_lag()?,
+                node_timeout,
             })
         }
         "redlock" => {

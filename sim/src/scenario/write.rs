@@ -71,12 +71,17 @@ pub fn to_toml(scenario: &Scenario) -> String {
             shards,
             replicas,
             replication_lag,
+            node_timeout,
         } => {
             line(format!("shards = {shards}"));
             line(format!("replicas = {replicas}"));
             line(format!(
                 "replication_lag = {}",
                 quoted(&range_text(*replication_lag))
+            ));
+            line(format!(
+                "node_timeout = {}",
+                quoted(&duration_text(*node_timeout))
             ));
         }
     }

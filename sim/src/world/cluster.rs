@@ -145,13 +145,46 @@ impl World<'_> {
         }
     }
 
-    /// Moves one key of migration `index`, if its source and target are up
-    /// (`MIGRATE` needs both) and the source is still a primary.
+    /// A step of fault `index`: a migration moves one key, if its source
+    /// and target are up (`MIGRATE` needs both) and the source is still a
+    /// primary; a node still unreachable after the node timeout is marked
+    /// failed.
     pub(super) fn step(&mut self, index: usize) {
         self.oracle_unchanged = None;
         if let Some(migration) = self.migrations.get(&index).copied() {
             self.migrate_key(migration);
         }
+        if let (Some(cluster), Some((node, timed_out))) =
+            (&self.cluster, self.unreachable.get_mut(&index))
+        {
+            *timed_out = true;
+            cluster.set_failed(*node, true);
+        }
+    }
+
+    /// Fault `index` makes cluster node `node` unreachable (down or cut
+    /// off): the others mark it failed once the node timeout passes.
+    pub(super) fn node_unreachable(&mut self, index: usize, node: usize) {
+        let Some(timeout) = self.topology.node_timeout() else {
+            return;
+        };
+        self.unreachable.insert(index, (node, false));
+        self.planned
+            .push((self.now() + timeout, Action::Step(index)));
+    }
+
+    /// Fault `index` is over: its node is reachable again, unless another
+    /// fault still keeps it away past the node timeout.
+    pub(super) fn node_reachable(&mut self, index: usize) {
+        let (Some(cluster), Some((node, _))) = (&self.cluster, self.unreachable.remove(&index))
+        else {
+            return;
+        };
+        let still_failed = self
+            .unreachable
+            .values()
+            .any(|&(other, timed_out)| other == node && timed_out);
+        cluster.set_failed(node, still_failed);
     }
 
     fn migrate_key(&mut self, migration: Migration) -> bool {

@@ -104,6 +104,18 @@ impl World<'_> {
             phase: Phase::Start,
         });
         let duration = fault.duration.unwrap_or_default();
+        if let FaultTarget::Redis(node) = target {
+            // A node down or cut off for longer than the node timeout is
+            // failed to the rest of a cluster.
+            let away = match fault.kind {
+                FaultKind::Partition | FaultKind::Crash => true,
+                FaultKind::Restart => fault.duration.is_some(),
+                _ => false,
+            };
+            if away {
+                self.node_unreachable(index, node);
+            }
+        }
         match fault.kind {
             FaultKind::Pause => {
                 if let FaultTarget::Client(n) = target
@@ -222,6 +234,7 @@ impl World<'_> {
             .copied()
             .unwrap_or_else(|| self.resolve(fault.target));
         let host = Self::host_of(target);
+        self.node_reachable(index);
         match fault.kind {
             FaultKind::Partition => {
                 for other in self.others(&host) {

@@ -219,6 +219,7 @@ pub fn run_with(
             (redirects.ask, "answered-ask"),
             (redirects.try_again, "answered-tryagain"),
             (redirects.cross_slot, "answered-crossslot"),
+            (redirects.cluster_down, "answered-clusterdown"),
         ];
         for (count, fact) in seen {
             if count > 0 {
@@ -279,6 +280,9 @@ struct World<'a> {
     migrations: BTreeMap<usize, cluster::Migration>,
     /// Primaries a shard failover deposed, by schedule position.
     deposed: BTreeMap<usize, usize>,
+    /// Cluster nodes made unreachable (down or partitioned), by schedule
+    /// position: the node, and whether the node timeout has passed.
+    unreachable: BTreeMap<usize, (usize, bool)>,
     /// Steps the last action planned, for the run loop to queue.
     planned: Vec<(Duration, Action)>,
 }
@@ -402,6 +406,7 @@ impl World<'_> {
             cluster_rng: Rng::fork(seed, 0xC1A5),
             migrations: BTreeMap::new(),
             deposed: BTreeMap::new(),
+            unreachable: BTreeMap::new(),
             planned: Vec::new(),
         }
     }
