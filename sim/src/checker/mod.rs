@@ -156,7 +156,8 @@ pub fn check(scenario: &Scenario, schedule: &[ConcreteFault], history: &History)
     safety::server_oracle(history, &holds, &mut verdict);
     safety::tokens(scenario.lock.fencing, &holds, &mut verdict);
     safety::fenced_writes(history, &holds, &mut verdict);
-    safety::owner_only(history, &holds, &mut verdict);
+    let command_timeout = crate::client::lock_options(&scenario.lock).effective_command_timeout();
+    safety::owner_only(history, &holds, command_timeout, &mut verdict);
     safety::timely_loss(history, &holds, &mut verdict);
     progress::liveness(scenario, schedule, history, &holds, &mut verdict);
     progress::orphans(scenario, history, &holds, &mut verdict);

@@ -138,23 +138,33 @@ pub(super) fn fenced_writes(history: &History, holds: &[Hold], verdict: &mut Ver
 }
 
 /// S5: a release that deleted a key, or a renewal that extended one, acted
-/// on the caller's own key: the primary showed that owner during the hold.
-pub(super) fn owner_only(history: &History, holds: &[Hold], verdict: &mut Verdict) {
+/// on the caller's own key. A release counts if the authoritative view
+/// showed that owner since the grant; a renewal, if it showed that owner
+/// within `window` (a command timeout) before its reply: the renewal ran
+/// then, and a reply later than that is not counted by the client.
+pub(super) fn owner_only(
+    history: &History,
+    holds: &[Hold],
+    window: Duration,
+    verdict: &mut Verdict,
+) {
     let timeline = oracle_timeline(history);
     if timeline.is_empty() {
         return;
     }
     let by_token: BTreeMap<&str, &Hold> = holds.iter().map(|h| (h.token.as_str(), h)).collect();
     for (index, entry) in history.entries.iter().enumerate() {
-        let Op::ReleaseOk { token, outcome } = &entry.op else {
-            continue;
+        let (token, since, what) = match &entry.op {
+            Op::ReleaseOk { token, outcome } if outcome == "Deleted" => (
+                token,
+                by_token
+                    .get(token.as_str())
+                    .map_or(Duration::ZERO, |h| h.start),
+                "a release",
+            ),
+            Op::Renewed { token, .. } => (token, entry.at.saturating_sub(window), "a renewal"),
+            _ => continue,
         };
-        if outcome != "Deleted" {
-            continue;
-        }
-        let since = by_token
-            .get(token.as_str())
-            .map_or(Duration::ZERO, |h| h.start);
         let owned = timeline.iter().any(|(at, owner, _)| {
             *at >= since && *at <= entry.at && *owner == Some(token.as_str())
         }) || timeline
@@ -167,7 +177,7 @@ pub(super) fn owner_only(history: &History, holds: &[Hold], verdict: &mut Verdic
                 property: Property::OwnerOnly,
                 at: entry.at,
                 message: format!(
-                    "a release by {} deleted a key the authoritative view never showed as theirs",
+                    "{what} by {} acted on a key the authoritative view did not show as theirs",
                     short(token)
                 ),
                 evidence: vec![index],

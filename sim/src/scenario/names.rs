@@ -276,7 +276,7 @@ pub const PROPERTIES: [(&str, Property, &str); 8] = [
     (
         "owner-only",
         Property::OwnerOnly,
-        "S5: a release only deletes the caller's key",
+        "S5: a release only deletes, and a renewal only extends, the caller's own key",
     ),
     (
         "timely-loss",
