@@ -66,13 +66,17 @@ pub enum Property {
     /// A1: no key outlives its client's interest in it on the primary
     /// (an orphan costs availability until it expires).
     NoOrphans,
+    /// L2: outside faults (a slot migration is not one), the lock never
+    /// goes unheld for longer than the liveness bound.
+    Availability,
 }
 
 impl Property {
     /// Whether a scenario that names no property expects this one to hold:
-    /// all but A1, an availability finding that tables report beside them.
+    /// all but A1 and L2, availability findings that tables report
+    /// beside them.
     pub fn expected_by_default(self) -> bool {
-        self != Self::NoOrphans
+        !matches!(self, Self::NoOrphans | Self::Availability)
     }
 }
 

@@ -76,6 +76,48 @@ pub(super) fn liveness(
     }
 }
 
+/// L2: outside faults and the liveness bound after each, no stretch longer
+/// than the bound (2 x ttl + 1 s) passes with nobody holding the lock. A
+/// slot migration is not a fault here: the lock must stay available while
+/// its slot moves (the locker follows `ASK` to the importing node).
+pub(super) fn availability(
+    scenario: &Scenario,
+    schedule: &[ConcreteFault],
+    holds: &[Hold],
+    verdict: &mut Verdict,
+) {
+    use crate::config::FaultKind;
+    let run_end = scenario.duration;
+    let bound = scenario.lock.ttl * 2 + Duration::from_secs(1);
+    // The start counts as a fault: the clients connect and contend first.
+    let mut excused = vec![(Duration::ZERO, bound)];
+    for fault in schedule {
+        if fault.kind == FaultKind::SlotMigration {
+            continue;
+        }
+        let end = match fault.kind {
+            FaultKind::Crash => run_end,
+            _ => fault.at + fault.duration.unwrap_or_default(),
+        };
+        excused.push((fault.at, end.saturating_add(bound)));
+    }
+    excused.extend(holds.iter().map(|hold| (hold.start, hold.end)));
+    let covered = merged(excused);
+    if let Some((from, to)) = uncovered(Duration::ZERO, run_end, &covered)
+        .into_iter()
+        .find(|(from, to)| to.saturating_sub(*from) > bound)
+    {
+        verdict.violations.push(Violation {
+            property: Property::Availability,
+            at: from + bound,
+            message: format!(
+                "nobody held the lock from {from:?} to {to:?}, with no fault under way (bound {bound:?})"
+            ),
+            evidence: Vec::new(),
+        });
+    }
+}
+
 /// "Sometimes" facts: proof that the faults actually bit.
 pub(super) fn facts(scenario: &Scenario, history: &History, holds: &[Hold], verdict: &mut Verdict) {
     let mut fact = |name: &str| {
@@ -579,6 +621,56 @@ mod tests {
         assert_eq!(
             verdict.violated().into_iter().collect::<Vec<_>>(),
             [Property::NoOrphans]
+        );
+    }
+
+    #[test]
+    fn a_long_unheld_stretch_outside_faults_breaks_availability() {
+        let hold = |at, token: &str, until| {
+            entry(
+                at,
+                Process::Client(0),
+                Op::AcquireOk {
+                    token: token.into(),
+                    fence: 1,
+                    valid_until: ms(until),
+                },
+            )
+        };
+        // ttl 1 s: the bound is 3 s; nobody holds from 3.5 s to 8 s.
+        let history = History {
+            entries: vec![hold(0, "a", 3_500), hold(8_000, "b", 9_000)],
+        };
+        let mut scenario = scenario();
+        scenario.duration = ms(9_000);
+        let unheld = |schedule: &[ConcreteFault]| {
+            let mut verdict = Verdict::default();
+            availability(
+                &scenario,
+                schedule,
+                &holds(&history, scenario.duration),
+                &mut verdict,
+            );
+            verdict.violated().contains(&Property::Availability)
+        };
+        assert!(unheld(&[]));
+        let fault = |kind| ConcreteFault {
+            kind,
+            at: ms(3_000),
+            target: crate::config::FaultTarget::Redis(0),
+            duration: Some(ms(3_000)),
+            rate: None,
+            offset: None,
+            delay: None,
+        };
+        use crate::config::FaultKind;
+        assert!(
+            !unheld(&[fault(FaultKind::Partition)]),
+            "a fault excuses it"
+        );
+        assert!(
+            unheld(&[fault(FaultKind::SlotMigration)]),
+            "a slot migration does not"
         );
     }
 }

@@ -252,7 +252,7 @@ pub fn kind_name(kind: FaultKind) -> &'static str {
 
 /// Every property: its name in scenario files and reports, and what it
 /// means.
-pub const PROPERTIES: [(&str, Property, &str); 8] = [
+pub const PROPERTIES: [(&str, Property, &str); 9] = [
     (
         "lease-exclusion",
         Property::LeaseExclusion,
@@ -291,7 +291,12 @@ pub const PROPERTIES: [(&str, Property, &str); 8] = [
     (
         "no-orphans",
         Property::NoOrphans,
-        "A1: no key sits on the primary for a client that neither holds nor is acquiring the lock for longer than a command timeout plus a round trip",
+        "A1: no key its client no longer wants sits on the primary for longer than a command timeout plus a round trip",
+    ),
+    (
+        "availability",
+        Property::Availability,
+        "L2: outside faults (a slot migration is not one) and 2 x ttl + 1 s after each, the lock is never unheld for longer than 2 x ttl + 1 s",
     ),
 ];
 
