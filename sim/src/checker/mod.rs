@@ -161,7 +161,7 @@ pub fn check(scenario: &Scenario, schedule: &[ConcreteFault], history: &History)
     safety::timely_loss(history, &holds, &mut verdict);
     progress::liveness(scenario, schedule, history, &holds, &mut verdict);
     progress::orphans(scenario, history, &holds, &mut verdict);
-    progress::availability(scenario, schedule, &holds, &mut verdict);
+    progress::availability(scenario, schedule, history, &holds, &mut verdict);
     progress::facts(scenario, history, &holds, &mut verdict);
     verdict.violations.sort_by_key(|v| (v.at, v.property));
     verdict

@@ -16,6 +16,44 @@ use crate::{
     world::BASE_LATENCY,
 };
 
+/// Whether progress can be asked of the run at all: faults that never heal
+/// (a crashed Redis) leave it undefined, and so does a run left with fewer
+/// replicas than the lock's `WAIT` needs (a failover without a stale
+/// window kills the old primary for good), since the lock then refuses
+/// every grant rather than count one a failover would lose.
+fn progress_defined(scenario: &Scenario, schedule: &[ConcreteFault], history: &History) -> bool {
+    use crate::config::{FaultKind, FaultTarget};
+    let permanent = schedule.iter().any(|fault| {
+        fault.kind == FaultKind::Crash
+            && matches!(fault.target, FaultTarget::Redis(_) | FaultTarget::Primary)
+    });
+    // The failovers begin in schedule order; each that promoted a replica
+    // records `Failover` right after its start.
+    let mut failovers = schedule
+        .iter()
+        .filter(|fault| fault.kind == FaultKind::Failover);
+    let mut killed = 0;
+    for (position, entry) in history.entries.iter().enumerate() {
+        if let Op::Fault {
+            kind,
+            phase: Phase::Start,
+            ..
+        } = &entry.op
+            && kind == "failover"
+            && let Some(fault) = failovers.next()
+            && fault.duration.is_none()
+            && history
+                .entries
+                .get(position + 1)
+                .is_some_and(|next| matches!(next.op, Op::Failover { .. }))
+        {
+            killed += 1;
+        }
+    }
+    let replicas_left = scenario.topology.replicas().saturating_sub(killed);
+    !permanent && replicas_left >= scenario.lock.wait_replicas as usize
+}
+
 /// L1: once every fault has healed, some client acquires within a bound.
 pub(super) fn liveness(
     scenario: &Scenario,
@@ -25,13 +63,7 @@ pub(super) fn liveness(
     verdict: &mut Verdict,
 ) {
     use crate::config::{FaultKind, FaultTarget};
-    // Faults that never heal (a crashed Redis, a restart that wiped the
-    // key is fine) leave liveness undefined.
-    let permanent = schedule.iter().any(|fault| {
-        fault.kind == FaultKind::Crash
-            && matches!(fault.target, FaultTarget::Redis(_) | FaultTarget::Primary)
-    });
-    if permanent {
+    if !progress_defined(scenario, schedule, history) {
         return;
     }
     let healed = schedule
@@ -83,10 +115,14 @@ pub(super) fn liveness(
 pub(super) fn availability(
     scenario: &Scenario,
     schedule: &[ConcreteFault],
+    history: &History,
     holds: &[Hold],
     verdict: &mut Verdict,
 ) {
     use crate::config::FaultKind;
+    if !progress_defined(scenario, schedule, history) {
+        return;
+    }
     let run_end = scenario.duration;
     let bound = scenario.lock.ttl * 2 + Duration::from_secs(1);
     // The start counts as a fault: the clients connect and contend first.
@@ -648,6 +684,7 @@ mod tests {
             availability(
                 &scenario,
                 schedule,
+                &history,
                 &holds(&history, scenario.duration),
                 &mut verdict,
             );

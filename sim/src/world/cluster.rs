@@ -1,7 +1,7 @@
 //! The Redis Cluster faults: a shard failover and a slot migration, and
 //! where the lock key's authoritative copy lives (the oracle's node).
 
-use std::{cmp::Reverse, time::Duration};
+use std::{cmp::Reverse, collections::BTreeSet, time::Duration};
 
 use lock_core::redis::cluster::slot_of;
 
@@ -61,12 +61,15 @@ impl World<'_> {
         let shard = cluster.shard_of(node);
         let old = cluster.primary_of(shard);
         let members = cluster.members(shard);
+        let unreachable = self.unreachable_nodes();
         let Some(new) = members
             .iter()
             .copied()
             .filter(|&n| {
+                // A replica cut off from the rest cannot win an election.
                 n != old
                     && !self.nodes[n].is_deposed()
+                    && !unreachable.contains(&n)
                     && self.sim.is_host_running(redis_host(n).as_str())
             })
             .max_by_key(|&n| (self.nodes[n].offset(), Reverse(n)))
@@ -162,22 +165,29 @@ impl World<'_> {
         }
     }
 
-    /// Fault `index` makes cluster node `node` unreachable (down or cut
-    /// off): the others mark it failed once the node timeout passes.
+    /// Fault `index` makes node `node` unreachable (down or cut off): no
+    /// failover promotes it meanwhile, and in a cluster the others mark it
+    /// failed once the node timeout passes.
     pub(super) fn node_unreachable(&mut self, index: usize, node: usize) {
-        let Some(timeout) = self.topology.node_timeout() else {
-            return;
-        };
         self.unreachable.insert(index, (node, false));
-        self.planned
-            .push((self.now() + timeout, Action::Step(index)));
+        if let Some(timeout) = self.topology.node_timeout() {
+            self.planned
+                .push((self.now() + timeout, Action::Step(index)));
+        }
+    }
+
+    /// The nodes some fault keeps unreachable now.
+    pub(super) fn unreachable_nodes(&self) -> BTreeSet<usize> {
+        self.unreachable.values().map(|&(node, _)| node).collect()
     }
 
     /// Fault `index` is over: its node is reachable again, unless another
     /// fault still keeps it away past the node timeout.
     pub(super) fn node_reachable(&mut self, index: usize) {
-        let (Some(cluster), Some((node, _))) = (&self.cluster, self.unreachable.remove(&index))
-        else {
+        let Some((node, _)) = self.unreachable.remove(&index) else {
+            return;
+        };
+        let Some(cluster) = &self.cluster else {
             return;
         };
         let still_failed = self

@@ -105,8 +105,9 @@ impl World<'_> {
         });
         let duration = fault.duration.unwrap_or_default();
         if let FaultTarget::Redis(node) = target {
-            // A node down or cut off for longer than the node timeout is
-            // failed to the rest of a cluster.
+            // A node down or cut off is promoted by no failover, and one
+            // away for longer than the node timeout is failed to the rest
+            // of a cluster.
             let away = match fault.kind {
                 FaultKind::Partition | FaultKind::Crash => true,
                 FaultKind::Restart => fault.duration.is_some(),
@@ -340,13 +341,16 @@ impl World<'_> {
     fn failover(&mut self, stale_window: Option<Duration>) {
         let now = self.now();
         let old = self.discovery.primary();
+        let unreachable = self.unreachable_nodes();
         // Like Sentinel, promote the live replica that applied the most of
         // the old primary's stream (ties: the lowest index). A primary
         // deposed by an earlier failover is no replica: its stream diverged.
         let Some(new) = (0..self.nodes.len())
             .filter(|&n| {
+                // Sentinel cannot promote a replica it cannot reach.
                 n != old
                     && !self.nodes[n].is_deposed()
+                    && !unreachable.contains(&n)
                     && self.sim.is_host_running(redis_host(n).as_str())
             })
             .max_by_key(|&n| (self.nodes[n].offset(), Reverse(n)))
