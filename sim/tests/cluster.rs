@@ -188,7 +188,7 @@ async fn command_then_read(
 fn publish_crosses_the_cluster_bus_unless_a_partition_cuts_it() {
     use std::{rc::Rc, time::Duration};
 
-    use sim::redis::{NodeConfig, NodeHandle, cluster::ClusterHandle};
+    use sim::redis::cluster::ClusterHandle;
 
     let mut builder = turmoil::Builder::new();
     builder
@@ -196,18 +196,7 @@ fn publish_crosses_the_cluster_bus_unless_a_partition_cuts_it() {
         .epoch(std::time::UNIX_EPOCH)
         .simulation_duration(Duration::from_secs(10));
     let mut sim = builder.build();
-    let cluster = ClusterHandle::new(2, 0);
-    let nodes: Vec<NodeHandle> = (0..2)
-        .map(|index| {
-            NodeHandle::new(NodeConfig {
-                index,
-                replica_of: None,
-                replication_lag: None,
-                seed: 1,
-            })
-        })
-        .collect();
-    cluster.attach(&nodes);
+    let (_cluster, nodes) = ClusterHandle::with_nodes(2, 0);
     for node in &nodes {
         let serving = node.clone();
         sim.host(format!("redis-{}", node.index()).as_str(), move || {

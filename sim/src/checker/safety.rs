@@ -302,6 +302,19 @@ mod tests {
         )
     }
 
+    /// client-0 learns at `at` that it lost hold "a".
+    fn lost(at: u64) -> Entry {
+        entry(
+            at,
+            Process::Client(0),
+            Op::Lost {
+                token: "a".into(),
+                reason: "lost".into(),
+                valid_until: ms(at),
+            },
+        )
+    }
+
     #[test]
     fn overlapping_beliefs_break_lease_exclusion() {
         let history = History {
@@ -393,17 +406,6 @@ mod tests {
 
     #[test]
     fn late_lost_breaks_timely_loss_unless_frozen() {
-        let lost = |at| {
-            entry(
-                at,
-                Process::Client(0),
-                Op::Lost {
-                    token: "a".into(),
-                    reason: "expired".into(),
-                    valid_until: ms(at),
-                },
-            )
-        };
         let late = History {
             entries: vec![
                 granted(0, 0, "a", 1, 1000),
@@ -450,17 +452,6 @@ mod tests {
                 Op::RenewFailed {
                     token: "a".into(),
                     reason: reason.into(),
-                },
-            )
-        };
-        let lost = |at| {
-            entry(
-                at,
-                Process::Client(0),
-                Op::Lost {
-                    token: "a".into(),
-                    reason: "failover".into(),
-                    valid_until: ms(at),
                 },
             )
         };

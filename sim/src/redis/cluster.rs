@@ -150,6 +150,26 @@ impl ClusterHandle {
         })))
     }
 
+    /// A cluster of `shards` shards of `1 + replicas` nodes, with its
+    /// nodes attached (each replica of its shard's primary, without lag),
+    /// not yet serving: for tests that build a cluster by hand.
+    pub fn with_nodes(shards: usize, replicas: usize) -> (Self, Vec<super::NodeHandle>) {
+        let cluster = Self::new(shards, replicas);
+        let nodes: Vec<super::NodeHandle> = (0..shards * (1 + replicas))
+            .map(|index| {
+                let primary = cluster.primary_of(cluster.shard_of(index));
+                super::NodeHandle::new(super::NodeConfig {
+                    index,
+                    replica_of: (primary != index).then(|| redis_host(primary)),
+                    replication_lag: None,
+                    seed: 1,
+                })
+            })
+            .collect();
+        cluster.attach(&nodes);
+        (cluster, nodes)
+    }
+
     /// Makes `nodes` (all of them, by index) members of this cluster.
     pub fn attach(&self, nodes: &[super::NodeHandle]) {
         self.0.borrow_mut().nodes = nodes.iter().map(|node| Rc::downgrade(&node.0)).collect();
@@ -568,27 +588,14 @@ mod tests {
 
     use lock_core::redis::cluster::{NodeAddress, SlotMap};
 
-    use crate::redis::{NodeConfig, NodeHandle, frame::to_bytes};
+    use crate::redis::{NodeHandle, frame::to_bytes};
 
     /// Slot 3196, in shard 0 (0-5460) of three.
     const LOCK: &str = "{lock:resource}";
     const FENCE: &str = "{lock:resource}:fence";
 
     fn cluster() -> (ClusterHandle, Vec<NodeHandle>) {
-        let cluster = ClusterHandle::new(3, 1);
-        let nodes: Vec<NodeHandle> = (0..6)
-            .map(|index| {
-                let primary = cluster.primary_of(cluster.shard_of(index));
-                NodeHandle::new(NodeConfig {
-                    index,
-                    replica_of: (primary != index).then(|| redis_host(primary)),
-                    replication_lag: None,
-                    seed: 1,
-                })
-            })
-            .collect();
-        cluster.attach(&nodes);
-        (cluster, nodes)
+        ClusterHandle::with_nodes(3, 1)
     }
 
     fn words(words: &[&str]) -> Vec<Vec<u8>> {

@@ -26,18 +26,41 @@ fn recorder() -> (Published, Publish) {
     (published, publish)
 }
 
-fn call(db: &mut Db, keys: &[&str], args: &[&str], at: i64) -> Frame {
-    let (_, publish) = recorder();
-    run(
+/// Runs the lock script at clock reading `at` ms (`writable`: on a
+/// primary); the reply, the effects to replicate and what it published.
+fn run_at(
+    db: &mut Db,
+    at: i64,
+    writable: bool,
+    keys: &[&str],
+    args: &[&str],
+) -> (Frame, Vec<Effect>, Published) {
+    let (published, publish) = recorder();
+    let (reply, effects) = run(
         scripts::LOCK,
         db,
         now(at),
-        true,
+        writable,
         &strs(keys),
         &strs(args),
         publish,
-    )
-    .0
+    );
+    (reply, effects, published)
+}
+
+/// Runs the lock script at 0 ms.
+fn run_at_zero(
+    db: &mut Db,
+    writable: bool,
+    keys: &[&str],
+    args: &[&str],
+) -> (Frame, Vec<Effect>, Published) {
+    run_at(db, 0, writable, keys, args)
+}
+
+/// The reply of the lock script on a primary at `at` ms.
+fn call(db: &mut Db, keys: &[&str], args: &[&str], at: i64) -> Frame {
+    run_at(db, at, true, keys, args).0
 }
 
 /// The reply of a one-operation call, which comes alone.
@@ -134,15 +157,11 @@ fn the_fence_floor_expires_one_ttl_after_its_grant() {
 #[test]
 fn a_batch_runs_every_operation_in_order_and_announces_its_releases() {
     let mut db = Db::default();
-    let (published, publish) = recorder();
-    let (reply, effects) = run(
-        scripts::LOCK,
+    let (reply, effects, published) = run_at_zero(
         &mut db,
-        now(0),
         true,
-        &strs(&["{x}", "{y}", "{y}:fence", "{x}"]),
-        &strs(&["n", "t", "1000", "c", "u", "1000", "d", "t"]),
-        publish,
+        &["{x}", "{y}", "{y}:fence", "{x}"],
+        &["n", "t", "1000", "c", "u", "1000", "d", "t"],
     );
     assert_eq!(
         reply,
@@ -165,10 +184,12 @@ fn a_batch_runs_every_operation_in_order_and_announces_its_releases() {
 #[test]
 fn a_quiet_release_deletes_and_announces_nothing() {
     let mut db = Db::default();
-    let keys = strs(&["{x}", "{y}", "{x}", "{y}"]);
-    let args = strs(&["n", "a", "1000", "n", "b", "1000", "q", "a", "d", "b"]);
-    let (published, publish) = recorder();
-    let (reply, _) = run(scripts::LOCK, &mut db, now(0), true, &keys, &args, publish);
+    let (reply, _, published) = run_at_zero(
+        &mut db,
+        true,
+        &["{x}", "{y}", "{x}", "{y}"],
+        &["n", "a", "1000", "n", "b", "1000", "q", "a", "d", "b"],
+    );
     assert_eq!(
         reply,
         Frame::Array(vec![
@@ -203,29 +224,16 @@ fn compat_acquire_and_counter_fencing() {
 #[test]
 fn writes_on_a_replica_fail_readonly_per_operation() {
     let mut db = Db::default();
-    let (_, publish) = recorder();
-    let (reply, effects) = run(
-        scripts::LOCK,
+    let (reply, effects, _) = run_at_zero(
         &mut db,
-        now(0),
         false,
-        &strs(&["{l}", "{l}:fence", "{m}"]),
-        &strs(&["t", "a", "10", "n", "b", "10"]),
-        publish,
+        &["{l}", "{l}:fence", "{m}"],
+        &["t", "a", "10", "n", "b", "10"],
     );
     assert_eq!(reply, Frame::Array(vec![error(READONLY), error(READONLY)]));
     assert!(effects.is_empty());
     // Alone, an operation's error is the call's error reply.
-    let (_, publish) = recorder();
-    let (reply, _) = run(
-        scripts::LOCK,
-        &mut db,
-        now(0),
-        false,
-        &strs(&["{m}"]),
-        &strs(&["n", "b", "10"]),
-        publish,
-    );
+    let (reply, _, _) = run_at_zero(&mut db, false, &["{m}"], &["n", "b", "10"]);
     assert_eq!(reply, error(READONLY));
 }
 
@@ -256,16 +264,8 @@ fn a_raised_error_keeps_the_writes_before_it() {
     // answers the error for that operation.
     let mut db = Db::default();
     db.execute(&strs(&["LPUSH", "{f}:fence", "x"]), now(0));
-    let (_, publish) = recorder();
-    let (reply, effects) = run(
-        scripts::LOCK,
-        &mut db,
-        now(0),
-        true,
-        &strs(&["{f}", "{f}:fence"]),
-        &strs(&["t", "a", "1000"]),
-        publish,
-    );
+    let (reply, effects, _) =
+        run_at_zero(&mut db, true, &["{f}", "{f}:fence"], &["t", "a", "1000"]);
     assert!(matches!(reply, Frame::Error(text) if text.starts_with("WRONGTYPE")));
     assert!(!db.exists(b"{f}", now(0)));
     assert_eq!(
