@@ -213,6 +213,9 @@ fn scenario(config: &Config) -> Scenario {
                 max: ms(50),
             },
             unfenced_register: false,
+            locks: 1,
+            drop_guard: 0.0,
+            cancel: 0.0,
         },
         // A holder-or-not client dies silently at 3 s: the gap until the
         // next grant is the availability cost of the ttl.

@@ -19,7 +19,7 @@ use std::{
 };
 
 use lock_core::{
-    Event, Fencing, LockOptions, LockerBuilder,
+    AcquireError, Event, Fencing, LockGuard, LockOptions, Locker, LockerBuilder,
     redis::{ConnectFuture, Connector, Dialer, Entropy, NodeAddress, Observed, RedisStream},
 };
 
@@ -31,6 +31,7 @@ use crate::{
     redis::sentinel::{MASTER_NAME, SENTINEL_PORT, sentinel_host},
     rng::Rng,
     storage::{self, WriteResult},
+    world::BASE_LATENCY,
 };
 
 /// How long a client takes between checking its lease and sending its
@@ -203,6 +204,11 @@ async fn workload(setup: ClientSetup) -> turmoil::Result {
         let sim_clock = sim_clock.clone();
         let deadlines = setup.deadlines.clone();
         move |observed: &Observed<'_>| {
+            // The checkers watch the contended lock; a client's own locks
+            // (`locks` > 1) only share its calls.
+            if observed.key != KEY {
+                return;
+            }
             let token = observed.token.to_owned();
             let deadline = |valid_until| {
                 let local = sim_clock.local_of(valid_until);
@@ -233,6 +239,10 @@ async fn workload(setup: ClientSetup) -> turmoil::Result {
                 },
                 Event::AcquireFailed(failure) => Op::AcquireFail {
                     error: failure.to_string(),
+                },
+                Event::RenewFailed(failure) => Op::RenewFailed {
+                    token,
+                    reason: format!("{failure:?}"),
                 },
                 _ => return,
             };
@@ -304,16 +314,21 @@ async fn workload(setup: ClientSetup) -> turmoil::Result {
         )
     };
 
+    let locker = &locker;
+    let opts = &opts;
     let work = async {
         loop {
             record(Op::AcquireInvoke);
-            let guard = match locker.acquire(KEY, &opts).await {
-                Ok(guard) => guard,
-                Err(_) => {
-                    // The observer recorded why; back off a little.
-                    tokio::time::sleep(rng.duration(scenario.clients.think)).await;
-                    continue;
-                }
+            let Some(acquired) = acquire(locker, opts, &scenario, &mut rng).await else {
+                // Cancelled: the adapter undoes what the attempt set.
+                record(Op::AcquireCancel);
+                tokio::time::sleep(rng.duration(scenario.clients.think)).await;
+                continue;
+            };
+            let Ok(guard) = acquired else {
+                // The observer recorded why; back off a little.
+                tokio::time::sleep(rng.duration(scenario.clients.think)).await;
+                continue;
             };
             let token = guard.token().to_owned();
             let fence = guard.fence();
@@ -344,20 +359,94 @@ async fn workload(setup: ClientSetup) -> turmoil::Result {
                     }
                 }
             }
-            record(Op::ReleaseInvoke {
-                token: token.clone(),
-            });
-            // The observer records the outcome.
-            let _ = guard.release().await;
+            if rng.chance(scenario.clients.drop_guard) {
+                // The adapter releases a dropped guard in the background.
+                record(Op::GuardDropped { token });
+                drop(guard);
+            } else {
+                record(Op::ReleaseInvoke { token });
+                // The observer records the outcome.
+                let _ = guard.release().await;
+            }
             tokio::time::sleep(rng.duration(scenario.clients.think)).await;
         }
     };
+    let own_locks = (1..scenario.clients.locks).map(|lock| {
+        own_lock(
+            locker,
+            opts,
+            &scenario,
+            own_key(setup.index, lock),
+            Rng::new(setup.seed ^ (0x5EED_0000 + lock as u64)),
+        )
+    });
+    let work = futures_util::future::join(work, futures_util::future::join_all(own_locks));
     tokio::select! {
         biased;
         () = driver => {}
-        () = work => {}
+        _ = work => {}
     }
     Ok(())
+}
+
+/// Client `client`'s own lock number `lock`: a name that repeats the
+/// contended lock's hash tag (`{lock:resource}:…`), so its keys share the
+/// slot (and, in a cluster, the node and a migration) with it.
+pub fn own_key(client: usize, lock: usize) -> String {
+    format!("{KEY}}}:own-{client}-{lock}")
+}
+
+/// Acquires the contended lock, or, with the scenario's `cancel` chance,
+/// stops waiting after a delay (`None`): mostly while a command is out, or
+/// anywhere below the ttl.
+async fn acquire(
+    locker: &Locker,
+    opts: &LockOptions,
+    scenario: &Scenario,
+    rng: &mut Rng,
+) -> Option<Result<LockGuard, AcquireError>> {
+    let acquire = locker.acquire(KEY, opts);
+    if !rng.chance(scenario.clients.cancel) {
+        return Some(acquire.await);
+    }
+    let within = if rng.between(0, 1) == 0 {
+        // An attempt's round trip: the acquire may have set the key.
+        BASE_LATENCY * 3
+    } else {
+        scenario.lock.ttl
+    };
+    let after = rng.duration(DurationRange {
+        min: Duration::ZERO,
+        max: within,
+    });
+    tokio::select! {
+        biased;
+        acquired = acquire => Some(acquired),
+        () = tokio::time::sleep(after) => None,
+    }
+}
+
+/// A lock of the client's own, uncontended: acquired, held, released, in
+/// a loop, on the same locker as the contended one, so that their
+/// operations meet in group-commit batches.
+async fn own_lock(
+    locker: &Locker,
+    opts: &LockOptions,
+    scenario: &Scenario,
+    key: String,
+    mut rng: Rng,
+) {
+    loop {
+        if let Ok(guard) = locker.acquire(&key, opts).await {
+            tokio::time::sleep(rng.duration(scenario.clients.hold)).await;
+            if rng.chance(scenario.clients.drop_guard) {
+                drop(guard);
+            } else {
+                let _ = guard.release().await;
+            }
+        }
+        tokio::time::sleep(rng.duration(scenario.clients.think)).await;
+    }
 }
 
 async fn fenced_write(

@@ -66,13 +66,17 @@ pub enum Property {
     /// A1: no key outlives its client's interest in it on the primary
     /// (an orphan costs availability until it expires).
     NoOrphans,
+    /// L2: outside faults (a slot migration is not one), the lock never
+    /// goes unheld for longer than the liveness bound.
+    Availability,
 }
 
 impl Property {
     /// Whether a scenario that names no property expects this one to hold:
-    /// all but A1, an availability finding that tables report beside them.
+    /// all but A1 and L2, availability findings that tables report
+    /// beside them.
     pub fn expected_by_default(self) -> bool {
-        self != Self::NoOrphans
+        !matches!(self, Self::NoOrphans | Self::Availability)
     }
 }
 
@@ -123,6 +127,11 @@ pub enum Topology {
         replicas: usize,
         /// The delay before a replica applies a write.
         replication_lag: DurationRange,
+        /// `cluster-node-timeout`: how long a primary stays unreachable
+        /// (down or partitioned) before the others mark it failed. While a
+        /// failed primary still owns slots, the cluster is down: every node
+        /// answers `CLUSTERDOWN` (`cluster-require-full-coverage yes`).
+        node_timeout: Duration,
     },
 }
 
@@ -207,6 +216,14 @@ impl Topology {
         }
     }
 
+    /// The cluster's node timeout (`None` outside a cluster).
+    pub fn node_timeout(&self) -> Option<Duration> {
+        match self {
+            Self::Cluster { node_timeout, .. } => Some(*node_timeout),
+            _ => None,
+        }
+    }
+
     /// The cluster's shards and replicas per shard (`None` outside a
     /// cluster).
     pub fn cluster_shape(&self) -> Option<(usize, usize)> {
@@ -259,6 +276,17 @@ pub struct ClientsConfig {
     pub think: DurationRange,
     /// Whether each critical section also writes the unfenced register.
     pub unfenced_register: bool,
+    /// Locks each client holds at once: the contended one, plus `locks - 1`
+    /// of its own in the same hash slot, cycled by concurrent tasks of the
+    /// same locker, so that their operations share script calls (group
+    /// commit) and a slot migration has more than the lock's keys to move.
+    pub locks: usize,
+    /// The chance that a client drops its guard instead of releasing it
+    /// (the adapter then releases in the background).
+    pub drop_guard: f64,
+    /// The chance that a client cancels an acquire (drops its future)
+    /// after a delay drawn below the ttl.
+    pub cancel: f64,
 }
 
 /// A fault kind.

@@ -45,12 +45,24 @@ pub enum Op {
         /// The error, as displayed.
         error: String,
     },
+    /// The client stopped waiting for its acquire (it dropped the future):
+    /// from here it wants no key, and the adapter undoes what an attempt
+    /// may have set.
+    AcquireCancel,
     /// A renewal moved the deadline (the client's `valid_until`, in true time).
     Renewed {
         /// The token of the hold.
         token: String,
         /// The new deadline.
         valid_until: Duration,
+    },
+    /// A renewal did not extend the deadline.
+    RenewFailed {
+        /// The token of the hold.
+        token: String,
+        /// Why, as the adapter reports it (`NotOwner`, `Failed(ReadOnly)`,
+        /// `Failed(Timeout)`, ...).
+        reason: String,
     },
     /// The client's clock changed rate or stepped while it held the lock:
     /// the deadline it holds, unchanged on its own clock, now falls at this
@@ -72,6 +84,13 @@ pub enum Op {
     },
     /// The client starts releasing (it no longer believes it holds the lock).
     ReleaseInvoke {
+        /// The token of the hold.
+        token: String,
+    },
+    /// The client dropped its guard instead of releasing it: it no longer
+    /// believes it holds the lock, and the adapter releases in the
+    /// background.
+    GuardDropped {
         /// The token of the hold.
         token: String,
     },
@@ -160,6 +179,8 @@ pub enum Op {
     /// A replica was promoted; `lost_key` says whether the lock key it had
     /// differs from the old primary's.
     Failover {
+        /// The primary it replaced.
+        old_primary: usize,
         /// The new primary.
         new_primary: usize,
         /// The key's owner on the old primary before the failover.

@@ -48,6 +48,12 @@ impl Rng {
         Duration::from_micros(self.between(min, max.max(min)))
     }
 
+    /// True with probability `p` (0 draws nothing, so a scenario without
+    /// the option keeps every other draw where it was).
+    pub fn chance(&mut self, p: f64) -> bool {
+        p > 0.0 && (self.between(0, 999_999) as f64) < p * 1_000_000.0
+    }
+
     /// A fresh generator for a sub-stream (a client, a node), independent of
     /// how many draws this one has made.
     pub fn fork(seed: u64, stream: u64) -> Self {

@@ -23,6 +23,7 @@ fn cluster(name: &str) -> Scenario {
             shards: 3,
             replicas: 1,
             replication_lag: common::range(1, 20),
+            node_timeout: common::ms(15_000),
         },
         ..common::single(name)
     }
@@ -159,4 +160,90 @@ fn cluster_runs_replay_exactly_with_skipping_on_and_off() {
             );
         }
     }
+}
+
+/// Sends one RESP command on `stream` and reads what comes back within
+/// `within` (a push or a reply), as text.
+async fn command_then_read(
+    stream: &mut turmoil::net::TcpStream,
+    parts: &[&str],
+    within: std::time::Duration,
+) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    if !parts.is_empty() {
+        let mut request = format!("*{}\r\n", parts.len());
+        for part in parts {
+            request.push_str(&format!("${}\r\n{part}\r\n", part.len()));
+        }
+        stream.write_all(request.as_bytes()).await.expect("send");
+    }
+    let mut buffer = [0u8; 512];
+    match tokio::time::timeout(within, stream.read(&mut buffer)).await {
+        Ok(Ok(read)) => String::from_utf8_lossy(&buffer[..read]).into_owned(),
+        _ => String::new(),
+    }
+}
+
+#[test]
+fn publish_crosses_the_cluster_bus_unless_a_partition_cuts_it() {
+    use std::{rc::Rc, time::Duration};
+
+    use sim::redis::cluster::ClusterHandle;
+
+    let mut builder = turmoil::Builder::new();
+    builder
+        .rng_seed(1)
+        .epoch(std::time::UNIX_EPOCH)
+        .simulation_duration(Duration::from_secs(10));
+    let mut sim = builder.build();
+    let (_cluster, nodes) = ClusterHandle::with_nodes(2, 0);
+    for node in &nodes {
+        let serving = node.clone();
+        sim.host(format!("redis-{}", node.index()).as_str(), move || {
+            sim::redis::serve(serving.clone())
+        });
+    }
+    let heard: Rc<std::cell::RefCell<Vec<String>>> = Rc::default();
+    let log = Rc::clone(&heard);
+    sim.client("subscriber", async move {
+        let mut stream = turmoil::net::TcpStream::connect(("redis-1", 6379)).await?;
+        let subscribed =
+            command_then_read(&mut stream, &["SUBSCRIBE", "ch"], Duration::from_secs(1)).await;
+        assert!(subscribed.contains("subscribe"), "{subscribed:?}");
+        for _ in 0..2 {
+            let push = command_then_read(&mut stream, &[], Duration::from_secs(2)).await;
+            log.borrow_mut().push(push);
+        }
+        Ok(())
+    });
+    sim.client("publisher", async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut stream = turmoil::net::TcpStream::connect(("redis-0", 6379)).await?;
+        let reply = command_then_read(
+            &mut stream,
+            &["PUBLISH", "ch", "one"],
+            Duration::from_secs(1),
+        )
+        .await;
+        assert_eq!(reply, ":0\r\n", "no subscriber on redis-0 itself");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        // Meanwhile redis-0 and redis-1 were cut apart: the bus drops it.
+        command_then_read(
+            &mut stream,
+            &["PUBLISH", "ch", "two"],
+            Duration::from_secs(1),
+        )
+        .await;
+        Ok(())
+    });
+    let mut cut = false;
+    while !sim.step().expect("the world runs") {
+        if !cut && sim.elapsed() >= Duration::from_millis(300) {
+            sim.partition("redis-0", "redis-1");
+            cut = true;
+        }
+    }
+    let heard = heard.borrow();
+    assert!(heard[0].contains("one"), "relayed over the bus: {heard:?}");
+    assert_eq!(heard[1], "", "a partition cuts the bus: {heard:?}");
 }

@@ -39,3 +39,26 @@ fn redlock_same_seed_same_history_hash() {
     assert_eq!(first.history.hash(), second.history.hash());
     assert_eq!(first.history, second.history);
 }
+
+#[test]
+fn batching_dropping_and_cancelling_clients_replay_exactly() {
+    // Several locks per client (group commit), dropped guards and
+    // cancelled acquires: the same seed, the same history.
+    let mut scenario = common::single("determinism-batches");
+    scenario.clients.locks = 3;
+    scenario.clients.drop_guard = 0.3;
+    scenario.clients.cancel = 0.2;
+    let schedule = vec![
+        common::fault(FaultKind::PartitionOneway, 1_500, "redis:0", Some(80)),
+        common::fault(FaultKind::Pause, 3_000, "client:1", Some(400)),
+    ];
+    let first = world::run_schedule(&scenario, 11, &schedule);
+    let second = world::run_schedule(&scenario, 11, &schedule);
+    assert!(
+        first.verdict.facts.contains("batched-script-call"),
+        "batches ran: {:?}",
+        first.verdict.facts
+    );
+    assert_eq!(first.history.hash(), second.history.hash());
+    assert_eq!(first.history, second.history);
+}

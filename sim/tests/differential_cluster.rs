@@ -16,10 +16,7 @@ use std::{cell::RefCell, rc::Rc, time::Duration};
 use lock_core::{redis::cluster::slot_of, scripts};
 use real_cluster::RealCluster;
 use redis::Value;
-use sim::{
-    client::redis_host,
-    redis::{NodeConfig, NodeHandle, cluster::ClusterHandle},
-};
+use sim::{client::redis_host, redis::cluster::ClusterHandle};
 
 /// The lock key's slot, 3196, in shard 0 (slots 0-5460).
 const LOCK: &str = "{lock:resource}";
@@ -343,19 +340,7 @@ fn sim_replies(steps: &[Step]) -> Vec<String> {
         .max_message_latency(Duration::from_millis(1))
         .simulation_duration(Duration::from_secs(60));
     let mut sim = builder.build();
-    let cluster = ClusterHandle::new(3, 1);
-    let nodes: Vec<NodeHandle> = (0..6)
-        .map(|index| {
-            let primary = cluster.primary_of(cluster.shard_of(index));
-            NodeHandle::new(NodeConfig {
-                index,
-                replica_of: (primary != index).then(|| redis_host(primary)),
-                replication_lag: None,
-                seed: 1,
-            })
-        })
-        .collect();
-    cluster.attach(&nodes);
+    let (cluster, nodes) = ClusterHandle::with_nodes(3, 1);
     for node in &nodes {
         let serving = node.clone();
         sim.host(redis_host(node.index()).as_str(), move || {
@@ -396,7 +381,7 @@ fn sim_replies(steps: &[Step]) -> Vec<String> {
                 Step::FailOver { primary, replica } => {
                     nodes[replica].promote();
                     cluster.fail_over(primary, replica, false);
-                    nodes[primary].demote_in_cluster(redis_host(replica));
+                    nodes[primary].demote_keeping_clients(redis_host(replica));
                     // The old primary resyncs from the new one.
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }

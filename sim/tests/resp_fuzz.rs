@@ -428,7 +428,7 @@ proptest! {
         }
     }
 
-    /// The native lock script with any keys, arguments and clock reading
+    /// The lock script (run in the embedded Lua) with any keys, arguments and clock reading
     /// returns a readable reply, on a primary or a replica.
     #[test]
     fn the_lock_script_takes_any_keys_and_arguments(
@@ -444,7 +444,9 @@ proptest! {
             let numkeys = std::str::from_utf8(&call[2]).ok().and_then(|n| n.parse::<usize>().ok());
             let Some(numkeys) = numkeys.filter(|n| *n <= call.len() - 3) else { continue };
             let (keys, args) = call[3..].split_at(numkeys);
-            let (reply, _) = scripts::run(lock_core::scripts::LOCK, &mut db, now, writable, keys, args);
+            let (reply, _) = scripts::run(
+                lock_core::scripts::LOCK, &mut db, now, writable, keys, args, Box::new(|_, _| 0),
+            );
             prop_assert!(readable(&reply), "{:?}", reply);
         }
     }

@@ -1,10 +1,11 @@
 //! The checkers: every property, run over every history.
 //!
 //! They read only the history. A client *believes* it holds a lock from its
-//! `AcquireOk` until the first of: its `Lost`, its `ReleaseInvoke`, or its
-//! deadline passing (the last `valid_until` it learnt before then). The
-//! deadline ends belief even when the client was frozen and could not
-//! react: a paused process that wakes checks `is_held()` and finds false.
+//! `AcquireOk` until the first of: its `Lost`, its `ReleaseInvoke` or
+//! `GuardDropped`, or its deadline passing (the last `valid_until` it
+//! learnt before then). The deadline ends belief even when the client was
+//! frozen and could not react: a paused process that wakes checks
+//! `is_held()` and finds false.
 
 use std::{collections::BTreeMap, time::Duration};
 
@@ -125,7 +126,7 @@ pub fn holds(history: &History, run_end: Duration) -> Vec<Hold> {
                     hold.lost_entry.get_or_insert(index);
                 }
             }
-            Op::ReleaseInvoke { token } => {
+            Op::ReleaseInvoke { token } | Op::GuardDropped { token } => {
                 if let Some(mut hold) = open.remove(token.as_str()) {
                     hold.end = entry.at;
                     hold.ended_by = HoldEnd::Release;
@@ -155,10 +156,12 @@ pub fn check(scenario: &Scenario, schedule: &[ConcreteFault], history: &History)
     safety::server_oracle(history, &holds, &mut verdict);
     safety::tokens(scenario.lock.fencing, &holds, &mut verdict);
     safety::fenced_writes(history, &holds, &mut verdict);
-    safety::owner_only(history, &holds, &mut verdict);
+    let command_timeout = crate::client::lock_options(&scenario.lock).effective_command_timeout();
+    safety::owner_only(history, &holds, command_timeout, &mut verdict);
     safety::timely_loss(history, &holds, &mut verdict);
     progress::liveness(scenario, schedule, history, &holds, &mut verdict);
     progress::orphans(scenario, history, &holds, &mut verdict);
+    progress::availability(scenario, schedule, history, &holds, &mut verdict);
     progress::facts(scenario, history, &holds, &mut verdict);
     verdict.violations.sort_by_key(|v| (v.at, v.property));
     verdict

@@ -16,6 +16,44 @@ use crate::{
     world::BASE_LATENCY,
 };
 
+/// Whether progress can be asked of the run at all: faults that never heal
+/// (a crashed Redis) leave it undefined, and so does a run left with fewer
+/// replicas than the lock's `WAIT` needs (a failover without a stale
+/// window kills the old primary for good), since the lock then refuses
+/// every grant rather than count one a failover would lose.
+fn progress_defined(scenario: &Scenario, schedule: &[ConcreteFault], history: &History) -> bool {
+    use crate::config::{FaultKind, FaultTarget};
+    let permanent = schedule.iter().any(|fault| {
+        fault.kind == FaultKind::Crash
+            && matches!(fault.target, FaultTarget::Redis(_) | FaultTarget::Primary)
+    });
+    // The failovers begin in schedule order; each that promoted a replica
+    // records `Failover` right after its start.
+    let mut failovers = schedule
+        .iter()
+        .filter(|fault| fault.kind == FaultKind::Failover);
+    let mut killed = 0;
+    for (position, entry) in history.entries.iter().enumerate() {
+        if let Op::Fault {
+            kind,
+            phase: Phase::Start,
+            ..
+        } = &entry.op
+            && kind == "failover"
+            && let Some(fault) = failovers.next()
+            && fault.duration.is_none()
+            && history
+                .entries
+                .get(position + 1)
+                .is_some_and(|next| matches!(next.op, Op::Failover { .. }))
+        {
+            killed += 1;
+        }
+    }
+    let replicas_left = scenario.topology.replicas().saturating_sub(killed);
+    !permanent && replicas_left >= scenario.lock.wait_replicas as usize
+}
+
 /// L1: once every fault has healed, some client acquires within a bound.
 pub(super) fn liveness(
     scenario: &Scenario,
@@ -25,13 +63,7 @@ pub(super) fn liveness(
     verdict: &mut Verdict,
 ) {
     use crate::config::{FaultKind, FaultTarget};
-    // Faults that never heal (a crashed Redis, a restart that wiped the
-    // key is fine) leave liveness undefined.
-    let permanent = schedule.iter().any(|fault| {
-        fault.kind == FaultKind::Crash
-            && matches!(fault.target, FaultTarget::Redis(_) | FaultTarget::Primary)
-    });
-    if permanent {
+    if !progress_defined(scenario, schedule, history) {
         return;
     }
     let healed = schedule
@@ -76,6 +108,52 @@ pub(super) fn liveness(
     }
 }
 
+/// L2: outside faults and the liveness bound after each, no stretch longer
+/// than the bound (2 x ttl + 1 s) passes with nobody holding the lock. A
+/// slot migration is not a fault here: the lock must stay available while
+/// its slot moves (the locker follows `ASK` to the importing node).
+pub(super) fn availability(
+    scenario: &Scenario,
+    schedule: &[ConcreteFault],
+    history: &History,
+    holds: &[Hold],
+    verdict: &mut Verdict,
+) {
+    use crate::config::FaultKind;
+    if !progress_defined(scenario, schedule, history) {
+        return;
+    }
+    let run_end = scenario.duration;
+    let bound = scenario.lock.ttl * 2 + Duration::from_secs(1);
+    // The start counts as a fault: the clients connect and contend first.
+    let mut excused = vec![(Duration::ZERO, bound)];
+    for fault in schedule {
+        if fault.kind == FaultKind::SlotMigration {
+            continue;
+        }
+        let end = match fault.kind {
+            FaultKind::Crash => run_end,
+            _ => fault.at + fault.duration.unwrap_or_default(),
+        };
+        excused.push((fault.at, end.saturating_add(bound)));
+    }
+    excused.extend(holds.iter().map(|hold| (hold.start, hold.end)));
+    let covered = merged(excused);
+    if let Some((from, to)) = uncovered(Duration::ZERO, run_end, &covered)
+        .into_iter()
+        .find(|(from, to)| to.saturating_sub(*from) > bound)
+    {
+        verdict.violations.push(Violation {
+            property: Property::Availability,
+            at: from + bound,
+            message: format!(
+                "nobody held the lock from {from:?} to {to:?}, with no fault under way (bound {bound:?})"
+            ),
+            evidence: Vec::new(),
+        });
+    }
+}
+
 /// "Sometimes" facts: proof that the faults actually bit.
 pub(super) fn facts(scenario: &Scenario, history: &History, holds: &[Hold], verdict: &mut Verdict) {
     let mut fact = |name: &str| {
@@ -100,8 +178,16 @@ pub(super) fn facts(scenario: &Scenario, history: &History, holds: &[Hold], verd
             fact("pause-outlived-ttl");
         }
     }
+    let gave_up_unanswered = lock_core::AcquireFailure::TimedOut {
+        last_failure: Some(lock_core::Failure::Timeout),
+    }
+    .to_string();
     let grants = grant_times(holds);
+    let names = KeyNames::new("lock", KEY);
     let mut register = Vec::new();
+    // The node the lock key last moved to by MIGRATE, while no grant or
+    // renewal has written it since.
+    let mut migrated_to = None;
     for (index, entry) in history.entries.iter().enumerate() {
         match (&entry.process, &entry.op) {
             (
@@ -113,17 +199,36 @@ pub(super) fn facts(scenario: &Scenario, history: &History, holds: &[Hold], verd
             (Process::Storage, Op::RegisterWrite { token, .. }) => {
                 register.push((index, token.as_str()))
             }
+            (_, Op::Migrated { key, to, .. }) if *key == names.lock => migrated_to = Some(*to),
+            // A grant or renewal since wrote the key itself.
+            (_, Op::AcquireOk { .. } | Op::Renewed { .. }) => migrated_to = None,
             (
                 _,
                 Op::Failover {
+                    old_primary,
                     old_owner: Some(old),
                     new_owner,
                     ..
                 },
-            ) if new_owner.as_deref() != Some(old.as_str()) => fact("failover-lost-lock-key"),
-            (_, Op::AcquireFail { .. }) => fact("acquire-gave-up"),
+            ) if new_owner.as_deref() != Some(old.as_str()) => {
+                fact("failover-lost-lock-key");
+                if migrated_to == Some(*old_primary) {
+                    // The key came by MIGRATE: RESTORE replicates like any
+                    // write, and no WAIT of the lock covered it.
+                    fact("failover-lost-migrated-key");
+                }
+            }
+            (_, Op::AcquireFail { error }) => {
+                fact("acquire-gave-up");
+                if *error == gave_up_unanswered {
+                    // The attempt may have set the key: the undo ran.
+                    fact("acquire-gave-up-after-timeout");
+                }
+            }
+            (_, Op::RenewFailed { reason, .. }) if reason == "Failed(ReadOnly)" => {
+                fact("renewal-met-readonly");
+            }
             (_, Op::Evicted { key, value, .. }) => {
-                let names = KeyNames::new("lock", KEY);
                 if *key == names.fence {
                     fact("evicted-fence-floor");
                 }
@@ -187,42 +292,88 @@ fn uncovered(
     stretches
 }
 
-/// Per client, when it had a reason to have a key: it believed it held
-/// the lock, or an acquire was under way.
-fn busy_intervals(
-    history: &History,
-    holds: &[Hold],
-    run_end: Duration,
-) -> BTreeMap<usize, Vec<(Duration, Duration)>> {
-    let mut busy: BTreeMap<usize, Vec<(Duration, Duration)>> = BTreeMap::new();
-    for hold in holds {
-        busy.entry(hold.client)
-            .or_default()
-            .push((hold.start, hold.end));
-    }
-    let mut acquiring: BTreeMap<usize, Duration> = BTreeMap::new();
+/// One acquisition of the contended lock by one client: from its
+/// `AcquireInvoke` to its grant, give-up or cancellation, and, once
+/// granted, to the end of the hold.
+struct Acquisition {
+    client: usize,
+    start: Duration,
+    end: Duration,
+    token: Option<String>,
+}
+
+/// Every acquisition of the history, in order.
+fn acquisitions(history: &History, holds: &[Hold], run_end: Duration) -> Vec<Acquisition> {
+    let hold_end: BTreeMap<&str, Duration> = holds
+        .iter()
+        .map(|hold| (hold.token.as_str(), hold.end))
+        .collect();
+    let cancelled = lock_core::AcquireFailure::Cancelled.to_string();
+    let mut open: BTreeMap<usize, Duration> = BTreeMap::new();
+    let mut done = Vec::new();
     for entry in &history.entries {
         let Process::Client(client) = entry.process else {
             continue;
         };
-        match &entry.op {
+        let token = match &entry.op {
             Op::AcquireInvoke => {
-                if let Some(start) = acquiring.insert(client, entry.at) {
-                    busy.entry(client).or_default().push((start, entry.at));
+                if let Some(start) = open.insert(client, entry.at) {
+                    done.push(Acquisition {
+                        client,
+                        start,
+                        end: entry.at,
+                        token: None,
+                    });
                 }
+                continue;
             }
-            Op::AcquireOk { .. } | Op::AcquireFail { .. } => {
-                if let Some(start) = acquiring.remove(&client) {
-                    busy.entry(client).or_default().push((start, entry.at));
-                }
-            }
-            _ => {}
+            Op::AcquireOk { token, .. } => Some(token.clone()),
+            // A cancelled acquire ended at the cancel: its undo reports
+            // later, perhaps while the next acquisition is under way.
+            Op::AcquireFail { error } if *error == cancelled => continue,
+            Op::AcquireFail { .. } | Op::AcquireCancel => None,
+            _ => continue,
+        };
+        if let Some(start) = open.remove(&client) {
+            let end = token
+                .as_deref()
+                .and_then(|token| hold_end.get(token).copied())
+                .unwrap_or(entry.at);
+            done.push(Acquisition {
+                client,
+                start,
+                end,
+                token,
+            });
         }
     }
-    for (client, start) in acquiring {
-        busy.entry(client).or_default().push((start, run_end));
+    for (client, start) in open {
+        done.push(Acquisition {
+            client,
+            start,
+            end: run_end,
+            token: None,
+        });
     }
-    busy
+    done
+}
+
+/// When the client that set the key holding `token` wanted it: the
+/// acquisition it belongs to (granted with that token, or, for a grant
+/// it never heard of, the one under way when the key appeared at
+/// `first_seen`), through the hold that followed. A later acquisition by
+/// the same client wants a key of its own, not this one.
+fn interest(
+    acquisitions: &[Acquisition],
+    client: usize,
+    token: &str,
+    first_seen: Duration,
+) -> Option<(Duration, Duration)> {
+    let mine = || acquisitions.iter().filter(|a| a.client == client);
+    mine()
+        .find(|a| a.token.as_deref() == Some(token))
+        .or_else(|| mine().find(|a| a.start <= first_seen && first_seen <= a.end + TICK_SLACK))
+        .map(|a| (a.start, a.end))
 }
 
 /// Per client, when it could not have reached the key's node: a fault on
@@ -282,10 +433,11 @@ fn cut_off(
     out
 }
 
-/// A1: a key on the authoritative node that belongs to a client which
-/// neither holds the lock nor is acquiring it, for longer than a command
-/// timeout plus a round trip, is an orphan: nobody can take the lock
-/// until it expires. Time while the client or a Redis node was under a
+/// A1: a key on the authoritative node that its client no longer wants
+/// (the acquisition that set it gave up or was cancelled, or the hold it
+/// granted ended), for longer than a command timeout plus a round trip,
+/// is an orphan: nobody can take the lock until it expires, the client
+/// itself included. Time while the client or a Redis node was under a
 /// fault (and a command timeout after) does not count: then the client
 /// could not have removed it.
 pub(super) fn orphans(
@@ -297,7 +449,7 @@ pub(super) fn orphans(
     let timeout = lock_options(&scenario.lock).effective_command_timeout();
     let bound = timeout + BASE_LATENCY * 2 + TICK_SLACK;
     let run_end = scenario.duration;
-    let busy = busy_intervals(history, holds, run_end);
+    let acquisitions = acquisitions(history, holds, run_end);
     let cut = cut_off(history, timeout + BASE_LATENCY * 2, run_end);
     let redis_faults: Vec<(Duration, Duration)> = cut
         .iter()
@@ -305,13 +457,22 @@ pub(super) fn orphans(
         .flat_map(|(_, intervals)| intervals.iter().copied())
         .collect();
     let timeline = oracle_timeline(history);
+    let mut first_seen: BTreeMap<&str, Duration> = BTreeMap::new();
+    for &(at, owner, _) in &timeline {
+        if let Some(token) = owner {
+            first_seen.entry(token).or_insert(at);
+        }
+    }
     for (position, &(start, owner, index)) in timeline.iter().enumerate() {
         let Some(token) = owner else { continue };
         let Some(client) = client_of_token(token) else {
             continue;
         };
         let end = timeline.get(position + 1).map_or(run_end, |next| next.0);
-        let mut excused: Vec<(Duration, Duration)> = busy.get(&client).cloned().unwrap_or_default();
+        let mut excused: Vec<(Duration, Duration)> =
+            interest(&acquisitions, client, token, first_seen[token])
+                .into_iter()
+                .collect();
         excused.extend(redis_faults.iter().copied());
         if let Some(intervals) = cut.get(&format!("client:{client}")) {
             excused.extend(intervals.iter().copied());
@@ -463,5 +624,90 @@ mod tests {
             ],
         };
         assert!(found(&cut_off).violations.is_empty());
+    }
+
+    #[test]
+    fn a_later_acquire_by_the_same_client_does_not_excuse_an_old_key() {
+        // client-1 dropped its guard at 200 ms and acquires again at once,
+        // blocked by its own old key until it expires at 1 s: the old key
+        // is wanted by nobody.
+        let history = History {
+            entries: vec![
+                entry(0, Process::Client(1), Op::AcquireInvoke),
+                oracle(2, Some(LOST)),
+                entry(
+                    3,
+                    Process::Client(1),
+                    Op::AcquireOk {
+                        token: LOST.into(),
+                        fence: 1,
+                        valid_until: ms(900),
+                    },
+                ),
+                entry(
+                    200,
+                    Process::Client(1),
+                    Op::GuardDropped { token: LOST.into() },
+                ),
+                entry(201, Process::Client(1), Op::AcquireInvoke),
+                oracle(1_000, None),
+            ],
+        };
+        let verdict = found(&history);
+        assert_eq!(
+            verdict.violated().into_iter().collect::<Vec<_>>(),
+            [Property::NoOrphans]
+        );
+    }
+
+    #[test]
+    fn a_long_unheld_stretch_outside_faults_breaks_availability() {
+        let hold = |at, token: &str, until| {
+            entry(
+                at,
+                Process::Client(0),
+                Op::AcquireOk {
+                    token: token.into(),
+                    fence: 1,
+                    valid_until: ms(until),
+                },
+            )
+        };
+        // ttl 1 s: the bound is 3 s; nobody holds from 3.5 s to 8 s.
+        let history = History {
+            entries: vec![hold(0, "a", 3_500), hold(8_000, "b", 9_000)],
+        };
+        let mut scenario = scenario();
+        scenario.duration = ms(9_000);
+        let unheld = |schedule: &[ConcreteFault]| {
+            let mut verdict = Verdict::default();
+            availability(
+                &scenario,
+                schedule,
+                &history,
+                &holds(&history, scenario.duration),
+                &mut verdict,
+            );
+            verdict.violated().contains(&Property::Availability)
+        };
+        assert!(unheld(&[]));
+        let fault = |kind| ConcreteFault {
+            kind,
+            at: ms(3_000),
+            target: crate::config::FaultTarget::Redis(0),
+            duration: Some(ms(3_000)),
+            rate: None,
+            offset: None,
+            delay: None,
+        };
+        use crate::config::FaultKind;
+        assert!(
+            !unheld(&[fault(FaultKind::Partition)]),
+            "a fault excuses it"
+        );
+        assert!(
+            unheld(&[fault(FaultKind::SlotMigration)]),
+            "a slot migration does not"
+        );
     }
 }

@@ -138,23 +138,33 @@ pub(super) fn fenced_writes(history: &History, holds: &[Hold], verdict: &mut Ver
 }
 
 /// S5: a release that deleted a key, or a renewal that extended one, acted
-/// on the caller's own key: the primary showed that owner during the hold.
-pub(super) fn owner_only(history: &History, holds: &[Hold], verdict: &mut Verdict) {
+/// on the caller's own key. A release counts if the authoritative view
+/// showed that owner since the grant; a renewal, if it showed that owner
+/// within `window` (a command timeout) before its reply: the renewal ran
+/// then, and a reply later than that is not counted by the client.
+pub(super) fn owner_only(
+    history: &History,
+    holds: &[Hold],
+    window: Duration,
+    verdict: &mut Verdict,
+) {
     let timeline = oracle_timeline(history);
     if timeline.is_empty() {
         return;
     }
     let by_token: BTreeMap<&str, &Hold> = holds.iter().map(|h| (h.token.as_str(), h)).collect();
     for (index, entry) in history.entries.iter().enumerate() {
-        let Op::ReleaseOk { token, outcome } = &entry.op else {
-            continue;
+        let (token, since, what) = match &entry.op {
+            Op::ReleaseOk { token, outcome } if outcome == "Deleted" => (
+                token,
+                by_token
+                    .get(token.as_str())
+                    .map_or(Duration::ZERO, |h| h.start),
+                "a release",
+            ),
+            Op::Renewed { token, .. } => (token, entry.at.saturating_sub(window), "a renewal"),
+            _ => continue,
         };
-        if outcome != "Deleted" {
-            continue;
-        }
-        let since = by_token
-            .get(token.as_str())
-            .map_or(Duration::ZERO, |h| h.start);
         let owned = timeline.iter().any(|(at, owner, _)| {
             *at >= since && *at <= entry.at && *owner == Some(token.as_str())
         }) || timeline
@@ -167,7 +177,7 @@ pub(super) fn owner_only(history: &History, holds: &[Hold], verdict: &mut Verdic
                 property: Property::OwnerOnly,
                 at: entry.at,
                 message: format!(
-                    "a release by {} deleted a key the authoritative view never showed as theirs",
+                    "{what} by {} acted on a key the authoritative view did not show as theirs",
                     short(token)
                 ),
                 evidence: vec![index],
@@ -176,9 +186,19 @@ pub(super) fn owner_only(history: &History, holds: &[Hold], verdict: &mut Verdic
     }
 }
 
+/// The renewal failures that say the hold is over at once: the key is gone
+/// or someone else's (`NotOwner`, `WRONGTYPE`), or the node was demoted by
+/// a failover (`READONLY`). lock-core reports each with `Lost` right away.
+const LOSS_REPLIES: [&str; 3] = ["NotOwner", "Failed(ReadOnly)", "Failed(WrongType)"];
+
 /// S6: Lost is delivered no later than the holder's deadline (unless the
-/// client was frozen or crashed then and could not run at all).
+/// client was frozen or crashed then and could not run at all), and at
+/// once when a renewal's answer says the hold is over ([`LOSS_REPLIES`]):
+/// a holder that keeps believing past such an answer (say, one that takes
+/// a demoted primary's `READONLY` for a passing error) works on while a
+/// waiter may be granted elsewhere.
 pub(super) fn timely_loss(history: &History, holds: &[Hold], verdict: &mut Verdict) {
+    told_at_once(history, verdict);
     let stopped = stopped_intervals(history);
     for hold in holds {
         if hold.ended_by != HoldEnd::Deadline {
@@ -218,6 +238,37 @@ pub(super) fn timely_loss(history: &History, holds: &[Hold], verdict: &mut Verdi
     }
 }
 
+/// S6's second half: a renewal answer in [`LOSS_REPLIES`] is followed by
+/// `Lost` for that hold within the same tick.
+fn told_at_once(history: &History, verdict: &mut Verdict) {
+    for (index, entry) in history.entries.iter().enumerate() {
+        let (Process::Client(client), Op::RenewFailed { token, reason }) =
+            (entry.process, &entry.op)
+        else {
+            continue;
+        };
+        if !LOSS_REPLIES.contains(&reason.as_str()) {
+            continue;
+        }
+        let lost = history.entries[index..]
+            .iter()
+            .find(|later| matches!(&later.op, Op::Lost { token: lost, .. } if lost == token));
+        if lost.is_some_and(|lost| lost.at <= entry.at + TICK_SLACK) {
+            continue;
+        }
+        verdict.violations.push(Violation {
+            property: Property::TimelyLoss,
+            at: entry.at,
+            message: format!(
+                "client-{client}'s renewal was answered {reason} at {:?}, which ends the hold, but Lost came {}",
+                entry.at,
+                lost.map_or_else(|| "never".to_owned(), |lost| format!("at {:?}", lost.at))
+            ),
+            evidence: vec![index],
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,6 +298,19 @@ mod tests {
                 token: token.into(),
                 fence,
                 valid_until: ms(until),
+            },
+        )
+    }
+
+    /// client-0 learns at `at` that it lost hold "a".
+    fn lost(at: u64) -> Entry {
+        entry(
+            at,
+            Process::Client(0),
+            Op::Lost {
+                token: "a".into(),
+                reason: "lost".into(),
+                valid_until: ms(at),
             },
         )
     }
@@ -342,17 +406,6 @@ mod tests {
 
     #[test]
     fn late_lost_breaks_timely_loss_unless_frozen() {
-        let lost = |at| {
-            entry(
-                at,
-                Process::Client(0),
-                Op::Lost {
-                    token: "a".into(),
-                    reason: "expired".into(),
-                    valid_until: ms(at),
-                },
-            )
-        };
         let late = History {
             entries: vec![
                 granted(0, 0, "a", 1, 1000),
@@ -387,6 +440,53 @@ mod tests {
         };
         let mut verdict = Verdict::default();
         timely_loss(&frozen, &holds(&frozen, ms(3000)), &mut verdict);
+        assert!(verdict.violations.is_empty());
+    }
+
+    #[test]
+    fn a_renewal_that_finds_the_node_demoted_must_end_the_hold_at_once() {
+        let renew_failed = |at, reason: &str| {
+            entry(
+                at,
+                Process::Client(0),
+                Op::RenewFailed {
+                    token: "a".into(),
+                    reason: reason.into(),
+                },
+            )
+        };
+        let prompt = History {
+            entries: vec![
+                granted(0, 0, "a", 1, 1000),
+                renew_failed(300, "Failed(ReadOnly)"),
+                lost(300),
+            ],
+        };
+        let mut verdict = Verdict::default();
+        timely_loss(&prompt, &holds(&prompt, ms(3000)), &mut verdict);
+        assert!(verdict.violations.is_empty(), "{:?}", verdict.violations);
+        // READONLY taken for a passing error: retried, Lost only later.
+        let late = History {
+            entries: vec![
+                granted(0, 0, "a", 1, 1000),
+                renew_failed(300, "Failed(ReadOnly)"),
+                renew_failed(320, "NotOwner"),
+                lost(320),
+            ],
+        };
+        let mut verdict = Verdict::default();
+        timely_loss(&late, &holds(&late, ms(3000)), &mut verdict);
+        assert_eq!(verdict.violations.len(), 1, "{:?}", verdict.violations);
+        assert!(verdict.violations[0].message.contains("Failed(ReadOnly)"));
+        // A timeout says nothing about the key: no loss is due.
+        let timeout = History {
+            entries: vec![
+                granted(0, 0, "a", 1, 1000),
+                renew_failed(300, "Failed(Timeout)"),
+            ],
+        };
+        let mut verdict = Verdict::default();
+        timely_loss(&timeout, &holds(&timeout, ms(900)), &mut verdict);
         assert!(verdict.violations.is_empty());
     }
 }

@@ -22,6 +22,14 @@
 //!
 //! # What this model keeps
 //!
+//! A primary unreachable (down, or cut off by a partition) for longer than
+//! `cluster-node-timeout` is marked failed; while a failed node still owns
+//! slots, the cluster state is FAIL and every node answers `CLUSTERDOWN`
+//! to a command with keys (`cluster-require-full-coverage yes`, Redis's
+//! default), the cut-off node too (it cannot reach the majority). A
+//! failover that hands its slots to a replica, or the node's return, brings
+//! the cluster back up.
+//!
 //! One agreed slot table (`owners`), which the world changes at once on
 //! every node, with one exception: a primary that a failover replaced but
 //! left up (its stale window) still believes it owns its old slots, as a
@@ -34,7 +42,7 @@
 
 use std::{
     cell::RefCell,
-    collections::BTreeMap,
+    collections::{BTreeMap, BTreeSet},
     rc::{Rc, Weak},
 };
 
@@ -42,7 +50,7 @@ use lock_core::redis::cluster::{SLOTS, slot_of};
 use redis_protocol::resp2::types::OwnedFrame as Frame;
 
 use super::{
-    Node, PORT, Role,
+    Node, PORT, Role, bus,
     db::{self, NodeTime},
     frame::{bulk, error},
 };
@@ -50,6 +58,10 @@ use crate::client::redis_host;
 
 /// The error of a command whose keys are in two slots.
 pub const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
+
+/// What every node answers to a command with keys while a slot has no
+/// reachable owner (`cluster-require-full-coverage yes`, the default).
+pub const CLUSTERDOWN: &str = "CLUSTERDOWN The cluster is down";
 
 /// The error of a multi-key command whose keys a migration split.
 pub const TRYAGAIN: &str = "TRYAGAIN Multiple keys request during rehashing of slot";
@@ -72,7 +84,10 @@ pub struct ClusterState {
     migrating: BTreeMap<(usize, u16), usize>,
     /// (node, slot) → the node it is importing the slot from.
     importing: BTreeMap<(usize, u16), usize>,
-    /// Every node, to relay `PUBLISH`.
+    /// Nodes the others marked failed: unreachable for longer than the
+    /// node timeout.
+    failed: BTreeSet<usize>,
+    /// Every node (for the replication offsets `CLUSTER SHARDS` reports).
     nodes: Vec<Weak<RefCell<Node>>>,
 }
 
@@ -130,8 +145,29 @@ impl ClusterHandle {
             stale: BTreeMap::new(),
             migrating: BTreeMap::new(),
             importing: BTreeMap::new(),
+            failed: BTreeSet::new(),
             nodes: Vec::new(),
         })))
+    }
+
+    /// A cluster of `shards` shards of `1 + replicas` nodes, with its
+    /// nodes attached (each replica of its shard's primary, without lag),
+    /// not yet serving: for tests that build a cluster by hand.
+    pub fn with_nodes(shards: usize, replicas: usize) -> (Self, Vec<super::NodeHandle>) {
+        let cluster = Self::new(shards, replicas);
+        let nodes: Vec<super::NodeHandle> = (0..shards * (1 + replicas))
+            .map(|index| {
+                let primary = cluster.primary_of(cluster.shard_of(index));
+                super::NodeHandle::new(super::NodeConfig {
+                    index,
+                    replica_of: (primary != index).then(|| redis_host(primary)),
+                    replication_lag: None,
+                    seed: 1,
+                })
+            })
+            .collect();
+        cluster.attach(&nodes);
+        (cluster, nodes)
     }
 
     /// Makes `nodes` (all of them, by index) members of this cluster.
@@ -214,35 +250,45 @@ impl ClusterHandle {
         state.importing.retain(|(_, s), _| *s != slot);
     }
 
+    /// Marks `node` failed (it stayed unreachable past the node timeout)
+    /// or reachable again.
+    pub fn set_failed(&self, node: usize, failed: bool) {
+        let mut state = self.0.borrow_mut();
+        if failed {
+            state.failed.insert(node);
+        } else {
+            state.failed.remove(&node);
+        }
+    }
+
+    /// Whether the cluster is down: a failed node still owns a slot (a
+    /// failover that gives its slots to a replica brings it back up).
+    pub fn is_down(&self) -> bool {
+        self.0.borrow().is_down()
+    }
+
     /// Where `slot` is migrating to, if `node` is migrating it.
     pub fn migrating_to(&self, node: usize, slot: u16) -> Option<usize> {
         self.0.borrow().migrating.get(&(node, slot)).copied()
     }
 
-    /// Relays a `PUBLISH` from node `from` to the subscribers of every
-    /// node; answers how many of `from`'s own subscribers got it (what
-    /// Redis answers in a cluster).
-    pub(crate) fn publish(&self, from: usize, channel: &[u8], message: &[u8]) -> usize {
-        let nodes: Vec<Rc<RefCell<Node>>> = self
-            .0
-            .borrow()
-            .nodes
-            .iter()
-            .filter_map(Weak::upgrade)
-            .collect();
-        let mut local = 0;
-        for node in nodes {
-            let node = node.borrow();
-            let delivered = super::conn::deliver(&node, channel, message);
-            if node.index == from {
-                local = delivered;
-            }
-        }
+    /// `PUBLISH` on node `from`: its own subscribers get the message at
+    /// once, every other node's when the cluster bus relays it ([`bus`]);
+    /// answers how many of `from`'s own got it (what Redis answers in a
+    /// cluster).
+    pub(crate) fn publish(&self, from: &Node, channel: &[u8], message: &[u8]) -> usize {
+        let local = super::conn::deliver(from, channel, message);
+        let nodes = self.0.borrow().shard_of.len();
+        bus::relay(from, nodes, channel, message);
         local
     }
 }
 
 impl ClusterState {
+    fn is_down(&self) -> bool {
+        !self.failed.is_empty() && self.owners.iter().any(|owner| self.failed.contains(owner))
+    }
+
     /// Who owns `slot` in `node`'s view.
     fn view_owner(&self, node: usize, slot: u16) -> usize {
         let owner = self.owners[usize::from(slot)];
@@ -316,6 +362,11 @@ pub(crate) fn redirection(
         multiple |= key != first;
     }
     let state = cluster.0.borrow();
+    if state.is_down() {
+        // A slot has no reachable owner: the majority marked the cluster
+        // FAIL, and a node cut off from it did too.
+        return Some(error(CLUSTERDOWN));
+    }
     let me = node.index;
     let owner = state.view_owner(me, slot);
     let migrating = (owner == me)
@@ -537,27 +588,14 @@ mod tests {
 
     use lock_core::redis::cluster::{NodeAddress, SlotMap};
 
-    use crate::redis::{NodeConfig, NodeHandle, frame::to_bytes};
+    use crate::redis::{NodeHandle, frame::to_bytes};
 
     /// Slot 3196, in shard 0 (0-5460) of three.
     const LOCK: &str = "{lock:resource}";
     const FENCE: &str = "{lock:resource}:fence";
 
     fn cluster() -> (ClusterHandle, Vec<NodeHandle>) {
-        let cluster = ClusterHandle::new(3, 1);
-        let nodes: Vec<NodeHandle> = (0..6)
-            .map(|index| {
-                let primary = cluster.primary_of(cluster.shard_of(index));
-                NodeHandle::new(NodeConfig {
-                    index,
-                    replica_of: (primary != index).then(|| redis_host(primary)),
-                    replication_lag: None,
-                    seed: 1,
-                })
-            })
-            .collect();
-        cluster.attach(&nodes);
-        (cluster, nodes)
+        ClusterHandle::with_nodes(3, 1)
     }
 
     fn words(words: &[&str]) -> Vec<Vec<u8>> {
@@ -663,7 +701,9 @@ mod tests {
     }
 
     #[test]
-    fn publish_reaches_subscribers_on_every_node() {
+    fn publish_answers_for_the_node_own_subscribers() {
+        // Other nodes hear it over the bus (tests/cluster.rs); the reply
+        // counts this node's subscribers, as Redis does in a cluster.
         let (cluster, nodes) = cluster();
         let (push, mut pushes) = tokio::sync::mpsc::unbounded_channel();
         nodes[3]
@@ -674,22 +714,23 @@ mod tests {
             .or_default()
             .insert(1, push);
         assert_eq!(
-            cluster.publish(0, b"channel", b"released"),
+            cluster.publish(&nodes[0].0.borrow(), b"channel", b"released"),
             0,
             "none on redis-0"
+        );
+        assert!(pushes.try_recv().is_err(), "not delivered in place");
+        assert_eq!(
+            cluster.publish(&nodes[3].0.borrow(), b"channel", b"again"),
+            1,
+            "one on redis-3"
         );
         assert_eq!(
             pushes.try_recv().ok(),
             Some(Frame::Array(vec![
                 bulk(b"message"),
                 bulk(b"channel"),
-                bulk(b"released"),
+                bulk(b"again"),
             ]))
-        );
-        assert_eq!(
-            cluster.publish(3, b"channel", b"again"),
-            1,
-            "one on redis-3"
         );
     }
 
@@ -741,6 +782,38 @@ mod tests {
         assert_eq!(
             stale.primary_of(16383),
             Some(&NodeAddress::new("redis-4", 6379))
+        );
+    }
+
+    #[test]
+    fn a_migration_moves_every_key_of_the_slot_and_the_target_replicates_it_later() {
+        let (cluster, nodes) = cluster();
+        let own = "{lock:resource}:own-0-1}";
+        for key in [LOCK, FENCE, own, "{other}"] {
+            set(&nodes[0], key);
+        }
+        // The target's replication stream: RESTORE is a write like any
+        // other, streamed to the replica, applied only when it arrives.
+        let (link, mut stream) = tokio::sync::mpsc::unbounded_channel();
+        nodes[2].0.borrow_mut().streams.insert(1, link);
+        cluster.begin_migration(3196, 0, 2);
+        let mut moved = Vec::new();
+        while let Some(key) = nodes[0].migrate_one(3196, &nodes[2], Duration::ZERO) {
+            moved.push(String::from_utf8(key).expect("utf-8"));
+        }
+        assert_eq!(moved, [LOCK, FENCE, own].map(str::to_owned).to_vec());
+        assert_eq!(nodes[0].keys_in_slot(3196, Duration::ZERO), 0);
+        assert!(
+            nodes[0].has_key(b"{other}", Duration::ZERO),
+            "another slot stays"
+        );
+        assert_eq!(nodes[2].keys_in_slot(3196, Duration::ZERO), 3);
+        let streamed: Vec<_> = std::iter::from_fn(|| stream.try_recv().ok()).collect();
+        assert_eq!(streamed.len(), 3, "one write per RESTORE: {streamed:?}");
+        assert_eq!(
+            nodes[3].keys_in_slot(3196, Duration::ZERO),
+            0,
+            "the target's replica has none of it until it applies the stream"
         );
     }
 }

@@ -159,6 +159,7 @@ pub async fn dispatch_in(
                     Some("ASK") => counts.ask += 1,
                     Some("TRYAGAIN") => counts.try_again += 1,
                     Some("CROSSSLOT") => counts.cross_slot += 1,
+                    Some("CLUSTERDOWN") => counts.cluster_down += 1,
                     _ => {}
                 }
             }
@@ -314,42 +315,56 @@ fn eval(node: &NodeHandle, args: &[Vec<u8>], by_source: bool) -> Frame {
         return error("ERR Number of keys can't be greater than number of args");
     }
     let (keys, rest) = args[3..].split_at(numkeys);
-    let mut state = node.0.borrow_mut();
-    let script = match scripts::known(&sha) {
-        Some(script) if by_source || state.scripts.contains(&sha) => script,
-        Some(_) => return error("NOSCRIPT No matching script. Please use EVAL."),
-        None if by_source => return error("ERR the simulated Redis runs only lock-core's scripts"),
-        None => return error("NOSCRIPT No matching script. Please use EVAL."),
+    let (mut db, script, time, writable) = {
+        let mut state = node.0.borrow_mut();
+        let script = match scripts::known(&sha) {
+            Some(script) if by_source || state.scripts.contains(&sha) => script,
+            Some(_) => return error("NOSCRIPT No matching script. Please use EVAL."),
+            None if by_source => {
+                return error("ERR the simulated Redis runs only lock-core's scripts");
+            }
+            None => return error("NOSCRIPT No matching script. Please use EVAL."),
+        };
+        state.scripts.insert(sha);
+        let time = state.time_at(clock::now());
+        let writable = state.role == Role::Primary;
+        // The keyspace leaves the node while the script runs: what the
+        // script publishes reaches subscribers on this node (and, in a
+        // cluster, on the others), which must not find it borrowed.
+        (std::mem::take(&mut state.db), script, time, writable)
     };
-    state.scripts.insert(sha);
-    let time = state.time_at(clock::now());
-    let writable = state.role == Role::Primary;
-    let (reply, effects) = scripts::run(script, &mut state.db, time, writable, keys, rest);
+    let publisher = node.clone();
+    let (reply, effects) = scripts::run(
+        script,
+        &mut db,
+        time,
+        writable,
+        keys,
+        rest,
+        Box::new(move |channel, message| publish(&publisher, channel, message) as i64),
+    );
+    let mut state = node.0.borrow_mut();
+    state.db = db;
     if state.deposed {
-        let (grants, renewals) = scripts::successes(keys, rest, &reply);
+        let (grants, renewals) = scripts::successes(rest, &reply);
         state.deposed_acks.grants += grants as u64;
         state.deposed_acks.renewals += renewals as u64;
     }
     state.propagate(effects);
     state.grants_behind_floor += scripts::grants_behind_floor(&reply, time.us) as u64;
-    let channels = scripts::released_channels(keys, rest, &reply);
-    drop(state);
-    for channel in channels {
-        publish(node, &channel, b"released");
+    if scripts::operations(rest) > 1 {
+        state.batched_calls += 1;
     }
     reply
 }
 
-/// `PUBLISH`: to this node's subscribers, or in a cluster to every
-/// node's; answers how many of this node's got it.
+/// `PUBLISH`: to this node's subscribers, and in a cluster over the bus
+/// to every node's; answers how many of this node's got it.
 fn publish(node: &NodeHandle, channel: &[u8], message: &[u8]) -> usize {
-    let (cluster, index) = {
-        let state = node.0.borrow();
-        (state.cluster.clone(), state.index)
-    };
-    match cluster {
-        Some(cluster) => cluster.publish(index, channel, message),
-        None => deliver(&node.0.borrow(), channel, message),
+    let state = node.0.borrow();
+    match state.cluster.clone() {
+        Some(cluster) => cluster.publish(&state, channel, message),
+        None => deliver(&state, channel, message),
     }
 }
 

@@ -4,7 +4,7 @@
 //!
 //! The shape follows mini-redis: [`frame`] frames bytes into commands
 //! (check-then-parse with the `redis-protocol` crate), [`conn`] dispatches
-//! them, [`db`] holds the keyspace, [`scripts`] runs lock-core's scripts,
+//! them, [`db`] holds the keyspace, [`scripts`] runs lock-core's Lua in Lua 5.1,
 //! [`replication`] moves writes from a primary to its replicas.
 //!
 //! Everything the world controls from outside (role, clock, BUSY) and
@@ -13,6 +13,7 @@
 //! one thread, so an `Rc<RefCell<..>>` is enough; no borrow is held across
 //! an `.await`.
 
+pub mod bus;
 pub mod cluster;
 pub mod conn;
 pub mod db;
@@ -114,6 +115,11 @@ pub struct Node {
     /// The redirections it answered (observations for the reports; never
     /// reset).
     pub(crate) redirects: Redirects,
+    /// Its end of the cluster bus (Redis Cluster), to relay `PUBLISH`.
+    pub(crate) bus: Option<Rc<turmoil::net::UdpSocket>>,
+    /// Script calls that carried several operations (group commit; an
+    /// observation for the reports, never reset).
+    pub(crate) batched_calls: u64,
 }
 
 /// How many cluster redirections a node answered, by kind.
@@ -127,6 +133,8 @@ pub struct Redirects {
     pub try_again: u64,
     /// `CROSSSLOT`.
     pub cross_slot: u64,
+    /// `CLUSTERDOWN`.
+    pub cluster_down: u64,
 }
 
 /// What a deposed primary acknowledged in its stale window: writes that
@@ -175,6 +183,8 @@ impl NodeHandle {
             clients_killed: Rc::default(),
             cluster: None,
             redirects: Redirects::default(),
+            bus: None,
+            batched_calls: 0,
         })))
     }
 
@@ -231,6 +241,11 @@ impl NodeHandle {
         self.0.borrow().redirects
     }
 
+    /// How many script calls carried several lock operations at once.
+    pub fn batched_calls(&self) -> u64 {
+        self.0.borrow().batched_calls
+    }
+
     /// What the node acknowledged while deposed.
     pub fn deposed_acks(&self) -> DeposedAcks {
         self.0.borrow().deposed_acks
@@ -253,11 +268,13 @@ impl NodeHandle {
         killed.notify_waiters();
     }
 
-    /// Reconfigures a primary as a replica of `host` the way a cluster
-    /// does (a forced failover, or a deposed primary rejoining): its resync
-    /// replaces everything it had not replicated, and its clients stay
-    /// connected, to be answered `MOVED` from now on.
-    pub fn demote_in_cluster(&self, host: String) {
+    /// Reconfigures a primary as a replica of `host` the way `REPLICAOF`
+    /// alone does (an operator's or an orchestrator's failover without
+    /// Sentinel) and a cluster does (a forced failover, or a deposed primary
+    /// rejoining): its resync replaces everything it had not replicated,
+    /// and its clients stay connected, to be answered `READONLY` (in a
+    /// cluster, `MOVED`) from now on.
+    pub fn demote_keeping_clients(&self, host: String) {
         self.0.borrow_mut().deposed = false;
         self.replicate_from(host);
     }
@@ -446,6 +463,7 @@ impl NodeHandle {
         node.acked.clear();
         node.streams.clear();
         node.subscribers.clear();
+        node.bus = None;
     }
 }
 
@@ -481,6 +499,9 @@ pub async fn serve(node: NodeHandle) -> turmoil::Result {
     node.reset();
     let listener = turmoil::net::TcpListener::bind(("0.0.0.0", PORT)).await?;
     tokio::task::spawn_local(replication::run_replica(node.clone()));
+    if node.0.borrow().cluster.is_some() {
+        tokio::task::spawn_local(bus::serve(node.clone()));
+    }
     loop {
         let (stream, _) = listener.accept().await?;
         tokio::task::spawn_local(conn::handle(node.clone(), stream));

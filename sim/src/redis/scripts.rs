@@ -1,18 +1,41 @@
-//! lock-core's Lua script, executed natively and addressed by its SHA1.
+//! lock-core's Lua script, run by an embedded Lua 5.1 (the version Redis
+//! embeds) and addressed by its SHA1.
 //!
-//! [`run`] is a transcription of `lock.lua` (lock-core/src/scripts/),
-//! operation by operation, including Lua's and Redis's conversions: a Lua
-//! number returned to Redis becomes an integer reply, a table an array, an
-//! error table caught by `redis.pcall` an error entry in that array, and an
-//! error raised by `redis.call` the error reply of the whole call. The
-//! differential test (sim/tests/differential.rs) runs the same command
-//! sequences here and on a real `redis-server` running the real Lua, and
-//! compares the replies: that is what keeps this transcription honest.
+//! [`run`] runs the very text of `lock.lua` (lock-core/src/scripts/, the
+//! `include_str!` the adapter loads), so a slip in the script shows in the
+//! simulation as it would in production. What surrounds it is Redis's
+//! scripting contract, as Redis 7.0 keeps it:
+//! - `redis.call` runs a command and raises its error, which aborts the
+//!   script and becomes the call's error reply (writes made before it stay:
+//!   Redis has no rollback); `redis.pcall` returns the error as a table
+//!   `{err = …}`; `redis.error_reply` and `redis.status_reply` build them;
+//! - replies convert both ways as Redis converts them: an integer to a Lua
+//!   number and back (truncated), a bulk string to a string, a nil bulk to
+//!   `false`, a status to `{ok = …}`, an array to a table (up to its first
+//!   nil), `true` to 1 and `false` to a nil reply;
+//! - `TIME` reads the node's own clock, frozen for the whole call;
+//! - a write on a replica fails with `READONLY` at that write (a script
+//!   without a `no-writes` flag is only checked when it writes);
+//! - the script may not create or read undeclared globals;
+//! - **effects replication** (Redis 7's only mode): what replicates is the
+//!   writes the script made ([`Effect`]s), not the script, so a replica
+//!   never re-runs it with its own clock.
 //!
-//! A script that writes on a replica meets `READONLY` at its first write,
-//! as Redis 7 does for scripts without a `no-writes` flag.
+//! The differential test (sim/tests/differential.rs) runs the same command
+//! sequences here and on a real `redis-server` and compares the replies:
+//! that is what holds this contract to Redis.
+//!
+//! Each thread keeps one Lua state (a world runs on one thread, and a
+//! script call runs to completion without yielding), with the script
+//! compiled once. The script keeps nothing between calls (its locals are
+//! per call, globals are refused) and Lua 5.1's string hashing has no
+//! random seed, so a call's outcome depends on its inputs alone: a replay
+//! is exact.
+
+use std::{cell::RefCell, fmt, rc::Rc};
 
 use lock_core::scripts;
+use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
 use redis_protocol::resp2::types::OwnedFrame as Frame;
 
 use super::{
@@ -30,43 +53,274 @@ pub fn known(sha1: &str) -> Option<scripts::Script> {
 /// The error a script meets when a write hits a replica.
 pub const READONLY: &str = "READONLY You can't write against a read only replica.";
 
-/// What Lua's redis library says of a nil command argument.
-const NIL_ARGUMENT: &str = "ERR Lua redis lib command arguments must be strings or integers";
+/// What Lua's redis library says of an argument that is neither a string
+/// nor a number.
+const BAD_ARGUMENT: &str = "ERR Lua redis lib command arguments must be strings or integers";
 
-struct Run<'a> {
-    db: &'a mut Db,
+/// What `PUBLISH` from a script does: delivers `(channel, message)` and
+/// answers how many subscribers got it.
+pub type Publish = Box<dyn FnMut(&[u8], &[u8]) -> i64>;
+
+/// The state of the one script call under way on this thread.
+struct Call {
+    db: Db,
     now: NodeTime,
     writable: bool,
     effects: Vec<Effect>,
+    publish: Publish,
 }
 
-impl Run<'_> {
-    /// `redis.pcall`: the command's reply, an error frame if it failed.
-    fn pcall(&mut self, args: &[&[u8]]) -> Frame {
-        if !self.writable && is_write(args[0]) {
-            return error(READONLY);
+/// An error reply raised by `redis.call`: it aborts the script and becomes
+/// the call's reply.
+#[derive(Debug)]
+struct Raised(String);
+
+impl fmt::Display for Raised {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Raised {}
+
+/// A thread's Lua state, with lock-core's scripts compiled in it.
+struct Engine {
+    lua: Lua,
+    compiled: Vec<(&'static str, Function)>,
+    call: Rc<RefCell<Option<Call>>>,
+}
+
+thread_local! {
+    static ENGINE: Engine = Engine::new()
+        // The state is built from the embedded Lua and a fixed script: it
+        // fails only if Lua cannot allocate, which aborts anyway.
+        .expect("the embedded Lua starts and compiles lock-core's scripts");
+}
+
+impl Engine {
+    fn new() -> mlua::Result<Self> {
+        // Redis loads base, table, string and math (and libraries the
+        // scripts do not use); no os or io: nothing reads the wall clock.
+        let lua = Lua::new_with(
+            StdLib::TABLE | StdLib::STRING | StdLib::MATH,
+            LuaOptions::default(),
+        )?;
+        let call: Rc<RefCell<Option<Call>>> = Rc::default();
+        let redis = lua.create_table()?;
+        for (name, raise) in [("call", true), ("pcall", false)] {
+            let call = Rc::clone(&call);
+            let function = lua
+                .create_function(move |lua, args: MultiValue| dispatch(lua, &call, args, raise))?;
+            redis.raw_set(name, function)?;
         }
-        let args: Vec<Vec<u8>> = args.iter().map(|arg| arg.to_vec()).collect();
-        match self.db.execute(&args, self.now) {
-            Some((reply, effects)) => {
-                self.effects.extend(effects);
-                reply
+        for (name, field) in [("error_reply", "err"), ("status_reply", "ok")] {
+            let function = lua.create_function(move |lua, text: mlua::LuaString| {
+                let table = lua.create_table()?;
+                table.raw_set(field, text)?;
+                Ok(table)
+            })?;
+            redis.raw_set(name, function)?;
+        }
+        let globals = lua.globals();
+        globals.raw_set("redis", redis)?;
+        // Redis's global protection: a script that forgets `local` fails.
+        lua.load(
+            r#"setmetatable(_G, {
+                __newindex = function(_, name)
+                    error("Script attempted to create global variable '" .. tostring(name) .. "'", 2)
+                end,
+                __index = function(_, name)
+                    error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
+                end,
+            })"#,
+        )
+        .exec()?;
+        let mut compiled = Vec::new();
+        for script in scripts::ALL {
+            let function = lua
+                .load(script.source)
+                .set_name("@user_script")
+                .into_function()?;
+            compiled.push((script.sha1, function));
+        }
+        Ok(Self {
+            lua,
+            compiled,
+            call,
+        })
+    }
+
+    fn run(&self, sha1: &str, keys: &[Vec<u8>], args: &[Vec<u8>]) -> Frame {
+        let Some((_, function)) = self.compiled.iter().find(|(sha, _)| *sha == sha1) else {
+            return error("NOSCRIPT No matching script. Please use EVAL.");
+        };
+        let outcome = self
+            .set_arguments(keys, args)
+            .and_then(|()| function.call::<Value>(()));
+        match outcome {
+            Ok(value) => to_frame(&value),
+            Err(failure) => match failure.downcast_ref::<Raised>() {
+                Some(Raised(text)) => Frame::Error(text.clone()),
+                // The script's own error (Redis: "ERR user_script:N: …").
+                None => error(&format!("ERR Error running script: {}", one_line(&failure))),
+            },
+        }
+    }
+
+    /// `KEYS` and `ARGV`, set past the global protection as Redis sets them.
+    fn set_arguments(&self, keys: &[Vec<u8>], args: &[Vec<u8>]) -> mlua::Result<()> {
+        let globals = self.lua.globals();
+        for (name, list) in [("KEYS", keys), ("ARGV", args)] {
+            let table = self.lua.create_table_with_capacity(list.len(), 0)?;
+            for (index, item) in list.iter().enumerate() {
+                table.raw_seti(index + 1, self.lua.create_string(item)?)?;
             }
-            None => error("ERR unknown command"),
+            globals.raw_set(name, table)?;
         }
-    }
-
-    /// `redis.call`: like `pcall`, but an error aborts the whole script.
-    fn call(&mut self, args: &[&[u8]]) -> Result<Frame, Frame> {
-        match self.pcall(args) {
-            Frame::Error(text) => Err(Frame::Error(text)),
-            reply => Ok(reply),
-        }
+        Ok(())
     }
 }
 
-/// Runs the script `script` with `keys` and `args` on `db`. Returns the
-/// reply and the effects to replicate.
+/// An error's text on one line (a RESP error cannot hold a line break).
+fn one_line(failure: &mlua::Error) -> String {
+    failure
+        .to_string()
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// `redis.call` (`raise`) and `redis.pcall`.
+fn dispatch(
+    lua: &Lua,
+    call: &RefCell<Option<Call>>,
+    args: MultiValue,
+    raise: bool,
+) -> mlua::Result<Value> {
+    let reply = match arguments(&args) {
+        Some(args) if !args.is_empty() => {
+            let mut guard = call.borrow_mut();
+            // A script only runs inside `run`, which sets the call first.
+            let Some(call) = guard.as_mut() else {
+                return Err(mlua::Error::runtime("redis.call outside a script call"));
+            };
+            execute(call, &args)
+        }
+        Some(_) => error("ERR Please specify at least one argument for this redis lib call"),
+        None => error(BAD_ARGUMENT),
+    };
+    match reply {
+        Frame::Error(text) if raise => Err(mlua::Error::external(Raised(text))),
+        reply => to_lua(lua, &reply),
+    }
+}
+
+/// Runs one command for a script: a data command on the keyspace, or a
+/// `PUBLISH`.
+fn execute(call: &mut Call, args: &[Vec<u8>]) -> Frame {
+    if !call.writable && is_write(&args[0]) {
+        return error(READONLY);
+    }
+    if args[0].eq_ignore_ascii_case(b"PUBLISH") {
+        if args.len() != 3 {
+            return error("ERR wrong number of arguments for 'publish' command");
+        }
+        return Frame::Integer((call.publish)(&args[1], &args[2]));
+    }
+    match call.db.execute(args, call.now) {
+        Some((reply, effects)) => {
+            call.effects.extend(effects);
+            reply
+        }
+        None => error("ERR Unknown Redis command called from script"),
+    }
+}
+
+/// A command's arguments as Redis takes them from Lua: strings as they are,
+/// numbers as their decimal text; `None` if any is of another type.
+fn arguments(args: &MultiValue) -> Option<Vec<Vec<u8>>> {
+    args.iter()
+        .map(|arg| match arg {
+            Value::String(text) => Some(text.as_bytes().to_vec()),
+            Value::Integer(number) => Some(number.to_string().into_bytes()),
+            Value::Number(number) => Some(number_text(*number).into_bytes()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A Lua number as Redis writes it into a command (`%.17g`): integral
+/// values without a fraction.
+fn number_text(number: f64) -> String {
+    if number.fract() == 0.0 && number.abs() < 1e17 {
+        format!("{number:.0}")
+    } else {
+        format!("{number}")
+    }
+}
+
+/// A Redis reply as a script sees it.
+fn to_lua(lua: &Lua, reply: &Frame) -> mlua::Result<Value> {
+    Ok(match reply {
+        Frame::Integer(number) => Value::Integer(*number),
+        Frame::BulkString(bytes) => Value::String(lua.create_string(bytes)?),
+        Frame::Null => Value::Boolean(false),
+        Frame::SimpleString(text) => Value::Table(field(lua, "ok", text)?),
+        Frame::Error(text) => Value::Table(field(lua, "err", text.as_bytes())?),
+        Frame::Array(items) => {
+            let table = lua.create_table_with_capacity(items.len(), 0)?;
+            for (index, item) in items.iter().enumerate() {
+                table.raw_seti(index + 1, to_lua(lua, item)?)?;
+            }
+            Value::Table(table)
+        }
+    })
+}
+
+/// `{name = text}`.
+fn field(lua: &Lua, name: &str, text: &[u8]) -> mlua::Result<Table> {
+    let table = lua.create_table()?;
+    table.raw_set(name, lua.create_string(text)?)?;
+    Ok(table)
+}
+
+/// A script's return value as Redis answers it.
+fn to_frame(value: &Value) -> Frame {
+    match value {
+        Value::String(text) => Frame::BulkString(text.as_bytes().to_vec()),
+        Value::Integer(number) => Frame::Integer(*number),
+        // Redis truncates a Lua number to an integer reply.
+        Value::Number(number) => Frame::Integer(*number as i64),
+        Value::Boolean(true) => Frame::Integer(1),
+        Value::Table(table) => table_frame(table),
+        _ => Frame::Null,
+    }
+}
+
+/// A table returned by a script: an error, a status, or an array up to its
+/// first nil.
+fn table_frame(table: &Table) -> Frame {
+    if let Ok(Value::String(text)) = table.raw_get::<Value>("err") {
+        return Frame::Error(text.to_string_lossy().replace(['\r', '\n'], " "));
+    }
+    if let Ok(Value::String(text)) = table.raw_get::<Value>("ok") {
+        return Frame::SimpleString(text.as_bytes().to_vec());
+    }
+    let mut items = Vec::new();
+    for index in 1.. {
+        match table.raw_get::<Value>(index) {
+            Ok(Value::Nil) | Err(_) => break,
+            Ok(item) => items.push(to_frame(&item)),
+        }
+    }
+    Frame::Array(items)
+}
+
+/// Runs `script` with `keys` and `args` on `db` at the node's clock reading
+/// `now`, in the embedded Lua. `writable`: the node is a primary; `publish`
+/// delivers what the script publishes. Returns the reply and the effects
+/// to replicate (those of the writes made before an error too).
 pub fn run(
     script: scripts::Script,
     db: &mut Db,
@@ -74,257 +328,26 @@ pub fn run(
     writable: bool,
     keys: &[Vec<u8>],
     args: &[Vec<u8>],
+    publish: Publish,
 ) -> (Frame, Vec<Effect>) {
-    let mut run = Run {
-        db,
-        now,
-        writable,
-        effects: Vec::new(),
-    };
-    let result = match script.name {
-        "lock" => lock(&mut run, keys, args),
-        _ => Err(error("ERR unknown script")),
-    };
-    // A script error leaves the writes made before it in place (Redis has
-    // no rollback), so the effects so far still replicate.
-    match result {
-        Ok(frame) | Err(frame) => (frame, run.effects),
-    }
-}
-
-/// KEYS[i] / ARGV[i], or `None` where Lua would see nil.
-fn at(list: &[Vec<u8>], index: usize) -> Option<&[u8]> {
-    list.get(index).map(Vec::as_slice)
-}
-
-/// The operations of one call, as (code, key index, argument index).
-fn operations(keys: &[Vec<u8>], args: &[Vec<u8>]) -> Vec<(Vec<u8>, usize, usize)> {
-    let _ = keys;
-    let mut ops = Vec::new();
-    let (mut k, mut a) = (0, 0);
-    while a < args.len() {
-        let code = args[a].clone();
-        ops.push((code.clone(), k, a));
-        match code.as_slice() {
-            b"t" | b"T" | b"c" | b"C" => (k, a) = (k + 2, a + 3),
-            b"n" | b"N" | b"r" => (k, a) = (k + 1, a + 3),
-            b"d" | b"q" => (k, a) = (k + 1, a + 2),
-            _ => break,
-        }
-    }
-    ops
-}
-
-/// Whether `code` is an acquire.
-fn is_acquire(code: &[u8]) -> bool {
-    matches!(code, b"n" | b"N" | b"t" | b"T" | b"c" | b"C")
-}
-
-/// lock.lua's main loop.
-fn lock(run: &mut Run<'_>, keys: &[Vec<u8>], args: &[Vec<u8>]) -> Result<Frame, Frame> {
-    let mut replies = Vec::new();
-    for (code, k, a) in operations(keys, args) {
-        let reply = match code.as_slice() {
-            b"n" | b"N" | b"t" | b"T" | b"c" | b"C" => {
-                let mode = code.to_ascii_lowercase();
-                let fence_key = if mode == b"n" { None } else { at(keys, k + 1) };
-                acquire(
-                    run,
-                    [at(keys, k), fence_key],
-                    [at(args, a + 1), at(args, a + 2)],
-                    mode[0],
-                    code[0].is_ascii_uppercase(),
-                )?
-            }
-            b"r" => renew(run, at(keys, k), at(args, a + 1), at(args, a + 2))?,
-            // Only `d` announces: see `released_channels`.
-            b"d" | b"q" => release(run, at(keys, k), at(args, a + 1))?,
-            _ => {
-                return Err(error(&format!(
-                    "ERR lock.lua: unknown operation {}",
-                    String::from_utf8_lossy(&code)
-                )));
-            }
-        };
-        replies.push(reply);
-    }
-    // A single operation answers its reply alone (an error as the call's
-    // error reply).
-    if replies.len() == 1 {
-        return Ok(replies.remove(0));
-    }
-    Ok(Frame::Array(replies))
-}
-
-/// The decimal text of a Lua number, as `string.format('%.0f', n)`.
-fn fmt(number: f64) -> String {
-    format!("{number:.0}")
-}
-
-/// `tonumber(text) or 0` for a value read back from Redis.
-fn number(text: Option<&[u8]>) -> f64 {
-    text.and_then(|bytes| std::str::from_utf8(bytes).ok()?.trim().parse::<f64>().ok())
-        .unwrap_or(0.0)
-}
-
-/// The bytes of a bulk reply, `None` for nil.
-fn bulk_bytes(frame: &Frame) -> Option<&[u8]> {
-    match frame {
-        Frame::BulkString(bytes) | Frame::SimpleString(bytes) => Some(bytes),
-        _ => None,
-    }
-}
-
-/// A Lua number returned to Redis: an integer reply (truncated).
-fn integer(number: f64) -> Frame {
-    Frame::Integer(number as i64)
-}
-
-/// `fence_for` of lock.lua: the fence of a grant that just set `lock`, in
-/// mode `t` or `c`. `compat`: the server's SET knows no GET option (before
-/// 6.2), so the floor is read, then set.
-fn fence_for(
-    run: &mut Run<'_>,
-    lock: &[u8],
-    fence_key: Option<&[u8]>,
-    ttl: &[u8],
-    mode: u8,
-    compat: bool,
-) -> Result<Frame, Frame> {
-    let Some(fence_key) = fence_key else {
-        // redis.pcall with a nil key: an error entry, then the undo.
-        let failure = error(NIL_ARGUMENT);
-        run.call(&[b"DEL", lock])?;
-        return Ok(failure);
-    };
-    if mode == b'c' {
-        return match run.pcall(&[b"INCR", fence_key]) {
-            Frame::Integer(value) => Ok(Frame::Integer(value)),
-            failure => {
-                run.call(&[b"DEL", lock])?;
-                Ok(failure)
-            }
-        };
-    }
-    // TIME, read once per call: the node's clock is frozen for the whole
-    // script, as Redis freezes time during a script.
-    let now_text = run.now.us.to_string();
-    let now = run.now.us as f64;
-    let previous = if compat {
-        run.pcall(&[b"GET", fence_key])
-    } else {
-        run.pcall(&[b"SET", fence_key, now_text.as_bytes(), b"PX", ttl, b"GET"])
-    };
-    if let Frame::Error(_) = previous {
-        run.call(&[b"DEL", lock])?;
-        return Ok(previous);
-    }
-    let floor = number(bulk_bytes(&previous));
-    if floor < now {
-        if compat {
-            run.call(&[b"SET", fence_key, now_text.as_bytes(), b"PX", ttl])?;
-        }
-        return Ok(integer(now));
-    }
-    let fence = floor + 1.0;
-    let lifetime = number(Some(ttl)) + ((fence - now) / 1000.0).ceil();
-    run.call(&[
-        b"SET",
-        fence_key,
-        fmt(fence).as_bytes(),
-        b"PX",
-        fmt(lifetime).as_bytes(),
-    ])?;
-    Ok(integer(fence))
-}
-
-/// `acquire` of lock.lua, in mode `n`, `t` or `c` (`compat`: the
-/// uppercase code, for servers before 7.0).
-fn acquire(
-    run: &mut Run<'_>,
-    [lock, fence_key]: [Option<&[u8]>; 2],
-    [token, ttl]: [Option<&[u8]>; 2],
-    mode: u8,
-    compat: bool,
-) -> Result<Frame, Frame> {
-    let (Some(lock), Some(token), Some(ttl)) = (lock, token, ttl) else {
-        return Ok(error(NIL_ARGUMENT));
-    };
-    let current = if compat {
-        run.pcall(&[b"GET", lock])
-    } else {
-        run.pcall(&[b"SET", lock, token, b"NX", b"PX", ttl, b"GET"])
-    };
-    if let Frame::Error(_) = current {
-        return Ok(current);
-    }
-    match bulk_bytes(&current) {
-        Some(holder) if holder == token => {
-            run.call(&[b"PEXPIRE", lock, ttl])?;
-        }
-        Some(_) => {
-            return match run.call(&[b"PTTL", lock])? {
-                Frame::Integer(pttl) => Ok(Frame::Integer(-2 - pttl)),
-                other => Ok(other),
-            };
-        }
-        None if compat => {
-            // Under pcall: a refused SET (OOM) fails this acquire alone.
-            let set = run.pcall(&[b"SET", lock, token, b"PX", ttl]);
-            if let Frame::Error(_) = set {
-                return Ok(set);
-            }
-        }
-        None => {}
-    }
-    if mode == b'n' {
-        return Ok(Frame::Integer(0));
-    }
-    fence_for(run, lock, fence_key, ttl, mode, compat)
-}
-
-/// `renew` of lock.lua.
-fn renew(
-    run: &mut Run<'_>,
-    lock: Option<&[u8]>,
-    token: Option<&[u8]>,
-    ttl: Option<&[u8]>,
-) -> Result<Frame, Frame> {
-    let Some(lock) = lock else {
-        return Ok(error(NIL_ARGUMENT));
-    };
-    let current = run.pcall(&[b"GET", lock]);
-    if let Frame::Error(_) = current {
-        return Ok(current);
-    }
-    match (bulk_bytes(&current), token) {
-        (Some(holder), Some(token)) if holder == token => {
-            let Some(ttl) = ttl else {
-                return Err(error(NIL_ARGUMENT));
-            };
-            run.call(&[b"PEXPIRE", lock, ttl])
-        }
-        _ => Ok(Frame::Integer(0)),
-    }
-}
-
-/// `release` of lock.lua; the PUBLISH is done by the caller, which owns
-/// the channels (see [`released_channels`]).
-fn release(run: &mut Run<'_>, lock: Option<&[u8]>, token: Option<&[u8]>) -> Result<Frame, Frame> {
-    let Some(lock) = lock else {
-        return Ok(error(NIL_ARGUMENT));
-    };
-    let current = run.pcall(&[b"GET", lock]);
-    if let Frame::Error(_) = current {
-        return Ok(current);
-    }
-    match (bulk_bytes(&current), token) {
-        (Some(holder), Some(token)) if holder == token => {
-            run.call(&[b"DEL", lock])?;
-            Ok(Frame::Integer(1))
-        }
-        _ => Ok(Frame::Integer(0)),
-    }
+    ENGINE.with(|engine| {
+        *engine.call.borrow_mut() = Some(Call {
+            db: std::mem::take(db),
+            now,
+            writable,
+            effects: Vec::new(),
+            publish,
+        });
+        let reply = engine.run(script.sha1, keys, args);
+        // Set just above, and only `run` takes it.
+        let call = engine
+            .call
+            .borrow_mut()
+            .take()
+            .expect("the call set before the script ran");
+        *db = call.db;
+        (reply, call.effects)
+    })
 }
 
 /// How many of a call's grants were issued while the server clock (`now_us`)
@@ -347,14 +370,36 @@ fn per_operation(reply: &Frame) -> &[Frame] {
     }
 }
 
+/// The operation codes of a call, in order (the layout `lock.lua`'s header
+/// describes), to read its reply per operation.
+fn codes(args: &[Vec<u8>]) -> Vec<&[u8]> {
+    let mut codes = Vec::new();
+    let mut a = 0;
+    while let Some(code) = args.get(a) {
+        codes.push(code.as_slice());
+        a += match code.as_slice() {
+            b"d" | b"q" => 2,
+            b"t" | b"T" | b"c" | b"C" | b"n" | b"N" | b"r" => 3,
+            _ => break,
+        };
+    }
+    codes
+}
+
+/// How many operations a call with arguments `args` carries.
+pub fn operations(args: &[Vec<u8>]) -> usize {
+    codes(args).len()
+}
+
 /// How many of a call's operations succeeded as grants and as renewals,
-/// given the call's keys, arguments and reply.
-pub fn successes(keys: &[Vec<u8>], args: &[Vec<u8>], reply: &Frame) -> (usize, usize) {
-    let replies = per_operation(reply);
+/// given the call's arguments and reply (observations for the reports).
+pub fn successes(args: &[Vec<u8>], reply: &Frame) -> (usize, usize) {
     let mut counts = (0, 0);
-    for ((code, _, _), reply) in operations(keys, args).into_iter().zip(replies) {
-        match (code.as_slice(), reply) {
-            (code, Frame::Integer(fence)) if is_acquire(code) && *fence >= 0 => counts.0 += 1,
+    for (code, reply) in codes(args).into_iter().zip(per_operation(reply)) {
+        match (code, reply) {
+            (b"n" | b"N" | b"t" | b"T" | b"c" | b"C", Frame::Integer(fence)) if *fence >= 0 => {
+                counts.0 += 1;
+            }
             (b"r", Frame::Integer(1)) => counts.1 += 1,
             _ => {}
         }
@@ -362,239 +407,5 @@ pub fn successes(keys: &[Vec<u8>], args: &[Vec<u8>], reply: &Frame) -> (usize, u
     counts
 }
 
-/// The channels a call's successful releases publish on (the lock key +
-/// `:released`), given the call's keys, arguments and reply.
-pub fn released_channels(keys: &[Vec<u8>], args: &[Vec<u8>], reply: &Frame) -> Vec<Vec<u8>> {
-    let replies = per_operation(reply);
-    operations(keys, args)
-        .into_iter()
-        .zip(replies)
-        .filter(|((code, _, _), reply)| code == b"d" && **reply == Frame::Integer(1))
-        .filter_map(|((_, k, _), _)| {
-            let mut channel = keys.get(k)?.clone();
-            channel.extend_from_slice(b":released");
-            Some(channel)
-        })
-        .collect()
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn now(ms: i64) -> NodeTime {
-        NodeTime {
-            ms,
-            us: ms * 1000 + 7,
-        }
-    }
-
-    fn strs(items: &[&str]) -> Vec<Vec<u8>> {
-        items.iter().map(|s| s.as_bytes().to_vec()).collect()
-    }
-
-    fn call(db: &mut Db, keys: &[&str], args: &[&str], at: i64) -> Frame {
-        run(scripts::LOCK, db, now(at), true, &strs(keys), &strs(args)).0
-    }
-
-    /// The reply of a one-operation call, which comes alone.
-    fn one(frame: Frame) -> Frame {
-        match frame {
-            Frame::Array(items) => panic!("expected one reply alone, got {items:?}"),
-            other => other,
-        }
-    }
-
-    fn granted(fence: i64) -> Frame {
-        Frame::Integer(fence)
-    }
-
-    #[test]
-    fn every_path_of_every_operation() {
-        let mut db = Db::default();
-        let keys = ["{l}", "{l}:fence"];
-        let acquire = |token: &'static str| ["t", token, "1000"];
-        assert_eq!(
-            one(call(&mut db, &keys, &acquire("a"), 5_000)),
-            granted(5000007)
-        );
-        // Held by another owner: contended with its pttl.
-        assert_eq!(
-            one(call(&mut db, &keys, &acquire("b"), 5_400)),
-            Frame::Integer(-2 - 600)
-        );
-        // Our own retry refreshes the ttl and issues a fresh fence.
-        assert_eq!(
-            one(call(&mut db, &keys, &acquire("a"), 5_500)),
-            granted(5500007)
-        );
-        assert_eq!(db.pttl(b"{l}", now(5_500)), 1000);
-        assert_eq!(
-            one(call(&mut db, &["{l}"], &["r", "b", "1000"], 5_600)),
-            Frame::Integer(0)
-        );
-        assert_eq!(
-            one(call(&mut db, &["{l}"], &["r", "a", "1000"], 5_600)),
-            Frame::Integer(1)
-        );
-        assert_eq!(
-            one(call(&mut db, &["{l}"], &["d", "b"], 5_700)),
-            Frame::Integer(0)
-        );
-        assert_eq!(
-            one(call(&mut db, &["{l}"], &["d", "a"], 5_700)),
-            Frame::Integer(1)
-        );
-        assert_eq!(
-            one(call(&mut db, &["{l}"], &["d", "a"], 5_700)),
-            Frame::Integer(0)
-        );
-        assert_eq!(
-            one(call(&mut db, &["{l}"], &["r", "a", "1000"], 5_800)),
-            Frame::Integer(0)
-        );
-        // The next grant's fence is above the last even if time went back,
-        // and the floor then lives until the clock has passed it by a ttl.
-        assert_eq!(
-            one(call(&mut db, &keys, &acquire("c"), 1_000)),
-            granted(5500008)
-        );
-        assert_eq!(db.pttl(b"{l}:fence", now(1_000)), 1000 + 4501);
-    }
-
-    #[test]
-    fn grants_behind_the_floor_are_counted() {
-        let mut db = Db::default();
-        let keys = ["{l}", "{l}:fence"];
-        let acquire = |token: &'static str| ["t", token, "1000"];
-        let ahead = call(&mut db, &keys, &acquire("a"), 5_000);
-        assert_eq!(grants_behind_floor(&ahead, now(5_000).us), 0);
-        call(&mut db, &["{l}"], &["d", "a"], 5_100);
-        let behind = call(&mut db, &keys, &acquire("b"), 4_000);
-        assert_eq!(behind, granted(5000008));
-        assert_eq!(grants_behind_floor(&behind, now(4_000).us), 1);
-        let counter = call(&mut db, &["{m}", "{c}"], &["c", "x", "10"], 0);
-        assert_eq!(grants_behind_floor(&counter, now(0).us), 0);
-    }
-
-    #[test]
-    fn the_fence_floor_expires_one_ttl_after_its_grant() {
-        let mut db = Db::default();
-        let keys = ["{l}", "{l}:fence"];
-        call(&mut db, &keys, &["t", "t", "1000"], 0);
-        call(&mut db, &["{l}"], &["d", "t"], 10);
-        assert!(db.get(b"{l}:fence", now(999)).unwrap().is_some());
-        assert!(db.get(b"{l}:fence", now(1_000)).unwrap().is_none());
-        assert!(db.get(b"{l}", now(10)).unwrap().is_none());
-    }
-
-    #[test]
-    fn a_batch_runs_every_operation_in_order() {
-        let mut db = Db::default();
-        let reply = call(
-            &mut db,
-            &["{x}", "{y}", "{y}:fence", "{x}"],
-            &["n", "t", "1000", "c", "u", "1000", "d", "t"],
-            0,
-        );
-        assert_eq!(
-            reply,
-            Frame::Array(vec![granted(0), granted(1), Frame::Integer(1)])
-        );
-        assert_eq!(
-            released_channels(
-                &strs(&["{x}", "{y}", "{y}:fence", "{x}"]),
-                &strs(&["n", "t", "1000", "c", "u", "1000", "d", "t"]),
-                &reply
-            ),
-            vec![b"{x}:released".to_vec()]
-        );
-    }
-
-    #[test]
-    fn a_quiet_release_deletes_and_announces_nothing() {
-        let mut db = Db::default();
-        let keys = ["{x}", "{y}", "{x}", "{y}"];
-        let args = ["n", "a", "1000", "n", "b", "1000", "q", "a", "d", "b"];
-        let reply = call(&mut db, &keys, &args, 0);
-        assert_eq!(
-            reply,
-            Frame::Array(vec![
-                granted(0),
-                granted(0),
-                Frame::Integer(1),
-                Frame::Integer(1)
-            ])
-        );
-        assert!(db.get(b"{x}", now(10)).unwrap().is_none());
-        assert_eq!(
-            released_channels(&strs(&keys), &strs(&args), &reply),
-            vec![b"{y}:released".to_vec()]
-        );
-        assert_eq!(
-            one(call(&mut db, &["{x}"], &["q", "a"], 0)),
-            Frame::Integer(0)
-        );
-    }
-
-    #[test]
-    fn compat_acquire_and_counter_fencing() {
-        let mut db = Db::default();
-        let keys = ["{l}", "{lock}:fence-counter"];
-        for expected in [1, 2] {
-            let reply = one(call(&mut db, &keys, &["C", "a", "10"], 0));
-            assert_eq!(reply, granted(expected));
-            call(&mut db, &["{l}"], &["d", "a"], 0);
-        }
-    }
-
-    #[test]
-    fn writes_on_a_replica_fail_readonly_per_operation() {
-        let mut db = Db::default();
-        let (reply, effects) = run(
-            scripts::LOCK,
-            &mut db,
-            now(0),
-            false,
-            &strs(&["{l}", "{l}:fence", "{m}"]),
-            &strs(&["t", "a", "10", "n", "b", "10"]),
-        );
-        assert_eq!(reply, Frame::Array(vec![error(READONLY), error(READONLY)]));
-        assert!(effects.is_empty());
-        // Alone, an operation's error is the call's error reply.
-        let (reply, _) = run(
-            scripts::LOCK,
-            &mut db,
-            now(0),
-            false,
-            &strs(&["{m}"]),
-            &strs(&["n", "b", "10"]),
-        );
-        assert_eq!(reply, error(READONLY));
-    }
-
-    #[test]
-    fn an_unknown_operation_fails_the_call() {
-        let mut db = Db::default();
-        assert!(matches!(
-            call(&mut db, &["{l}"], &["x", "t"], 0),
-            Frame::Error(_)
-        ));
-    }
-
-    #[test]
-    fn successes_count_grants_and_renewals_but_not_refusals() {
-        let mut db = Db::default();
-        let keys = ["{lock:k}", "{lock:k}:fence", "{lock:k}"];
-        let args = ["t", "t1", "1000", "r", "t1", "1000"];
-        let reply = call(&mut db, &keys, &args, 1_000);
-        assert_eq!(successes(&strs(&keys), &strs(&args), &reply), (1, 1));
-        let other = ["t", "t2", "1000", "r", "t2", "1000"];
-        let reply = call(&mut db, &keys, &other, 1_100);
-        assert_eq!(
-            successes(&strs(&keys), &strs(&other), &reply),
-            (0, 0),
-            "contended and not the owner"
-        );
-    }
-}
+mod tests;

@@ -252,7 +252,7 @@ pub fn kind_name(kind: FaultKind) -> &'static str {
 
 /// Every property: its name in scenario files and reports, and what it
 /// means.
-pub const PROPERTIES: [(&str, Property, &str); 8] = [
+pub const PROPERTIES: [(&str, Property, &str); 9] = [
     (
         "lease-exclusion",
         Property::LeaseExclusion,
@@ -276,12 +276,12 @@ pub const PROPERTIES: [(&str, Property, &str); 8] = [
     (
         "owner-only",
         Property::OwnerOnly,
-        "S5: a release only deletes the caller's key",
+        "S5: a release only deletes, and a renewal only extends, the caller's own key",
     ),
     (
         "timely-loss",
         Property::TimelyLoss,
-        "S6: Lost arrives by the holder's deadline unless the client was frozen",
+        "S6: Lost arrives by the holder's deadline unless the client was frozen, and at once when a renewal finds the key gone or the node demoted (READONLY)",
     ),
     (
         "liveness",
@@ -291,7 +291,12 @@ pub const PROPERTIES: [(&str, Property, &str); 8] = [
     (
         "no-orphans",
         Property::NoOrphans,
-        "A1: no key sits on the primary for a client that neither holds nor is acquiring the lock for longer than a command timeout plus a round trip",
+        "A1: no key its client no longer wants sits on the primary for longer than a command timeout plus a round trip",
+    ),
+    (
+        "availability",
+        Property::Availability,
+        "L2: outside faults (a slot migration is not one) and 2 x ttl + 1 s after each, the lock is never unheld for longer than 2 x ttl + 1 s",
     ),
 ];
 
@@ -313,7 +318,10 @@ pub const TOPOLOGY_KINDS: [(&str, &[&str]); 5] = [
         "sentinel",
         &["replicas", "sentinels", "replication_lag", "sentinel_lag"],
     ),
-    ("cluster", &["shards", "replicas", "replication_lag"]),
+    (
+        "cluster",
+        &["shards", "replicas", "replication_lag", "node_timeout"],
+    ),
 ];
 
 /// The fencing modes by name.

@@ -61,6 +61,7 @@ struct RawTopology {
     sentinels: Option<Spanned<usize>>,
     sentinel_lag: Option<Spanned<String>>,
     shards: Option<Spanned<usize>>,
+    node_timeout: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -81,6 +82,9 @@ struct RawClients {
     hold: Option<Spanned<String>>,
     think: Option<Spanned<String>>,
     unfenced_register: Option<bool>,
+    locks: Option<Spanned<usize>>,
+    drop_guard: Option<Spanned<f64>>,
+    cancel: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize)]
@@ -94,6 +98,15 @@ struct RawFault {
     rate: Option<Spanned<f64>>,
     offset: Option<Spanned<String>>,
     delay: Option<Spanned<String>>,
+}
+
+/// A probability key (`drop_guard`, `cancel`): 0 when absent.
+fn chance(locator: &Locator<'_>, value: Option<&Spanned<f64>>) -> Result<f64, ScenarioError> {
+    match value {
+        None => Ok(0.0),
+        Some(p) if (0.0..=1.0).contains(p.get_ref()) => Ok(*p.get_ref()),
+        Some(p) => Err(locator.error(p.span(), "a chance must be between 0 and 1")),
+    }
 }
 
 fn one_of<T: Copy>(
@@ -244,10 +257,20 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ScenarioError>
         unfenced_register: clients_raw
             .and_then(|c| c.unfenced_register)
             .unwrap_or(true),
+        locks: clients_raw
+            .and_then(|c| c.locks.as_ref())
+            .map_or(1, |l| *l.get_ref()),
+        drop_guard: chance(&locator, clients_raw.and_then(|c| c.drop_guard.as_ref()))?,
+        cancel: chance(&locator, clients_raw.and_then(|c| c.cancel.as_ref()))?,
     };
     if clients.count == 0 || clients.count > 64 {
         let span = count.map_or(0..0, Spanned::span);
         return Err(locator.error(span, "clients.count must be between 1 and 64"));
+    }
+    if let Some(locks) = clients_raw.and_then(|c| c.locks.as_ref())
+        && !(1..=16).contains(locks.get_ref())
+    {
+        return Err(locator.error(locks.span(), "clients.locks must be between 1 and 16"));
     }
 
     let mut faults = Vec::new();
@@ -304,6 +327,7 @@ fn topology(
         ("sentinels", raw.sentinels.as_ref().map(Spanned::span)),
         ("sentinel_lag", raw.sentinel_lag.as_ref().map(Spanned::span)),
         ("shards", raw.shards.as_ref().map(Spanned::span)),
+        ("node_timeout", raw.node_timeout.as_ref().map(Spanned::span)),
     ];
     for (key, span) in given {
         if let Some(span) = span
@@ -371,10 +395,16 @@ fn topology(
                 let span = raw.replicas.as_ref().map_or(spanned.span(), Spanned::span);
                 return Err(locator.error(span, "cluster needs 0 to 8 replicas per shard"));
             }
+            // Redis's default cluster-node-timeout.
+            let node_timeout = match &raw.node_timeout {
+                Some(timeout) => locator.duration(timeout)?,
+                None => Duration::from_secs(15),
+            };
             Ok(Topology::Cluster {
                 shards,
                 replicas,
                 replication_lag: replication_lag()?,
+                node_timeout,
             })
         }
         "redlock" => {

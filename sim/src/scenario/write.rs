@@ -71,12 +71,17 @@ pub fn to_toml(scenario: &Scenario) -> String {
             shards,
             replicas,
             replication_lag,
+            node_timeout,
         } => {
             line(format!("shards = {shards}"));
             line(format!("replicas = {replicas}"));
             line(format!(
                 "replication_lag = {}",
                 quoted(&range_text(*replication_lag))
+            ));
+            line(format!(
+                "node_timeout = {}",
+                quoted(&duration_text(*node_timeout))
             ));
         }
     }
@@ -107,6 +112,15 @@ pub fn to_toml(scenario: &Scenario) -> String {
     line(format!("hold = {}", quoted(&range_text(clients.hold))));
     line(format!("think = {}", quoted(&range_text(clients.think))));
     line(format!("unfenced_register = {}", clients.unfenced_register));
+    if clients.locks != 1 {
+        line(format!("locks = {}", clients.locks));
+    }
+    if clients.drop_guard > 0.0 {
+        line(format!("drop_guard = {}", clients.drop_guard));
+    }
+    if clients.cancel > 0.0 {
+        line(format!("cancel = {}", clients.cancel));
+    }
     for fault in &scenario.faults {
         line(String::new());
         line("[[fault]]".to_owned());

@@ -1,7 +1,7 @@
 //! The Redis Cluster faults: a shard failover and a slot migration, and
 //! where the lock key's authoritative copy lives (the oracle's node).
 
-use std::{cmp::Reverse, time::Duration};
+use std::{cmp::Reverse, collections::BTreeSet, time::Duration};
 
 use lock_core::redis::cluster::slot_of;
 
@@ -61,12 +61,15 @@ impl World<'_> {
         let shard = cluster.shard_of(node);
         let old = cluster.primary_of(shard);
         let members = cluster.members(shard);
+        let unreachable = self.unreachable_nodes();
         let Some(new) = members
             .iter()
             .copied()
             .filter(|&n| {
+                // A replica cut off from the rest cannot win an election.
                 n != old
                     && !self.nodes[n].is_deposed()
+                    && !unreachable.contains(&n)
                     && self.sim.is_host_running(redis_host(n).as_str())
             })
             .max_by_key(|&n| (self.nodes[n].offset(), Reverse(n)))
@@ -87,13 +90,14 @@ impl World<'_> {
             self.nodes[old].depose();
             self.deposed.insert(index, old);
         } else {
-            self.nodes[old].demote_in_cluster(redis_host(new));
+            self.nodes[old].demote_keeping_clients(redis_host(new));
         }
         self.follow_lock_slot();
         let new_owner = self.nodes[new]
             .peek(&self.lock_key, now)
             .map(|(owner, _)| owner);
         self.record(Op::Failover {
+            old_primary: old,
             new_primary: new,
             old_owner,
             new_owner,
@@ -111,7 +115,7 @@ impl World<'_> {
         }
         let primary = cluster.primary_of(cluster.shard_of(old));
         cluster.end_stale(old);
-        self.nodes[old].demote_in_cluster(redis_host(primary));
+        self.nodes[old].demote_keeping_clients(redis_host(primary));
     }
 
     /// Starts moving the lock key's slot from its owner to the primary of
@@ -144,13 +148,53 @@ impl World<'_> {
         }
     }
 
-    /// Moves one key of migration `index`, if its source and target are up
-    /// (`MIGRATE` needs both) and the source is still a primary.
+    /// A step of fault `index`: a migration moves one key, if its source
+    /// and target are up (`MIGRATE` needs both) and the source is still a
+    /// primary; a node still unreachable after the node timeout is marked
+    /// failed.
     pub(super) fn step(&mut self, index: usize) {
         self.oracle_unchanged = None;
         if let Some(migration) = self.migrations.get(&index).copied() {
             self.migrate_key(migration);
         }
+        if let (Some(cluster), Some((node, timed_out))) =
+            (&self.cluster, self.unreachable.get_mut(&index))
+        {
+            *timed_out = true;
+            cluster.set_failed(*node, true);
+        }
+    }
+
+    /// Fault `index` makes node `node` unreachable (down or cut off): no
+    /// failover promotes it meanwhile, and in a cluster the others mark it
+    /// failed once the node timeout passes.
+    pub(super) fn node_unreachable(&mut self, index: usize, node: usize) {
+        self.unreachable.insert(index, (node, false));
+        if let Some(timeout) = self.topology.node_timeout() {
+            self.planned
+                .push((self.now() + timeout, Action::Step(index)));
+        }
+    }
+
+    /// The nodes some fault keeps unreachable now.
+    pub(super) fn unreachable_nodes(&self) -> BTreeSet<usize> {
+        self.unreachable.values().map(|&(node, _)| node).collect()
+    }
+
+    /// Fault `index` is over: its node is reachable again, unless another
+    /// fault still keeps it away past the node timeout.
+    pub(super) fn node_reachable(&mut self, index: usize) {
+        let Some((node, _)) = self.unreachable.remove(&index) else {
+            return;
+        };
+        let Some(cluster) = &self.cluster else {
+            return;
+        };
+        let still_failed = self
+            .unreachable
+            .values()
+            .any(|&(other, timed_out)| other == node && timed_out);
+        cluster.set_failed(node, still_failed);
     }
 
     fn migrate_key(&mut self, migration: Migration) -> bool {

@@ -104,6 +104,19 @@ impl World<'_> {
             phase: Phase::Start,
         });
         let duration = fault.duration.unwrap_or_default();
+        if let FaultTarget::Redis(node) = target {
+            // A node down or cut off is promoted by no failover, and one
+            // away for longer than the node timeout is failed to the rest
+            // of a cluster.
+            let away = match fault.kind {
+                FaultKind::Partition | FaultKind::Crash => true,
+                FaultKind::Restart => fault.duration.is_some(),
+                _ => false,
+            };
+            if away {
+                self.node_unreachable(index, node);
+            }
+        }
         match fault.kind {
             FaultKind::Pause => {
                 if let FaultTarget::Client(n) = target
@@ -222,6 +235,7 @@ impl World<'_> {
             .copied()
             .unwrap_or_else(|| self.resolve(fault.target));
         let host = Self::host_of(target);
+        self.node_reachable(index);
         match fault.kind {
             FaultKind::Partition => {
                 for other in self.others(&host) {
@@ -242,14 +256,22 @@ impl World<'_> {
                 }
             }
             FaultKind::Pause | FaultKind::Busy => {}
-            // The stale window is over: the sentinels reach the old
-            // primary and make it a replica of today's primary.
+            // The stale window is over: the old primary is made a replica
+            // of today's primary. Sentinel follows `REPLICAOF` with `CLIENT
+            // KILL`, so its clients reconnect; without Sentinel, `REPLICAOF`
+            // alone leaves them connected, and their next write meets
+            // `READONLY`.
             FaultKind::Failover => {
                 if let FaultTarget::Redis(n) = target
                     && let Some(node) = self.nodes.get(n)
                     && node.is_deposed()
                 {
-                    node.demote(redis_host(self.discovery.primary()));
+                    let primary = redis_host(self.discovery.primary());
+                    if matches!(self.topology, Topology::Sentinel { .. }) {
+                        node.demote(primary);
+                    } else {
+                        node.demote_keeping_clients(primary);
+                    }
                 }
             }
             FaultKind::ShardFailover => self.end_shard_failover(index),
@@ -319,13 +341,16 @@ impl World<'_> {
     fn failover(&mut self, stale_window: Option<Duration>) {
         let now = self.now();
         let old = self.discovery.primary();
+        let unreachable = self.unreachable_nodes();
         // Like Sentinel, promote the live replica that applied the most of
         // the old primary's stream (ties: the lowest index). A primary
         // deposed by an earlier failover is no replica: its stream diverged.
         let Some(new) = (0..self.nodes.len())
             .filter(|&n| {
+                // Sentinel cannot promote a replica it cannot reach.
                 n != old
                     && !self.nodes[n].is_deposed()
+                    && !unreachable.contains(&n)
                     && self.sim.is_host_running(redis_host(n).as_str())
             })
             .max_by_key(|&n| (self.nodes[n].offset(), Reverse(n)))
@@ -357,6 +382,7 @@ impl World<'_> {
             .peek(&self.lock_key, now)
             .map(|(owner, _)| owner);
         self.record(Op::Failover {
+            old_primary: old,
             new_primary: new,
             old_owner,
             new_owner,

@@ -207,6 +207,10 @@ pub fn run_with(
             }
         }
     }
+    if world.nodes.iter().any(|node| node.batched_calls() > 0) {
+        // Group commit ran: operations of several locks shared a call.
+        verdict.facts.insert("batched-script-call".to_owned());
+    }
     for node in &world.nodes {
         // A cluster redirected a command: the migration or failover bit.
         let redirects = node.redirects();
@@ -215,6 +219,7 @@ pub fn run_with(
             (redirects.ask, "answered-ask"),
             (redirects.try_again, "answered-tryagain"),
             (redirects.cross_slot, "answered-crossslot"),
+            (redirects.cluster_down, "answered-clusterdown"),
         ];
         for (count, fact) in seen {
             if count > 0 {
@@ -275,6 +280,9 @@ struct World<'a> {
     migrations: BTreeMap<usize, cluster::Migration>,
     /// Primaries a shard failover deposed, by schedule position.
     deposed: BTreeMap<usize, usize>,
+    /// Cluster nodes made unreachable (down or partitioned), by schedule
+    /// position: the node, and whether the node timeout has passed.
+    unreachable: BTreeMap<usize, (usize, bool)>,
     /// Steps the last action planned, for the run loop to queue.
     planned: Vec<(Duration, Action)>,
 }
@@ -398,6 +406,7 @@ impl World<'_> {
             cluster_rng: Rng::fork(seed, 0xC1A5),
             migrations: BTreeMap::new(),
             deposed: BTreeMap::new(),
+            unreachable: BTreeMap::new(),
             planned: Vec::new(),
         }
     }

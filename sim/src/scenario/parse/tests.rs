@@ -275,6 +275,7 @@ fn a_cluster_topology_takes_its_keys_and_defaults() {
                 min: Duration::from_millis(1),
                 max: Duration::from_millis(20),
             },
+            node_timeout: Duration::from_secs(15),
         }
     );
     assert_eq!(scenario.topology.node_count(), 6);
