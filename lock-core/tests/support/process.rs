@@ -135,9 +135,14 @@ impl Process {
                 return Err(format!("{status}\n{}", self.log()));
             }
             let up = match ready {
-                Ready::AnswersAsItself => self
-                    .try_query::<String>(&["INFO", "server"])
-                    .is_ok_and(|info| info.contains(&ours)),
+                Ready::AnswersAsItself => {
+                    let info = self.try_query::<String>(&["INFO", "server"]);
+                    let ours = info.as_deref().is_ok_and(|info| info.contains(&ours));
+                    if let (true, Ok(info)) = (ours, info.as_deref()) {
+                        super::check_family(info, self.port);
+                    }
+                    ours
+                }
                 Ready::Logs(line) => self.log().contains(line),
             };
             if up {

@@ -60,8 +60,10 @@ pub fn stop_acknowledging(primary: &RedisServer, replica: &RedisServer, lag: u64
     until_info(primary, "replication", |line| {
         line.contains(&listed)
             && line
-                .rsplit_once(",lag=")
-                .and_then(|(_, seconds)| seconds.trim().parse::<u64>().ok())
+                .split(',')
+                // Valkey lists more fields after `lag` (`type=replica`).
+                .find_map(|field| field.strip_prefix("lag="))
+                .and_then(|seconds| seconds.trim().parse::<u64>().ok())
                 .is_some_and(|seconds| seconds >= lag)
     });
 }
