@@ -9,6 +9,7 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
+pub mod family;
 mod progress;
 mod safety;
 
