@@ -13,10 +13,12 @@
 #   straight from the target directory (`cargo run -p sim` would resolve
 #   sim's features alone and build it again).
 # - `cargo clippy` and `cargo doc` share the dependencies' check metadata.
-# - Steps that mostly wait (package installs, real-process tests) overlap
-#   with CPU-bound ones: the scenario suite runs in the background, at a
-#   lower priority, while the real-Redis tests run. A background step's
-#   output is printed when it is joined, and its failure fails the run.
+# - The scenario suite, the longest step, starts as soon as its binary is
+#   built and runs in the background at a lower priority until the end: it
+#   takes the CPU the other steps leave idle (a build's serial stretches,
+#   tests waiting on real Redis processes). Package installs run in the
+#   background too. A background step's output is printed when it is
+#   joined, and its failure fails the run.
 #
 # Where a new step goes:
 # - a new test target (tests/*.rs, a module-graph test, ...) needs no line:
@@ -24,9 +26,9 @@
 # - a quick static check that is a script or a cargo subcommand: in
 #   "static checks";
 # - one that mostly waits on real processes or real time (chaos runs against
-#   real servers, ...): in "while the scenario suite runs", marked below, so
-#   it overlaps with the suite. Run what the one build built ("$BIN/sim",
-#   say), not `cargo run -p ...`, which would build again.
+#   real servers, ...): at the mark "Steps that mostly wait" below, after
+#   the workspace tests. Run what the one build built ("$BIN/sim", say), not
+#   `cargo run -p ...`, which would resolve features anew and build again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -131,13 +133,35 @@ system_setup() {
 bg setup "redis-server, redis-sentinel, redis-cli, system CA roots; the Redis image for testcontainers" \
   system_setup
 
-# --- static checks -----------------------------------------------------------
+# --- quick checks --------------------------------------------------------------
 
 step "cargo fmt --check"
 cargo fmt --all --check
 
 step "vendor/ is the published crates plus vendor/patches"
 bash scripts/vendor.sh check
+
+# --- the scenario suite, in the background, from here to the end ------------
+
+step "the simulator, so the scenario suite can start (profile $PROFILE)"
+# `--test cli` selects a test target, so features resolve with the
+# dev-dependencies, as in the one build below: the binary built here is
+# the one build's, not built again.
+cargo build --workspace --profile "$PROFILE" --bin sim --test cli
+
+scenario_suite() {
+  set -euo pipefail
+  if compgen -G "scenarios/*.toml" >/dev/null; then
+    # The CI seed budget: 1,500 seeds for each scenario. At nice 10 it
+    # takes the CPU the steps below leave idle while they wait.
+    nice -n 10 "$BIN/sim" run scenarios/ --seeds "${SIM_CI_SEEDS:-1500}"
+  else
+    echo "SKIPPED: the scenario suite, because scenarios/ holds no *.toml files yet"
+  fi
+}
+bg suite "scenario suite (simulation, ${SIM_CI_SEEDS:-1500} seeds per scenario)" scenario_suite
+
+# --- static checks, while the suite runs ---------------------------------------
 
 step "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
@@ -197,22 +221,6 @@ if [ -z "${REDIS_URL:-}" ]; then
   export REDIS_URL="redis://127.0.0.1:$port/"
   echo "REDIS_URL=$REDIS_URL"
 fi
-
-# --- the scenario suite, in the background -----------------------------------
-
-scenario_suite() {
-  set -euo pipefail
-  if compgen -G "scenarios/*.toml" >/dev/null; then
-    # The CI seed budget: 1,500 seeds for each scenario. At nice 10 it
-    # takes the CPU the steps below leave idle while they wait.
-    nice -n 10 "$BIN/sim" run scenarios/ --seeds "${SIM_CI_SEEDS:-1500}"
-  else
-    echo "SKIPPED: the scenario suite, because scenarios/ holds no *.toml files yet"
-  fi
-}
-bg suite "scenario suite (simulation, ${SIM_CI_SEEDS:-1500} seeds per scenario)" scenario_suite
-
-# --- while the scenario suite runs --------------------------------------------
 
 step "cargo test --workspace (idle skipping is exact: every scenario, skipping off and on, ${SIM_EQUIVALENCE_SEEDS:-20} seeds)"
 # sim/tests/equivalence.rs checks 3 seeds per scenario by default; CI
