@@ -1,30 +1,201 @@
 #!/usr/bin/env bash
-# The project's test command (README): installs what it needs, then runs
-# every check CI runs, in order. Exits non-zero at the first failure.
+# The project's test command (README) and CI's (.ci/run): installs what it
+# needs, then runs every check. Exits non-zero at the first failure. Each
+# step's header shows the run's elapsed seconds, and a table of how long each
+# step took closes the run, a failed one too.
+#
+# How it keeps CI short on a 2-core machine:
+# - One build serves the tests, the scenario suite, the benchmarks and
+#   `compare`: the `ci` profile (Cargo.toml: release code generation, with
+#   debug assertions and overflow checks in the workspace's own crates),
+#   always with the whole workspace selected, so every command resolves the
+#   same features and reuses the same artifacts. The binaries it built run
+#   straight from the target directory (`cargo run -p sim` would resolve
+#   sim's features alone and build it again).
+# - `cargo clippy` and `cargo doc` share the dependencies' check metadata.
+# - The scenario suite, the longest step, starts as soon as its binary is
+#   built and runs in the background at a lower priority until the end: it
+#   takes the CPU the other steps leave idle (a build's serial stretches,
+#   tests waiting on real Redis processes). Package installs run in the
+#   background too. A background step's output is printed when it is
+#   joined, and its failure fails the run.
+#
+# Where a new step goes:
+# - a new test target (tests/*.rs, a module-graph test, ...) needs no line:
+#   the one build builds it and `cargo test --workspace` runs it;
+# - a quick static check that is a script or a cargo subcommand: in
+#   "static checks";
+# - one that mostly waits on real processes or real time (chaos runs against
+#   real servers, ...): at the mark "Steps that mostly wait" below, after
+#   the workspace tests. Run what the one build built ("$BIN/sim", say), not
+#   `cargo run -p ...`, which would resolve features anew and build again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n==> %s\n' "$*"; }
+PROFILE=ci
+TARGET_DIR="${CARGO_TARGET_DIR:-target}"
+BIN="$TARGET_DIR/$PROFILE"
+LOGS="$(mktemp -d)"
 
-step "redis-server, redis-sentinel, redis-cli, system CA roots"
-# The topology tests start TLS servers, clusters (created by redis-cli) and
-# Sentinel groups; the TLS tests check that the system roots are loaded.
-if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null \
-  || ! command -v redis-sentinel >/dev/null || [ ! -s /etc/ssl/certs/ca-certificates.crt ]; then
-  SUDO=""
-  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-  $SUDO apt-get update
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y \
-    redis-server redis-sentinel redis-tools ca-certificates
-fi
-redis-server --version
+# --- steps, their timing, background steps ---------------------------------
 
-step "Redis image for testcontainers"
-if docker info >/dev/null 2>&1; then
-  bash scripts/redis-image.sh
-else
-  echo "docker is not reachable: the benchmarks will fall back to a spawned redis-server"
+timings=()
+current_step=""
+current_start=0
+
+end_step() {
+  if [ -n "$current_step" ]; then
+    timings+=("$(printf '%5d s  %s' $((SECONDS - current_start)) "$current_step")")
+    current_step=""
+  fi
+}
+
+step() {
+  end_step
+  current_step="$*"
+  current_start=$SECONDS
+  printf '\n==> [%ds] %s\n' "$SECONDS" "$*"
+}
+
+declare -A bg_pid=() bg_start=() bg_title=()
+
+# bg NAME TITLE COMMAND...: runs COMMAND (a function or a program) in the
+# background, in its own process group, its output in a log file.
+bg() {
+  local name="$1" title="$2"
+  shift 2
+  end_step
+  printf '\n==> [%ds] %s (in the background)\n' "$SECONDS" "$title"
+  set -m
+  ("$@") >"$LOGS/$name.log" 2>&1 &
+  bg_pid[$name]=$!
+  set +m
+  bg_start[$name]=$SECONDS
+  bg_title[$name]="$title"
+}
+
+# join NAME: waits for the background step NAME, prints its output, and
+# fails the run if it failed.
+join() {
+  local name="$1" rc=0
+  end_step
+  wait "${bg_pid[$name]}" || rc=$?
+  unset "bg_pid[$name]"
+  printf '\n==> [%ds] %s (joined; its output follows)\n' "$SECONDS" "${bg_title[$name]}"
+  cat "$LOGS/$name.log"
+  timings+=("$(printf '%5d s  %s (background, done at %d s)' \
+    $((SECONDS - bg_start[$name])) "${bg_title[$name]}" "$SECONDS")")
+  if [ "$rc" -ne 0 ]; then
+    echo "FAILED: ${bg_title[$name]} (exit $rc)" >&2
+    exit "$rc"
+  fi
+}
+
+cleanup=()
+on_exit() {
+  local rc=$? name
+  end_step
+  # A step failed: stop what still runs in the background.
+  for name in "${!bg_pid[@]}"; do
+    kill -- "-${bg_pid[$name]}" 2>/dev/null || true
+    echo "stopped: ${bg_title[$name]} (its output so far: $LOGS/$name.log)" >&2
+  done
+  for cmd in "${cleanup[@]}"; do eval "$cmd" || true; done
+  printf '\nstep timings (s), total %d s:\n' "$SECONDS"
+  printf '%s\n' "${timings[@]}"
+  if [ "$rc" -eq 0 ]; then rm -rf "$LOGS"; fi
+  exit "$rc"
+}
+trap on_exit EXIT
+
+# --- background: what the real-process tests need -------------------------
+
+system_setup() {
+  set -euo pipefail
+  # The topology tests start TLS servers, clusters (created by redis-cli)
+  # and Sentinel groups; the TLS tests check that the system roots load.
+  if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null \
+    || ! command -v redis-sentinel >/dev/null || [ ! -s /etc/ssl/certs/ca-certificates.crt ]; then
+    local sudo=""
+    if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+    $sudo apt-get update
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y \
+      redis-server redis-sentinel redis-tools ca-certificates
+  fi
+  redis-server --version
+  echo "-- Redis image for testcontainers"
+  if docker info >/dev/null 2>&1; then
+    bash scripts/redis-image.sh
+  else
+    echo "docker is not reachable: the benchmarks will fall back to a spawned redis-server"
+  fi
+}
+bg setup "redis-server, redis-sentinel, redis-cli, system CA roots; the Redis image for testcontainers" \
+  system_setup
+
+# --- quick checks --------------------------------------------------------------
+
+step "cargo fmt --check"
+cargo fmt --all --check
+
+step "vendor/ is the published crates plus vendor/patches"
+bash scripts/vendor.sh check
+
+# --- the scenario suite, in the background, from here to the end ------------
+
+step "the simulator, so the scenario suite can start (profile $PROFILE)"
+# `--test cli` selects a test target, so features resolve with the
+# dev-dependencies, as in the one build below: the binary built here is
+# the one build's, not built again.
+cargo build --workspace --profile "$PROFILE" --bin sim --test cli
+
+scenario_suite() {
+  set -euo pipefail
+  if compgen -G "scenarios/*.toml" >/dev/null; then
+    # The CI seed budget: 1,500 seeds for each scenario. At nice 10 it
+    # takes the CPU the steps below leave idle while they wait.
+    nice -n 10 "$BIN/sim" run scenarios/ --seeds "${SIM_CI_SEEDS:-1500}"
+  else
+    echo "SKIPPED: the scenario suite, because scenarios/ holds no *.toml files yet"
+  fi
+}
+bg suite "scenario suite (simulation, ${SIM_CI_SEEDS:-1500} seeds per scenario)" scenario_suite
+
+# --- static checks, while the suite runs ---------------------------------------
+
+step "cargo clippy -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "cargo clippy -D warnings, lock-core with feature cli (redis-lock-check) and with feature metrics"
+cargo clippy -p lock-core --all-targets --features cli -- -D warnings
+cargo clippy -p lock-core --all-targets --features metrics -- -D warnings
+
+step "cargo doc -D warnings"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
+
+step "lock-core builds without its redis feature"
+cargo build -p lock-core --no-default-features --profile "$PROFILE"
+
+step "lock-core without its redis feature depends on neither tokio nor redis"
+# One crate name per line, so a path that happens to contain "redis" (the
+# checkout's own directory, say) cannot match.
+core_deps="$(cargo tree -p lock-core --no-default-features -e normal --prefix none --format '{p}')"
+if forbidden="$(grep -E '^(tokio|redis)' <<<"$core_deps")"; then
+  echo "FAILED: lock-core --no-default-features must not depend on tokio or redis, but it pulls in:" >&2
+  echo "$forbidden" >&2
+  exit 1
 fi
+echo "ok: neither tokio nor redis"
+
+# --- the one build -----------------------------------------------------------
+
+step "the one build: every target of the workspace, benchmarks included (profile $PROFILE)"
+cargo build --workspace --all-targets --profile "$PROFILE"
+
+step "cargo test -p lock-core --no-default-features"
+cargo test -p lock-core --no-default-features --profile "$PROFILE"
+
+join setup
 
 # The README's doctests need a Redis at REDIS_URL; the integration tests
 # start their own servers.
@@ -37,7 +208,7 @@ if [ -z "${REDIS_URL:-}" ]; then
   redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
     --dir "$doctest_redis_dir" --logfile "$doctest_redis_dir/redis.log" &
   doctest_redis_pid=$!
-  trap 'kill "$doctest_redis_pid" 2>/dev/null || true; rm -rf "$doctest_redis_dir"' EXIT
+  cleanup+=('kill "$doctest_redis_pid" 2>/dev/null; rm -rf "$doctest_redis_dir"')
   for _ in $(seq 100); do
     if redis-cli -p "$port" ping >/dev/null 2>&1; then break; fi
     sleep 0.1
@@ -51,69 +222,36 @@ if [ -z "${REDIS_URL:-}" ]; then
   echo "REDIS_URL=$REDIS_URL"
 fi
 
-step "cargo fmt --check"
-cargo fmt --all --check
+step "cargo test --workspace (idle skipping is exact: every scenario, skipping off and on, ${SIM_EQUIVALENCE_SEEDS:-20} seeds)"
+# sim/tests/equivalence.rs checks 3 seeds per scenario by default; CI
+# checks 20.
+SIM_EQUIVALENCE_SEEDS="${SIM_EQUIVALENCE_SEEDS:-20}" cargo test --workspace --profile "$PROFILE"
 
-step "cargo clippy -D warnings"
-cargo clippy --workspace --all-targets -- -D warnings
+step "redis-lock-check (feature cli) and metrics (feature metrics): their tests"
+# With the whole workspace selected, only lock-core and these two tests
+# build again; every dependency is the one build's.
+cargo test --workspace --profile "$PROFILE" --features lock-core/cli,lock-core/metrics \
+  --test check_cli --test metrics
 
-step "lock-core builds without its redis feature"
-cargo build -p lock-core --no-default-features
-
-step "lock-core without its redis feature depends on neither tokio nor redis"
-# One crate name per line, so a path that happens to contain "redis" (the
-# checkout's own directory, say) cannot match.
-core_deps="$(cargo tree -p lock-core --no-default-features -e normal --prefix none --format '{p}')"
-if forbidden="$(grep -E '^(tokio|redis)' <<<"$core_deps")"; then
-  echo "FAILED: lock-core --no-default-features must not depend on tokio or redis, but it pulls in:" >&2
-  echo "$forbidden" >&2
-  exit 1
-fi
-echo "ok: neither tokio nor redis"
-
-step "cargo test --workspace"
-cargo test --workspace
-
-step "redis-lock-check: the deployment check's command line (feature cli)"
-cargo clippy -p lock-core --all-targets --features cli -- -D warnings
-cargo test -p lock-core --features cli --test check_cli
-
-step "metrics: every series moves through a lock's life (feature metrics)"
-cargo clippy -p lock-core --all-targets --features metrics -- -D warnings
-cargo test -p lock-core --features metrics --test metrics
-
-step "cargo test -p lock-core --no-default-features"
-cargo test -p lock-core --no-default-features
-
-step "cargo doc -D warnings"
-RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
-
-step "idle skipping is exact (simulation: every scenario, skipping off and on, same history)"
-# The workspace tests ran this with 3 seeds per scenario; CI checks more,
-# in release mode (the scenario suite below needs the same dependencies
-# built for release anyway; a debug run of these seeds took 6 minutes).
-SIM_EQUIVALENCE_SEEDS="${SIM_EQUIVALENCE_SEEDS:-20}" cargo test --release -p sim --test equivalence
-
-step "scenario suite (simulation)"
-if compgen -G "scenarios/*.toml" >/dev/null; then
-  # The CI seed budget: 1,500 seeds for each scenario (42,000 for the 28
-  # files, over 3x the 13,200 before idle skipping, in less time).
-  cargo run --release -p sim -- run scenarios/ --seeds "${SIM_CI_SEEDS:-1500}"
-else
-  echo "SKIPPED: the scenario suite, because scenarios/ holds no *.toml files yet"
-fi
-
-step "benchmarks build"
-cargo bench --workspace --no-run
+# Steps that mostly wait on real processes or real time go here (a `step`
+# line, then the command), for example the real-process chaos scenarios:
+#   step "chaos scenarios against real redis-server processes"
+#   "$BIN/sim" chaos ...
+# They overlap with the scenario suite, which yields the CPU to them.
 
 step "configuration comparison (quick; its table's shape is checked, not its timings)"
-cargo run --release -p bench --bin compare -- --quick --out target/compare.md
-rows=$(grep -c '^| ttl' target/compare.md || true)
-redlock_rows=$(grep -c '^| Redlock' target/compare.md || true)
+# The scenario suite shares the CPU meanwhile: these timings are not the
+# README's.
+"$BIN/compare" --quick --out "$TARGET_DIR/compare.md"
+rows=$(grep -c '^| ttl' "$TARGET_DIR/compare.md" || true)
+redlock_rows=$(grep -c '^| Redlock' "$TARGET_DIR/compare.md" || true)
 if [ "$rows" -lt 4 ] || [ "$redlock_rows" -lt 1 ]; then
   echo "compare --quick produced $rows single-node and $redlock_rows Redlock rows, expected 4 and 1" >&2
   exit 1
 fi
+echo "ok: $rows single-node rows, $redlock_rows Redlock row(s)"
+
+join suite
 
 step "server matrix: the real-server tests against Valkey 8.1"
 # The same integration tests, with Valkey's binaries first on PATH under the
