@@ -73,6 +73,7 @@ echo "ok: neither tokio nor redis"
 
 step "cargo test --workspace"
 cargo test --workspace
+cargo test -p modgraph --test acyclic
 
 step "redis-lock-check: the deployment check's command line (feature cli)"
 cargo clippy -p lock-core --all-targets --features cli -- -D warnings
