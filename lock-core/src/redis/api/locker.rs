@@ -13,14 +13,13 @@ use redis::{IntoConnectionInfo, RedisConnectionInfo};
 
 use super::guard::LockGuard;
 use crate::redis::{
-    CheckOptions, LockerReport,
     background::{
         cluster_upkeep::ClusterUpkeep,
         driver::{Alive, DriverTask},
         follow::SentinelWatch,
         pubsub::Subscriber,
     },
-    check::check_nodes,
+    check::{CheckOptions, LockerReport, check_nodes},
     connect::{
         connector::{Clock, Connector, Entropy, OsEntropy, TokioClock, owner_token},
         dial::{Dialer, NodeAddress},
