@@ -28,10 +28,10 @@ use crate::{
     config::{DurationRange, FencingMode, LockConfig, Scenario, Topology},
     freeze::{FreezeSwitch, Frozen},
     history::{Op, Phase, Process, Recorder},
+    net::BASE_LATENCY,
     redis::sentinel::{MASTER_NAME, SENTINEL_PORT, sentinel_host},
     rng::Rng,
     storage::{self, WriteResult},
-    world::BASE_LATENCY,
 };
 
 /// How long a client takes between checking its lease and sending its
@@ -82,10 +82,7 @@ impl Discovery {
 /// The Redis port every simulated node listens on.
 pub const REDIS_PORT: u16 = 6379;
 
-/// The name of Redis node `index`.
-pub fn redis_host(index: usize) -> String {
-    format!("redis-{index}")
-}
+pub use crate::net::redis_host;
 
 /// The name of client `index`.
 pub fn client_host(index: usize) -> String {

@@ -7,6 +7,7 @@ pub mod clock;
 pub mod config;
 pub mod freeze;
 pub mod history;
+pub mod net;
 pub mod outcome;
 pub mod redis;
 pub mod report;

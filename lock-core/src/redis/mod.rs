@@ -2,62 +2,46 @@
 //! [`LockMachine`](crate::LockMachine)s over multiplexed connections and
 //! hands out [`LockGuard`]s.
 //!
-//! Where each job lives:
-//! - `drive`: the hot path. `acquire` and `release` run the lock's machine
-//!   in the caller's task, one round trip per command.
-//! - `watchdog`: renewals (batched per node), expiry on time, and whatever
-//!   callers leave behind.
-//! - `driver`: the background future: connections and reconnection, the
-//!   pub/sub wake-ups (`pubsub`) and the watchdog.
-//! - `wire` and `call`: encoding commands, sending them, decoding replies;
-//!   `batch`: group commit of operations sent at the same moment.
-//! - `cell`, `session`, `node`, `machines`: the state they share.
-//! - `dial`, `tls`, `connector`: where streams come from.
-//! - `check`: the deployment check; `metrics`: the series recorded with
-//!   the `metrics` feature.
-//! - [`cluster`], [`sentinel`], `reply`: slots and shard maps, primary
-//!   discovery, and reading admin replies; `follow`: following the primary
-//!   a Sentinel names; `route`: slot routing in a Redis Cluster.
+//! The rooms, each importing only from the rooms above it in this list:
+//! - `connect`: where streams come from (connectors, dialers, TLS, the
+//!   transport a URL picks), one node's connection and its upkeep, and what
+//!   discovery reads ([`sentinel`], the [`cluster`] slot map).
+//! - `wire`: encoding commands and decoding replies, sending a call, group
+//!   commit (`batch`), and routing by slot in a Redis Cluster.
+//! - `lock`: one lock's life: its machine and shared state (`cell`),
+//!   sending its commands (`dispatch`), the loop that runs it in the
+//!   caller's task (`run`), the session every lock of a locker shares, the
+//!   watchdog's registry, the release waiters, metrics and errors.
+//! - `background`: the driver future and what it runs: the watchdog, the
+//!   pub/sub wake-ups, following the Sentinels, the cluster's upkeep.
+//! - `check`: the deployment check.
+//! - `api`: [`Locker`], [`LockerBuilder`] and [`LockGuard`].
+//!
+//! `cargo test -p modgraph` checks that no two files import each other,
+//! directly or around a circle.
 
-mod batch;
-mod call;
-mod cell;
+mod api;
+mod background;
 mod check;
-pub mod cluster;
-mod connector;
-mod dial;
-mod drive;
-mod driver;
-mod error;
-mod follow;
+mod connect;
 #[cfg(test)]
 mod fuzz;
-mod guard;
-mod locker;
-mod machines;
-mod metrics;
-mod node;
-mod pubsub;
-mod reply;
-mod route;
-pub mod sentinel;
-mod session;
-#[cfg(feature = "tls")]
-mod tls;
-mod watchdog;
+mod lock;
 mod wire;
 
+pub use api::guard::LockGuard;
+pub use api::locker::{Driver, Locker, LockerBuilder};
 pub use check::{
     CheckError, CheckOptions, DeploymentReport, Finding, FindingKind, LockerReport, NodeReport,
     Reading, Severity, UnknownKind, check_deployment,
 };
-pub use connector::{
+pub use connect::connector::{
     Clock, ConnectFuture, Connector, Entropy, Observed, Observer, OsEntropy, RedisStream,
     TcpConnector, TokioClock,
 };
-pub use dial::{Dialer, NodeAddress, TcpDialer};
-pub use error::{AcquireError, ConnectError, ReleaseError};
-pub use guard::LockGuard;
-pub use locker::{Driver, Locker, LockerBuilder};
+pub use connect::dial::{Dialer, NodeAddress, TcpDialer};
+pub use connect::error::ConnectError;
 #[cfg(feature = "tls")]
-pub use tls::{TlsConnector, TlsDialer, TlsError, TlsMaterial, TlsOptions, TlsUpgrader};
+pub use connect::tls::{TlsConnector, TlsDialer, TlsError, TlsMaterial, TlsOptions, TlsUpgrader};
+pub use connect::{sentinel, slots as cluster};
+pub use lock::error::{AcquireError, ReleaseError};

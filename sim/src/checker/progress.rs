@@ -12,8 +12,8 @@ use crate::{
     client::{KEY, lock_options},
     config::{Property, Scenario},
     history::{History, Op, Phase, Process},
+    net::BASE_LATENCY,
     outcome::{ConcreteFault, Verdict, Violation},
-    world::BASE_LATENCY,
 };
 
 /// Whether progress can be asked of the run at all: faults that never heal

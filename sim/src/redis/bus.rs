@@ -10,10 +10,11 @@
 
 use std::rc::Rc;
 
+use redis_protocol::resp2::types::OwnedFrame as Frame;
 use turmoil::net::UdpSocket;
 
-use super::{Node, NodeHandle, PORT, conn::deliver};
-use crate::client::redis_host;
+use super::{Node, NodeHandle, PORT, frame::bulk};
+use crate::net::redis_host;
 
 /// The bus port: Redis's default, the client port + 10000.
 pub const BUS_PORT: u16 = PORT + 10_000;
@@ -60,6 +61,19 @@ pub(crate) async fn serve(node: NodeHandle) -> turmoil::Result {
             deliver(&node.0.borrow(), channel, message);
         }
     }
+}
+
+/// Pushes a message to `node`'s subscribers of `channel`; answers how
+/// many got it.
+pub(crate) fn deliver(node: &Node, channel: &[u8], message: &[u8]) -> usize {
+    let Some(subscribers) = node.subscribers.get(channel) else {
+        return 0;
+    };
+    let frame = Frame::Array(vec![bulk(b"message"), bulk(channel), bulk(message)]);
+    subscribers
+        .values()
+        .filter(|push| push.send(frame.clone()).is_ok())
+        .count()
 }
 
 #[cfg(test)]

@@ -54,7 +54,7 @@ use super::{
     db::{self, NodeTime},
     frame::{bulk, error},
 };
-use crate::client::redis_host;
+use crate::net::redis_host;
 
 /// The error of a command whose keys are in two slots.
 pub const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
@@ -277,7 +277,7 @@ impl ClusterHandle {
     /// answers how many of `from`'s own got it (what Redis answers in a
     /// cluster).
     pub(crate) fn publish(&self, from: &Node, channel: &[u8], message: &[u8]) -> usize {
-        let local = super::conn::deliver(from, channel, message);
+        let local = super::bus::deliver(from, channel, message);
         let nodes = self.0.borrow().shard_of.len();
         bus::relay(from, nodes, channel, message);
         local

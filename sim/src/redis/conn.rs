@@ -12,7 +12,9 @@ use tokio::{
 use turmoil::net::TcpStream;
 
 use super::{
-    Node, NodeHandle, Role, cluster, db,
+    NodeHandle, Role,
+    bus::deliver,
+    cluster, db,
     frame::{bulk, error, next_command, ok, parse_i64, to_bytes},
     replication, scripts,
 };
@@ -366,19 +368,6 @@ fn publish(node: &NodeHandle, channel: &[u8], message: &[u8]) -> usize {
         Some(cluster) => cluster.publish(&state, channel, message),
         None => deliver(&state, channel, message),
     }
-}
-
-/// Pushes a message to `node`'s subscribers of `channel`; answers how
-/// many got it.
-pub(crate) fn deliver(node: &Node, channel: &[u8], message: &[u8]) -> usize {
-    let Some(subscribers) = node.subscribers.get(channel) else {
-        return 0;
-    };
-    let frame = Frame::Array(vec![bulk(b"message"), bulk(channel), bulk(message)]);
-    subscribers
-        .values()
-        .filter(|push| push.send(frame.clone()).is_ok())
-        .count()
 }
 
 fn subscription_count(node: &NodeHandle, id: u64) -> i64 {

@@ -31,7 +31,7 @@ use super::{
     PORT,
     frame::{bulk, error, next_command, ok, to_bytes},
 };
-use crate::{client::redis_host, clock};
+use crate::{clock, net::redis_host};
 
 /// The port every sentinel listens on.
 pub const SENTINEL_PORT: u16 = 26379;

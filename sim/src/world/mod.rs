@@ -46,8 +46,7 @@ pub use faults::draw_schedule;
 /// below the smallest drift margin in use (ttl × drift_factor + 2 ms).
 pub const TICK: Duration = Duration::from_millis(1);
 
-/// The base one-way network delay: uniform-ish in [0, BASE_LATENCY].
-pub const BASE_LATENCY: Duration = Duration::from_millis(2);
+pub use crate::net::BASE_LATENCY;
 
 /// How a world runs: knobs of the harness itself.
 #[derive(Debug, Clone, Copy)]

@@ -16,19 +16,13 @@ use redis::aio::MultiplexedConnection;
 
 use super::{CheckError, CheckOptions, DeploymentReport, Severity};
 use crate::redis::{
-    ConnectError, follow::Current, node::Endpoint, route::ClusterRouter, session::Session,
+    connect::{
+        error::ConnectError,
+        node::{CheckTarget, Endpoint},
+    },
+    lock::session::Session,
+    wire::route::ClusterRouter,
 };
-
-/// A node a locker's check reaches, and how to name it.
-#[derive(Clone)]
-pub(crate) struct CheckTarget {
-    /// `host:port`, or `node N` for a locker built from connectors.
-    pub(crate) name: String,
-    pub(crate) endpoint: Endpoint,
-    /// Sentinel mode: where this target's own connector found the primary
-    /// (its own, so that the check never moves what the driver follows).
-    pub(crate) resolved: Option<Current>,
-}
 
 /// What [`Locker::check_deployment`](crate::Locker::check_deployment)
 /// found on each node the locker uses.

@@ -10,9 +10,9 @@ use crate::{
     redis::{
         NodeAddress,
         cluster::{Redirect, RedirectKind, SLOTS, SlotMap},
-        reply,
+        connect::{node::Dialect, reply},
         sentinel::{self, SwitchMaster},
-        wire::{self, Dialect, OpKind},
+        wire::codec::{self as wire, OpKind},
     },
 };
 

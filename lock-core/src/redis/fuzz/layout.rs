@@ -8,7 +8,10 @@ use proptest::{collection::vec, prelude::*, sample::select};
 use super::{CASES, config, strategies::text};
 use crate::{
     Command, Fencing,
-    redis::wire::{self, BatchOp, Dialect, OpKind, Plan},
+    redis::{
+        connect::node::Dialect,
+        wire::codec::{self as wire, BatchOp, OpKind, Plan},
+    },
     scripts::{self, KeyNames},
 };
 

@@ -11,7 +11,8 @@ use crate::{
     Failure, Reply,
     redis::{
         cluster::{Redirect, SLOTS, SlotMap},
-        wire::{self, Dialect, OpKind, SetNxGet},
+        connect::node::Dialect,
+        wire::codec::{self as wire, OpKind, SetNxGet},
     },
 };
 

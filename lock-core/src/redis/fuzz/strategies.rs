@@ -8,7 +8,7 @@ use redis::{PushKind, Value, VerbatimFormat};
 
 use crate::{
     Failure, Reply,
-    redis::{cluster::SLOTS, wire::OpKind},
+    redis::{cluster::SLOTS, wire::codec::OpKind},
 };
 
 /// Texts that are numbers, almost numbers, or numbers out of range.

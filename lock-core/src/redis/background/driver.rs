@@ -1,0 +1,184 @@
+//! The locker's driver: the one future that does the background work —
+//! keeping each node's connection open (and reopening it when a caller
+//! finds it broken), the pub/sub subscriptions that wake waiters, and the
+//! watchdog.
+//!
+//! It is not on the hot path: acquire and release run in the caller's task
+//! (see `drive`). [`LockerBuilder::connect`](crate::LockerBuilder::connect)
+//! returns it with redis-rs's connection tasks inside, so that whoever
+//! polls it (a simulator's freeze wrapper) stops everything the locker does
+//! by not polling it; [`Locker::connect`](crate::Locker::connect) spawns it
+//! and the connection tasks on the current runtime.
+
+use std::{
+    future::Future,
+    pin::Pin,
+    sync::{Arc, Weak},
+    task::{Context, Poll},
+    time::{Duration, Instant},
+};
+
+use super::{
+    cluster_upkeep::ClusterUpkeep, follow::SentinelWatch, pubsub::Subscriber, watchdog::Watchdog,
+};
+use crate::redis::{
+    connect::{
+        node::{Endpoint, Opened},
+        upkeep::{NodeUpkeep, Tasks},
+    },
+    lock::session::Session,
+};
+
+/// Held by every [`Locker`](crate::Locker) and guard; the driver stops
+/// once none is left and its work is done.
+pub(crate) struct Alive {
+    session: Arc<Session>,
+}
+
+impl Alive {
+    pub(crate) fn new(session: Arc<Session>) -> Self {
+        Self { session }
+    }
+}
+
+impl Drop for Alive {
+    fn drop(&mut self) {
+        self.session.wake_driver();
+    }
+}
+
+pub(crate) struct DriverTask {
+    session: Arc<Session>,
+    alive: Weak<Alive>,
+    tasks: Tasks,
+    connect_timeout: Duration,
+    nodes: Vec<NodeUpkeep>,
+    reconnect: Pin<Box<tokio::time::Sleep>>,
+    reconnect_armed: Option<Instant>,
+    subscriber: Option<Subscriber>,
+    sentinel: Option<SentinelWatch>,
+    cluster: Option<ClusterUpkeep>,
+    watchdog: Watchdog,
+}
+
+impl DriverTask {
+    /// A driver for `session`, whose nodes are `endpoints` with the first
+    /// connections `opened` (one entry per node; `None` for a node that
+    /// did not answer at connect, which is retried at once).
+    pub(crate) fn new(
+        session: Arc<Session>,
+        alive: &Arc<Alive>,
+        endpoints: Vec<Endpoint>,
+        opened: Vec<Option<Opened>>,
+        tasks: Tasks,
+        connect_timeout: Duration,
+    ) -> Self {
+        let now = session.clock.now();
+        let subscriber = (!session.redlock)
+            .then(|| endpoints.first().cloned())
+            .flatten()
+            .map(|endpoint| Subscriber::new(endpoint, connect_timeout));
+        let nodes = endpoints
+            .into_iter()
+            .zip(opened)
+            .enumerate()
+            .map(|(index, (endpoint, opened))| match opened {
+                Some(opened) => {
+                    let (live, upkeep) = NodeUpkeep::opened(endpoint, opened, tasks);
+                    session.nodes[index].install(live);
+                    upkeep
+                }
+                None => NodeUpkeep::reconnecting(endpoint, now),
+            })
+            .collect();
+        Self {
+            session,
+            alive: Arc::downgrade(alive),
+            tasks,
+            connect_timeout,
+            nodes,
+            reconnect: Box::pin(tokio::time::sleep(Duration::ZERO)),
+            reconnect_armed: None,
+            subscriber,
+            sentinel: None,
+            cluster: None,
+            watchdog: Watchdog::new(),
+        }
+    }
+
+    /// Keeps the connections and slot table of a Redis Cluster.
+    pub(crate) fn with_cluster(mut self, upkeep: ClusterUpkeep) -> Self {
+        self.cluster = Some(upkeep);
+        self
+    }
+
+    /// Wakes waiters through `subscriber` (when the nodes cannot name one).
+    pub(crate) fn with_subscriber(mut self, subscriber: Subscriber) -> Self {
+        self.subscriber = Some(subscriber);
+        self
+    }
+
+    /// Follows the sentinels' announcements (Sentinel mode).
+    pub(crate) fn with_sentinel_watch(mut self, watch: Option<SentinelWatch>) -> Self {
+        self.sentinel = watch;
+        self
+    }
+
+    fn poll_nodes(&mut self, cx: &mut Context<'_>) {
+        let now = self.session.clock.now();
+        let mut next_reconnect: Option<Instant> = None;
+        for (index, node) in self.nodes.iter_mut().enumerate() {
+            let slot = &self.session.nodes[index];
+            let outcome = node.poll(cx, slot, now, self.connect_timeout, self.tasks);
+            if outcome.reconnected {
+                self.session.metrics.reconnected();
+            }
+            if let Some(at) = outcome.reconnect_at {
+                next_reconnect = Some(next_reconnect.map_or(at, |next| next.min(at)));
+            }
+        }
+        if next_reconnect != self.reconnect_armed {
+            if let Some(at) = next_reconnect {
+                let wait = at.saturating_duration_since(now);
+                self.reconnect
+                    .as_mut()
+                    .reset(tokio::time::Instant::now() + wait);
+            }
+            self.reconnect_armed = next_reconnect;
+        }
+        if self.reconnect_armed.is_some() && self.reconnect.as_mut().poll(cx).is_ready() {
+            self.reconnect_armed = None;
+            cx.waker().wake_by_ref();
+        }
+    }
+}
+
+impl Future for DriverTask {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        this.session.register_driver(cx.waker());
+        this.poll_nodes(cx);
+        if let Some(subscriber) = &mut this.subscriber {
+            subscriber.poll(cx, &this.session);
+        }
+        if let Some(sentinel) = &mut this.sentinel {
+            sentinel.poll(cx, &this.session);
+        }
+        if let Some(cluster) = &mut this.cluster {
+            for _ in 0..cluster.poll(cx, this.session.clock.now()) {
+                this.session.metrics.reconnected();
+            }
+        }
+        this.watchdog.poll(cx, &this.session);
+        if this.alive.strong_count() == 0
+            && this.session.watchdog.is_idle()
+            && !this.watchdog.is_busy()
+        {
+            tracing::debug!("locker driver stopped");
+            return Poll::Ready(());
+        }
+        Poll::Pending
+    }
+}

@@ -1,0 +1,288 @@
+//! Sending a lock's commands: at once, or in the node's open batch (group
+//! commit), or to the primary of the lock's slot in a Redis Cluster,
+//! following its redirections.
+//!
+//! A call is a future that owns everything it needs (a clone of the
+//! multiplexed connection, the encoded command), so it can move between
+//! the task that started it and the watchdog. Whoever drives the machine
+//! drops the call and breaks its connection when its timeout passes.
+
+use std::{
+    future::Future,
+    pin::Pin,
+    sync::{Arc, Mutex, PoisonError},
+    time::Duration,
+};
+
+use redis::{Value, aio::MultiplexedConnection};
+
+use super::{
+    cell::{LockCell, Outgoing},
+    shared::Shared,
+};
+use crate::{
+    Command, CommandId, Failure, Reply,
+    redis::{
+        connect::{dial::NodeAddress, node::Live, slots::slot_of},
+        wire::{
+            call::exchange,
+            codec::{self, Encoded, OpKind, Plan, SetNxGet},
+            route::{self, ClusterRouter},
+        },
+    },
+};
+
+pub(crate) type CallFuture = Pin<Box<dyn Future<Output = Reply> + Send>>;
+
+/// A command on its way to Redis.
+pub(crate) struct PendingCall {
+    pub(crate) node: usize,
+    pub(crate) id: CommandId,
+    /// The connection it went out on, to drop if it outlives its timeout.
+    pub(crate) link: Link,
+    /// When it went out.
+    pub(crate) sent_at: std::time::Instant,
+    pub(crate) future: CallFuture,
+}
+
+/// The connection a call uses.
+#[derive(Clone)]
+pub(crate) enum Link {
+    /// None: the node had no connection.
+    None,
+    /// Node `.0`'s connection of generation `.1`.
+    Node(usize, u64),
+    /// A cluster call's current connection (it may follow redirections).
+    Cluster(Arc<Mutex<Option<(NodeAddress, u64)>>>),
+}
+
+impl Link {
+    /// Drops the connection the call is (or was last) on: it may be wedged.
+    pub(crate) fn break_connection(&self, session: &Shared) {
+        match self {
+            Self::None => {}
+            Self::Node(node, generation) => session.break_connection(*node, *generation),
+            Self::Cluster(current) => {
+                let current = current
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clone();
+                if let (Some((address, generation)), Some(router)) =
+                    (current, session.cluster.as_ref())
+                {
+                    router.break_connection(&address, generation);
+                }
+            }
+        }
+    }
+}
+
+/// Starts sending `out` for the lock in `cell`: at once, or in the node's
+/// open batch when other calls are in flight there (group commit).
+pub(crate) fn start(
+    session: &Shared,
+    cell: &Arc<LockCell>,
+    out: Outgoing,
+    now: std::time::Instant,
+) -> PendingCall {
+    let Outgoing {
+        node,
+        id,
+        command,
+        live,
+    } = out;
+    if let Some(router) = &session.cluster {
+        let current = Arc::new(Mutex::new(None));
+        return PendingCall {
+            node,
+            id,
+            link: Link::Cluster(Arc::clone(&current)),
+            sent_at: now,
+            future: Box::pin(cluster(
+                Arc::clone(router),
+                Arc::clone(cell),
+                command,
+                current,
+            )),
+        };
+    }
+    let (Some(live), Some(batcher)) = (live, session.batchers.get(node)) else {
+        return PendingCall {
+            node,
+            id,
+            link: Link::None,
+            sent_at: now,
+            future: Box::pin(std::future::ready(Reply::Failed(Failure::Connection))),
+        };
+    };
+    let link = Link::Node(node, live.generation);
+    let future: CallFuture = if batchable(&command) && batcher.is_busy() {
+        Box::pin(batcher.join(
+            &live,
+            Arc::clone(&cell.names),
+            Arc::clone(&cell.token),
+            command,
+        ))
+    } else {
+        let in_flight = batcher.enter();
+        let encoded = codec::encode(&cell.names, &cell.token, &command, live.dialect);
+        let ttl = match command {
+            crate::Command::Acquire { ttl, .. } => ttl,
+            _ => Duration::ZERO,
+        };
+        let cell = Arc::clone(cell);
+        Box::pin(async move {
+            let _in_flight = in_flight;
+            single(live, encoded, cell, ttl).await
+        })
+    };
+    PendingCall {
+        node,
+        id,
+        link,
+        sent_at: now,
+        future,
+    }
+}
+
+/// Whether a command may share a script call with others: every script
+/// operation without a `WAIT` behind it, and an unfenced acquire too (alone
+/// it is a native `SET NX PX GET`, but in a batch it shares the call, which
+/// costs less on both sides than a command of its own).
+fn batchable(command: &Command) -> bool {
+    match command {
+        Command::Acquire { wait_replicas, .. } | Command::Renew { wait_replicas, .. } => {
+            wait_replicas.is_none()
+        }
+        Command::Release => true,
+    }
+}
+
+async fn single(live: Live, encoded: Encoded, cell: Arc<LockCell>, ttl: Duration) -> Reply {
+    let mut conn = live.conn;
+    match exchange(&mut conn, &encoded.call, encoded.wait.as_ref(), false).await {
+        Ok((value, waited)) => finish(&encoded, &value, waited, &mut conn, &cell, ttl).await,
+        Err(error) => Reply::Failed(codec::failure_of(&error)),
+    }
+}
+
+/// Decodes the answer to one command (and its `WAIT`).
+async fn finish(
+    encoded: &Encoded,
+    value: &Value,
+    waited: Option<Value>,
+    conn: &mut MultiplexedConnection,
+    cell: &LockCell,
+    ttl: Duration,
+) -> Reply {
+    let reply = match encoded.plan {
+        Plan::Script(kind) => single_op(value, kind),
+        Plan::SetNxGet => match codec::decode_set_nx_get(value, &cell.token) {
+            Ok(SetNxGet::Granted) => Reply::Granted {
+                fence: 0,
+                replicas: None,
+            },
+            Ok(SetNxGet::Contended) => Reply::Contended { pttl: None },
+            Ok(SetNxGet::AlreadyOurs) => own_refresh(conn, cell, ttl).await,
+            Err(failure) => Reply::Failed(failure),
+        },
+    };
+    match waited {
+        Some(value) => codec::with_replicas(reply, codec::decode_wait(&value)),
+        None => reply,
+    }
+}
+
+/// One command of a lock in a Redis Cluster: to the primary of its slot,
+/// following `MOVED`, `ASK` and `TRYAGAIN` (see `route`).
+async fn cluster(
+    router: Arc<ClusterRouter>,
+    cell: Arc<LockCell>,
+    command: Command,
+    current: Arc<Mutex<Option<(NodeAddress, u64)>>>,
+) -> Reply {
+    let slot = slot_of(&cell.names.lock);
+    let ttl = match command {
+        Command::Acquire { ttl, .. } => ttl,
+        _ => Duration::ZERO,
+    };
+    let mut asking: Option<NodeAddress> = None;
+    let mut last = Failure::Moved;
+    for attempt in 0..=route::MAX_REDIRECTS {
+        let address = match asking.clone().or_else(|| router.owner(slot)) {
+            Some(address) => address,
+            None => {
+                // No owner known for the slot yet: read the table again.
+                router.request_refresh();
+                router.changed().await;
+                continue;
+            }
+        };
+        let live = match router.connection(&address).await {
+            Ok(live) => live,
+            Err(failure) => {
+                router.request_refresh();
+                return Reply::Failed(failure);
+            }
+        };
+        *current.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some((address.clone(), live.generation));
+        let encoded = codec::encode(&cell.names, &cell.token, &command, live.dialect);
+        let mut conn = live.conn;
+        let asked = asking.take().is_some();
+        match exchange(&mut conn, &encoded.call, encoded.wait.as_ref(), asked).await {
+            Ok((value, waited)) => {
+                return finish(&encoded, &value, waited, &mut conn, &cell, ttl).await;
+            }
+            Err(error) => {
+                if let Some(redirect) = route::redirect_of(&error, &address) {
+                    tracing::debug!(?redirect, "redirected");
+                    if route::is_moved(&redirect) {
+                        router.learn(redirect.slot, redirect.to);
+                    } else {
+                        asking = Some(redirect.to);
+                    }
+                    last = codec::failure_of(&error);
+                    continue;
+                }
+                let failure = codec::failure_of(&error);
+                if failure == Failure::TryAgain {
+                    last = failure;
+                    tokio::time::sleep(route::try_again_delay(attempt)).await;
+                    continue;
+                }
+                if matches!(failure, Failure::Connection | Failure::ClusterDown) {
+                    router.request_refresh();
+                }
+                return Reply::Failed(failure);
+            }
+        }
+    }
+    // Too many redirections in a row: let the machine retry later.
+    Reply::Failed(last)
+}
+
+/// A `SET NX GET` found our own key (a retry after a reply we never saw):
+/// refresh its ttl, owner-checked, and count the grant only if that works.
+async fn own_refresh(conn: &mut MultiplexedConnection, cell: &LockCell, ttl: Duration) -> Reply {
+    let refresh = codec::encode_own_refresh(&cell.names, &cell.token, ttl);
+    match exchange(conn, &refresh, None, false).await {
+        Ok((value, _)) => match single_op(&value, OpKind::Renew) {
+            Reply::Renewed { .. } => Reply::Granted {
+                fence: 0,
+                replicas: None,
+            },
+            Reply::NotOwner => Reply::Contended { pttl: None },
+            other => other,
+        },
+        Err(error) => Reply::Failed(codec::failure_of(&error)),
+    }
+}
+
+fn single_op(value: &Value, kind: OpKind) -> Reply {
+    match codec::decode_script(value, &[kind]).pop() {
+        Some(reply) => reply,
+        // decode_script returns one reply per kind it is given.
+        None => Reply::Failed(Failure::Protocol),
+    }
+}

@@ -1,0 +1,56 @@
+//! The lock operations' errors, one enum per operation.
+
+use std::time::Duration;
+
+use crate::{Failure, LostReason, OptionsError};
+
+/// Why an acquire did not produce a [`LockGuard`](crate::LockGuard).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AcquireError {
+    /// The options break a timing rule.
+    #[error("invalid lock options: {0}")]
+    Options(#[from] OptionsError),
+    /// Another owner held the lock for the whole wait.
+    #[error("lock still held by another owner after waiting {waited:?}")]
+    Timeout {
+        /// How long the acquire waited.
+        waited: Duration,
+    },
+    /// Redis could not be used (connection lost, timeout, `READONLY`,
+    /// `LOADING`, `BUSY`, ...) until the wait ran out.
+    #[error("redis unavailable: {0}")]
+    Unavailable(Failure),
+    /// The lock key holds a value that is not a string (`WRONGTYPE`).
+    #[error("lock key holds a value of the wrong type")]
+    WrongType,
+    /// Fewer replicas than `wait_replicas` asked for acknowledged the grant;
+    /// it was released.
+    #[error("only {acked} of {wanted} replicas acknowledged the grant")]
+    NotReplicated {
+        /// Replicas that acknowledged.
+        acked: u32,
+        /// Replicas required.
+        wanted: u32,
+    },
+    /// The locker's driver is no longer running.
+    #[error("the locker's driver has stopped")]
+    DriverStopped,
+}
+
+/// Why [`LockGuard::release`](crate::LockGuard::release) did not cleanly
+/// release a held lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReleaseError {
+    /// The lock had already been lost; the owner-checked release was still
+    /// sent and touched no other owner's key.
+    #[error("the lock was already lost: {0}")]
+    AlreadyLost(LostReason),
+    /// Redis did not answer; the key expires by itself within one ttl.
+    #[error("release unconfirmed: the key expires by itself within one ttl")]
+    Unconfirmed,
+    /// The locker's driver is no longer running.
+    #[error("the locker's driver has stopped")]
+    DriverStopped,
+}

@@ -1,0 +1,510 @@
+//! Encodes the machine's commands as Redis calls and decodes Redis's
+//! answers into the machine's replies. Pure functions: no I/O, no lock
+//! decisions. Every decoder turns any value it does not expect into a
+//! typed failure, never a panic.
+
+use std::time::Duration;
+
+use redis::{Cmd, RedisError, Value};
+
+use crate::{
+    Command, Failure, Fencing, Reply, redis::connect::node::Dialect, scripts, scripts::KeyNames,
+};
+
+/// The kind of one operation, to decode its part of a reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OpKind {
+    Acquire,
+    Renew,
+    Release,
+}
+
+impl OpKind {
+    pub(crate) fn of(command: &Command) -> Self {
+        match command {
+            Command::Acquire { .. } => Self::Acquire,
+            Command::Renew { .. } => Self::Renew,
+            Command::Release => Self::Release,
+        }
+    }
+}
+
+/// How a single command goes to Redis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Plan {
+    /// `SET lock token NX PX ttl GET`: an unfenced acquire on Redis 7+.
+    SetNxGet,
+    /// One operation of the lock script.
+    Script(OpKind),
+}
+
+/// A command ready to send: the call itself, and a `WAIT` to pipeline
+/// after it when the lock asks for replica acknowledgements.
+#[derive(Debug, Clone)]
+pub(crate) struct Encoded {
+    pub(crate) call: Cmd,
+    pub(crate) plan: Plan,
+    pub(crate) wait: Option<Cmd>,
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn wait_cmd(wait_replicas: Option<(u32, Duration)>) -> Option<Cmd> {
+    wait_replicas.map(|(replicas, timeout)| {
+        // WAIT 0 means "forever" to Redis; a zero timeout here means
+        // "don't block".
+        let mut wait = redis::cmd("WAIT");
+        wait.arg(replicas).arg(millis(timeout).max(1));
+        wait
+    })
+}
+
+/// Encodes one machine command for one lock.
+pub(crate) fn encode(keys: &KeyNames, token: &str, command: &Command, dialect: Dialect) -> Encoded {
+    match command {
+        Command::Acquire {
+            ttl,
+            fencing: Fencing::None,
+            wait_replicas,
+        } if dialect.set_nx_get => {
+            let mut call = Cmd::with_capacity(7, keys.lock.len() + token.len() + 32);
+            call.arg("SET")
+                .arg(&keys.lock)
+                .arg(token)
+                .arg("NX")
+                .arg("PX")
+                .arg(millis(*ttl))
+                .arg("GET");
+            Encoded {
+                call,
+                plan: Plan::SetNxGet,
+                wait: wait_cmd(*wait_replicas),
+            }
+        }
+        _ => {
+            let mut call = script_call(1, keys.lock.len() + keys.fence.len() + token.len() + 80);
+            push_op(&mut call, keys, token, command, dialect);
+            let wait = match command {
+                Command::Acquire { wait_replicas, .. } | Command::Renew { wait_replicas, .. } => {
+                    wait_cmd(*wait_replicas)
+                }
+                Command::Release => None,
+            };
+            Encoded {
+                call,
+                plan: Plan::Script(OpKind::of(command)),
+                wait,
+            }
+        }
+    }
+}
+
+/// An `EVALSHA` of the lock script, before its keys and arguments.
+fn script_call(ops: usize, bytes: usize) -> Cmd {
+    let mut call = Cmd::with_capacity(3 + ops * 6, 64 + bytes);
+    call.arg("EVALSHA").arg(scripts::LOCK.sha1);
+    call
+}
+
+/// Appends one operation's keys and arguments. A batch lays out all keys
+/// first, then all arguments: see [`encode_batch`].
+fn push_op(call: &mut Cmd, keys: &KeyNames, token: &str, command: &Command, dialect: Dialect) {
+    match command {
+        Command::Acquire { ttl, fencing, .. } => {
+            let code = scripts::op::acquire(*fencing, !dialect.set_nx_get);
+            if scripts::op::acquire_sends_fence_key(*fencing) {
+                call.arg(2).arg(&keys.lock).arg(keys.fence_key(*fencing));
+            } else {
+                call.arg(1).arg(&keys.lock);
+            }
+            call.arg(code).arg(token).arg(millis(*ttl));
+        }
+        Command::Renew { ttl, .. } => {
+            call.arg(1)
+                .arg(&keys.lock)
+                .arg(scripts::op::RENEW)
+                .arg(token)
+                .arg(millis(*ttl));
+        }
+        Command::Release => {
+            call.arg(1)
+                .arg(&keys.lock)
+                .arg(release_code(dialect))
+                .arg(token);
+        }
+    }
+}
+
+/// The release's operation code in `dialect`.
+fn release_code(dialect: Dialect) -> &'static str {
+    if dialect.quiet_release {
+        scripts::op::RELEASE_QUIET
+    } else {
+        scripts::op::RELEASE
+    }
+}
+
+/// One operation of a batch.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BatchOp<'a> {
+    pub(crate) keys: &'a KeyNames,
+    pub(crate) token: &'a str,
+    pub(crate) command: &'a Command,
+}
+
+/// Encodes several operations as one `EVALSHA` of the lock script.
+pub(crate) fn encode_batch(ops: &[BatchOp<'_>], dialect: Dialect) -> Cmd {
+    let bytes = ops
+        .iter()
+        .map(|op| op.keys.lock.len() * 2 + op.token.len() + 24)
+        .sum();
+    let mut call = script_call(ops.len(), bytes);
+    let key_count: usize = ops
+        .iter()
+        .map(|op| match op.command {
+            Command::Acquire { fencing, .. } if scripts::op::acquire_sends_fence_key(*fencing) => 2,
+            _ => 1,
+        })
+        .sum();
+    call.arg(key_count);
+    for op in ops {
+        call.arg(&op.keys.lock);
+        if let Command::Acquire { fencing, .. } = op.command
+            && scripts::op::acquire_sends_fence_key(*fencing)
+        {
+            call.arg(op.keys.fence_key(*fencing));
+        }
+    }
+    for op in ops {
+        match op.command {
+            Command::Acquire { ttl, fencing, .. } => {
+                call.arg(scripts::op::acquire(*fencing, !dialect.set_nx_get))
+                    .arg(op.token)
+                    .arg(millis(*ttl));
+            }
+            Command::Renew { ttl, .. } => {
+                call.arg(scripts::op::RENEW).arg(op.token).arg(millis(*ttl));
+            }
+            Command::Release => {
+                call.arg(release_code(dialect)).arg(op.token);
+            }
+        }
+    }
+    call
+}
+
+/// The renew operation alone, for the rare `SET NX GET` answer that shows
+/// the key is already ours (a retry after a lost reply): the ttl must be
+/// refreshed, owner-checked, before the grant counts.
+pub(crate) fn encode_own_refresh(keys: &KeyNames, token: &str, ttl: Duration) -> Cmd {
+    let mut call = script_call(1, keys.lock.len() + token.len() + 32);
+    push_op(
+        &mut call,
+        keys,
+        token,
+        &Command::Renew {
+            ttl,
+            wait_replicas: None,
+        },
+        Dialect::default(),
+    );
+    call
+}
+
+/// What the answer to a `SET NX GET` says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum SetNxGet {
+    /// The key was free and is ours now.
+    Granted,
+    /// The key was already ours: refresh its ttl before counting it.
+    AlreadyOurs,
+    /// Another owner holds it.
+    Contended,
+}
+
+/// Decodes the answer to `SET lock token NX PX ttl GET`.
+pub(crate) fn decode_set_nx_get(value: &Value, token: &str) -> Result<SetNxGet, Failure> {
+    match value {
+        Value::Nil => Ok(SetNxGet::Granted),
+        Value::BulkString(holder) if holder.as_slice() == token.as_bytes() => {
+            Ok(SetNxGet::AlreadyOurs)
+        }
+        Value::BulkString(_) => Ok(SetNxGet::Contended),
+        Value::SimpleString(holder) if holder == token => Ok(SetNxGet::AlreadyOurs),
+        Value::SimpleString(_) => Ok(SetNxGet::Contended),
+        Value::ServerError(error) => Err(failure_of_code(error.code(), error.details())),
+        _ => Err(Failure::Protocol),
+    }
+}
+
+/// Decodes a whole script reply: one entry per operation, in order (a
+/// single operation's reply comes alone). A reply of the wrong shape fails
+/// every operation with a protocol failure (the outcome is unknown).
+pub(crate) fn decode_script(value: &Value, kinds: &[OpKind]) -> Vec<Reply> {
+    if let [kind] = kinds
+        && !matches!(value, Value::Array(_) | Value::ServerError(_))
+    {
+        return vec![decode_op(*kind, value)];
+    }
+    match value {
+        Value::Array(items) if items.len() == kinds.len() => items
+            .iter()
+            .zip(kinds)
+            .map(|(item, kind)| decode_op(*kind, item))
+            .collect(),
+        Value::ServerError(error) => {
+            let failure = failure_of_code(error.code(), error.details());
+            vec![Reply::Failed(failure); kinds.len()]
+        }
+        _ => vec![Reply::Failed(Failure::Protocol); kinds.len()],
+    }
+}
+
+/// Decodes one operation's entry of a script reply.
+pub(crate) fn decode_op(kind: OpKind, value: &Value) -> Reply {
+    let decoded = match (kind, value) {
+        (_, Value::ServerError(error)) => Err(failure_of_code(error.code(), error.details())),
+        (OpKind::Acquire, value) => decode_acquire(value),
+        (OpKind::Renew, value) => decode_flag(value).map(|renewed| {
+            if renewed {
+                Reply::Renewed { replicas: None }
+            } else {
+                Reply::NotOwner
+            }
+        }),
+        (OpKind::Release, value) => decode_flag(value).map(|deleted| {
+            if deleted {
+                Reply::Released
+            } else {
+                Reply::NotOwner
+            }
+        }),
+    };
+    decoded.unwrap_or_else(Reply::Failed)
+}
+
+/// The fence (`>= 0`) of a grant, or `-2 - pttl` when another owner holds
+/// the key (`-1`: a key without ttl).
+fn decode_acquire(value: &Value) -> Result<Reply, Failure> {
+    match value {
+        Value::Int(fence) if *fence >= 0 => Ok(Reply::Granted {
+            fence: fence.unsigned_abs(),
+            replicas: None,
+        }),
+        Value::Int(held) => Ok(Reply::Contended {
+            pttl: u64::try_from((-2_i64).saturating_sub(*held))
+                .ok()
+                .map(Duration::from_millis),
+        }),
+        _ => Err(Failure::Protocol),
+    }
+}
+
+fn decode_flag(value: &Value) -> Result<bool, Failure> {
+    match value {
+        Value::Int(1) => Ok(true),
+        Value::Int(0) => Ok(false),
+        _ => Err(Failure::Protocol),
+    }
+}
+
+/// Decodes `WAIT`'s answer: the number of replicas that acknowledged.
+pub(crate) fn decode_wait(value: &Value) -> Result<u32, Failure> {
+    match value {
+        Value::Int(acked) => u32::try_from(*acked).map_err(|_| Failure::Protocol),
+        Value::ServerError(error) => Err(failure_of_code(error.code(), error.details())),
+        _ => Err(Failure::Protocol),
+    }
+}
+
+/// Adds what `WAIT` reported to a granted or renewed reply.
+pub(crate) fn with_replicas(reply: Reply, wait: Result<u32, Failure>) -> Reply {
+    match (reply, wait) {
+        (Reply::Granted { fence, .. }, Ok(acked)) => Reply::Granted {
+            fence,
+            replicas: Some(acked),
+        },
+        (Reply::Renewed { .. }, Ok(acked)) => Reply::Renewed {
+            replicas: Some(acked),
+        },
+        // The key was granted (or renewed) but we cannot tell how far it
+        // replicated: treat it as acknowledged by none, which never counts
+        // when replicas were asked for.
+        (Reply::Granted { fence, .. }, Err(_)) => Reply::Granted {
+            fence,
+            replicas: Some(0),
+        },
+        (Reply::Renewed { .. }, Err(_)) => Reply::Renewed { replicas: Some(0) },
+        (other, _) => other,
+    }
+}
+
+/// Classifies a redis-rs error the way the machine needs it.
+pub(crate) fn failure_of(error: &RedisError) -> Failure {
+    if error.is_timeout() {
+        return Failure::Timeout;
+    }
+    if error.is_io_error() || error.is_connection_dropped() || error.is_unrecoverable_error() {
+        return Failure::Connection;
+    }
+    match error.code() {
+        Some(code) => failure_of_code(code, error.detail()),
+        None => Failure::Protocol,
+    }
+}
+
+/// Classifies an error reply by its code, looking inside the details of a
+/// generic `ERR` (older servers wrap a script's inner error: `ERR Error
+/// running script ... WRONGTYPE ...`).
+pub(crate) fn failure_of_code(code: &str, detail: Option<&str>) -> Failure {
+    match code {
+        "READONLY" => Failure::ReadOnly,
+        "LOADING" => Failure::Loading,
+        "BUSY" => Failure::Busy,
+        "NOSCRIPT" => Failure::NoScript,
+        "WRONGTYPE" => Failure::WrongType,
+        "NOREPLICAS" => Failure::NoReplicas,
+        "MASTERDOWN" => Failure::MasterDown,
+        "MOVED" => Failure::Moved,
+        "ASK" => Failure::Ask,
+        "TRYAGAIN" => Failure::TryAgain,
+        "CLUSTERDOWN" => Failure::ClusterDown,
+        "CROSSSLOT" => Failure::CrossSlot,
+        _ => classify_detail(detail.unwrap_or_default()),
+    }
+}
+
+fn classify_detail(text: &str) -> Failure {
+    for (needle, failure) in [
+        ("WRONGTYPE", Failure::WrongType),
+        ("READONLY", Failure::ReadOnly),
+        ("LOADING", Failure::Loading),
+        ("BUSY", Failure::Busy),
+        ("NOSCRIPT", Failure::NoScript),
+        ("NOREPLICAS", Failure::NoReplicas),
+        ("MASTERDOWN", Failure::MasterDown),
+        ("MOVED", Failure::Moved),
+        ("TRYAGAIN", Failure::TryAgain),
+        ("CLUSTERDOWN", Failure::ClusterDown),
+        ("CROSSSLOT", Failure::CrossSlot),
+    ] {
+        if text.contains(needle) {
+            return failure;
+        }
+    }
+    Failure::Other
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bulk(text: &str) -> Value {
+        Value::BulkString(text.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn acquire_replies_decode() {
+        let granted = Value::Int(1_700_000_000_000_001);
+        assert_eq!(
+            decode_op(OpKind::Acquire, &granted),
+            Reply::Granted {
+                fence: 1_700_000_000_000_001,
+                replicas: None
+            }
+        );
+        assert_eq!(
+            decode_op(OpKind::Acquire, &Value::Int(0)),
+            Reply::Granted {
+                fence: 0,
+                replicas: None
+            }
+        );
+        let held = Value::Int(-2 - 1500);
+        assert_eq!(
+            decode_op(OpKind::Acquire, &held),
+            Reply::Contended {
+                pttl: Some(Duration::from_millis(1500))
+            }
+        );
+        assert_eq!(
+            decode_op(OpKind::Acquire, &Value::Int(-2)),
+            Reply::Contended {
+                pttl: Some(Duration::ZERO)
+            }
+        );
+        let no_ttl = Value::Int(-1);
+        assert_eq!(
+            decode_op(OpKind::Acquire, &no_ttl),
+            Reply::Contended { pttl: None }
+        );
+        for bad in [
+            Value::Nil,
+            bulk("1"),
+            Value::Array(vec![Value::Int(1), bulk("3")]),
+        ] {
+            assert_eq!(
+                decode_op(OpKind::Acquire, &bad),
+                Reply::Failed(Failure::Protocol),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn script_replies_decode_per_operation() {
+        let kinds = [OpKind::Release, OpKind::Acquire, OpKind::Renew];
+        let reply = Value::Array(vec![Value::Int(1), Value::Int(9), Value::Int(0)]);
+        assert_eq!(
+            decode_script(&reply, &kinds),
+            vec![
+                Reply::Released,
+                Reply::Granted {
+                    fence: 9,
+                    replicas: None
+                },
+                Reply::NotOwner
+            ]
+        );
+        // A reply of the wrong length leaves every outcome unknown.
+        assert_eq!(
+            decode_script(&Value::Array(vec![Value::Int(1)]), &kinds),
+            vec![Reply::Failed(Failure::Protocol); 3]
+        );
+    }
+
+    #[test]
+    fn set_nx_get_tells_ours_from_theirs() {
+        assert_eq!(decode_set_nx_get(&Value::Nil, "t"), Ok(SetNxGet::Granted));
+        assert_eq!(
+            decode_set_nx_get(&bulk("t"), "t"),
+            Ok(SetNxGet::AlreadyOurs)
+        );
+        assert_eq!(decode_set_nx_get(&bulk("u"), "t"), Ok(SetNxGet::Contended));
+        assert_eq!(
+            decode_set_nx_get(&Value::Int(3), "t"),
+            Err(Failure::Protocol)
+        );
+    }
+
+    #[test]
+    fn dialect_follows_the_major_version() {
+        assert!(Dialect::from_info("# Server\r\nredis_version:7.0.15\r\n").set_nx_get);
+        assert!(!Dialect::from_info("redis_version:6.2.14\r\n").set_nx_get);
+        assert!(!Dialect::from_info("garbage").set_nx_get);
+    }
+
+    #[test]
+    fn error_codes_classify() {
+        assert_eq!(failure_of_code("READONLY", None), Failure::ReadOnly);
+        assert_eq!(failure_of_code("NOREPLICAS", None), Failure::NoReplicas);
+        assert_eq!(
+            failure_of_code("ERR", Some("Error running script: WRONGTYPE Operation")),
+            Failure::WrongType
+        );
+        assert_eq!(failure_of_code("ERR", Some("syntax error")), Failure::Other);
+        assert_eq!(failure_of_code("ERR", None), Failure::Other);
+    }
+}
