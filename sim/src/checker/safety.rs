@@ -4,7 +4,7 @@
 use std::{collections::BTreeMap, time::Duration};
 
 use super::{
-    Hold, HoldEnd, TICK_SLACK, grant_times, oracle_timeline, short, stale_writes, stopped_intervals,
+    Hold, HoldEnd, grant_times, oracle_timeline, short, stale_writes, stopped_intervals,
 };
 use crate::{
     config::{FencingMode, Property},
@@ -42,7 +42,12 @@ pub(super) fn lease_exclusion(holds: &[Hold], verdict: &mut Verdict) {
 
 /// S2: whenever a client believes it holds the lock, the authoritative
 /// primary holds the key with that client's token.
-pub(super) fn server_oracle(history: &History, holds: &[Hold], verdict: &mut Verdict) {
+pub(super) fn server_oracle(
+    history: &History,
+    holds: &[Hold],
+    slack: Duration,
+    verdict: &mut Verdict,
+) {
     let timeline = oracle_timeline(history);
     if timeline.is_empty() {
         return;
@@ -51,7 +56,7 @@ pub(super) fn server_oracle(history: &History, holds: &[Hold], verdict: &mut Ver
         // The owner in force at each instant of the hold: the last sample
         // at or before its start, then every change inside. Samples are
         // per tick, so a tick of slack at each edge absorbs the sampling.
-        let (start, end) = (hold.start + TICK_SLACK, hold.end.saturating_sub(TICK_SLACK));
+        let (start, end) = (hold.start + slack, hold.end.saturating_sub(slack));
         if end <= start {
             continue;
         }
@@ -197,8 +202,13 @@ const LOSS_REPLIES: [&str; 3] = ["NotOwner", "Failed(ReadOnly)", "Failed(WrongTy
 /// a holder that keeps believing past such an answer (say, one that takes
 /// a demoted primary's `READONLY` for a passing error) works on while a
 /// waiter may be granted elsewhere.
-pub(super) fn timely_loss(history: &History, holds: &[Hold], verdict: &mut Verdict) {
-    told_at_once(history, verdict);
+pub(super) fn timely_loss(
+    history: &History,
+    holds: &[Hold],
+    slack: Duration,
+    verdict: &mut Verdict,
+) {
+    told_at_once(history, slack, verdict);
     let stopped = stopped_intervals(history);
     for hold in holds {
         if hold.ended_by != HoldEnd::Deadline {
@@ -208,7 +218,7 @@ pub(super) fn timely_loss(history: &History, holds: &[Hold], verdict: &mut Verdi
         let was_stopped = stopped.get(&target).is_some_and(|intervals| {
             intervals
                 .iter()
-                .any(|(from, to)| *from <= hold.deadline + TICK_SLACK && hold.deadline < *to)
+                .any(|(from, to)| *from <= hold.deadline + slack && hold.deadline < *to)
         });
         if was_stopped {
             continue;
@@ -218,10 +228,10 @@ pub(super) fn timely_loss(history: &History, holds: &[Hold], verdict: &mut Verdi
         // deadline but not the timer (tokio's clock does not drift here):
         // either instant is on time.
         let due = hold.deadline.max(hold.timer_deadline);
-        let late = lost_at.is_none_or(|at| at > due + TICK_SLACK);
+        let late = lost_at.is_none_or(|at| at > due + slack);
         // A hold still open at the end of the run has no Lost to deliver yet.
         if late
-            && hold.deadline + TICK_SLACK < history.entries.last().map_or(Duration::ZERO, |e| e.at)
+            && hold.deadline + slack < history.entries.last().map_or(Duration::ZERO, |e| e.at)
         {
             verdict.violations.push(Violation {
                 property: Property::TimelyLoss,
@@ -240,7 +250,7 @@ pub(super) fn timely_loss(history: &History, holds: &[Hold], verdict: &mut Verdi
 
 /// S6's second half: a renewal answer in [`LOSS_REPLIES`] is followed by
 /// `Lost` for that hold within the same tick.
-fn told_at_once(history: &History, verdict: &mut Verdict) {
+fn told_at_once(history: &History, slack: Duration, verdict: &mut Verdict) {
     for (index, entry) in history.entries.iter().enumerate() {
         let (Process::Client(client), Op::RenewFailed { token, reason }) =
             (entry.process, &entry.op)
@@ -253,7 +263,7 @@ fn told_at_once(history: &History, verdict: &mut Verdict) {
         let lost = history.entries[index..]
             .iter()
             .find(|later| matches!(&later.op, Op::Lost { token: lost, .. } if lost == token));
-        if lost.is_some_and(|lost| lost.at <= entry.at + TICK_SLACK) {
+        if lost.is_some_and(|lost| lost.at <= entry.at + slack) {
             continue;
         }
         verdict.violations.push(Violation {
