@@ -141,10 +141,27 @@ impl Deployment {
                 None
             };
             if topology.can_fail_over() && index > 0 {
+                // Replication runs through a proxy that delays it by the
+                // file's `replication_lag` (its largest value): loopback
+                // alone would replicate in microseconds.
+                let lag = topology.replication_lag().map_or(Duration::ZERO, |lag| lag.max);
+                let link = super::proxy::start(nodes.first().map_or(0, |n: &Node| n.port))
+                    .await
+                    .map_err(|source| ChaosError::Io {
+                        what: "starting a replication proxy".to_owned(),
+                        source,
+                    })?;
+                link.set(|mode| mode.delay = lag);
                 args.extend(
-                    ["--replicaof", "127.0.0.1", &nodes_port(&nodes, 0)]
-                        .iter()
-                        .map(|s| (*s).to_owned()),
+                    [
+                        "--replicaof",
+                        "127.0.0.1",
+                        &link.port.to_string(),
+                        "--replica-announce-ip",
+                        "127.0.0.1",
+                    ]
+                    .iter()
+                    .map(|s| (*s).to_owned()),
                 );
             }
             nodes.push(Node {
@@ -389,10 +406,6 @@ impl Deployment {
         }
         Ok(())
     }
-}
-
-fn nodes_port(nodes: &[Node], index: usize) -> String {
-    nodes.get(index).map_or(0, |n| n.port).to_string()
 }
 
 fn start_error(what: &str, error: &redis::RedisError) -> ChaosError {

@@ -165,8 +165,8 @@ pub fn refusal(kind: FaultKind, target: FaultTarget, topology: &Topology, own: b
             Some("the storage runs inside the controller and cannot be stopped apart from it")
         }
         FaultKind::Failover if !topology.can_fail_over() => Some("no replica to promote"),
-        FaultKind::ShardFailover | FaultKind::SlotMigration => Some(
-            "Redis Cluster shard failover and slot migration are not implemented in chaos mode yet",
+        FaultKind::SlotMigration => Some(
+            "Redis Cluster slot migration is not implemented in chaos mode yet",
         ),
         FaultKind::Restart | FaultKind::Busy | FaultKind::Evict if !server => {
             Some("only a Redis node can be restarted, made busy or evict")

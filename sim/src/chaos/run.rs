@@ -380,6 +380,42 @@ impl Seed<'_> {
         }
     }
 
+    /// Asks the deployment which node is primary now (Sentinel and
+    /// Cluster move it themselves).
+    async fn refresh_primary(&mut self) {
+        let topology = self.scenario.topology.clone();
+        let Some(deployment) = self.deployment.as_mut() else {
+            return;
+        };
+        let port = match topology {
+            Topology::Sentinel { .. } => {
+                let mut found = None;
+                for &sentinel in &deployment.sentinels {
+                    let Ok(mut conn) = admin(sentinel).await else {
+                        continue;
+                    };
+                    let answer: redis::RedisResult<(String, u16)> = redis::cmd("SENTINEL")
+                        .arg("GET-MASTER-ADDR-BY-NAME")
+                        .arg(MASTER)
+                        .query_async(&mut conn)
+                        .await;
+                    if let Ok((_, port)) = answer {
+                        found = Some(port);
+                        break;
+                    }
+                }
+                found
+            }
+            Topology::Cluster { .. } => cluster_owner(deployment).await.map(|(port, _)| port),
+            _ => None,
+        };
+        if let Some(port) = port
+            && let Some(index) = deployment.nodes.iter().position(|n| n.port == port)
+        {
+            deployment.primary = index;
+        }
+    }
+
     fn record_fault(&self, fault: &ConcreteFault, target: FaultTarget, phase: Phase) {
         self.recorder.record(
             Process::Controller,
@@ -397,6 +433,9 @@ impl Seed<'_> {
         fault: &ConcreteFault,
         procs: &mut Processes,
     ) -> Result<(), ChaosError> {
+        if fault.target == FaultTarget::Primary {
+            self.refresh_primary().await;
+        }
         let target = self.resolve(fault.target);
         self.resolved.insert(index, target);
         self.record_fault(fault, target, Phase::Start);
@@ -488,8 +527,16 @@ impl Seed<'_> {
                 }
                 self.record_fault(fault, target, Phase::End);
             }
+            (FaultKind::Failover, FaultTarget::Redis(old))
+                if matches!(self.scenario.topology, Topology::Sentinel { .. }) =>
+            {
+                self.sentinel_failover(old, fault.duration, procs).await?;
+            }
             (FaultKind::Failover, FaultTarget::Redis(old)) => {
                 self.failover(old, fault.duration, procs).await?;
+            }
+            (FaultKind::ShardFailover, FaultTarget::Redis(_)) => {
+                self.shard_failover(fault.duration, procs).await?;
             }
             (kind, target) => {
                 return Err(ChaosError::Internal(format!(
@@ -542,7 +589,9 @@ impl Seed<'_> {
             (FaultKind::ClockDrift, FaultTarget::Client(n)) => {
                 self.command(n, ClientCommand::Drift { rate: 0.0 });
             }
-            (FaultKind::Failover, FaultTarget::Redis(old)) => {
+            (FaultKind::Failover, FaultTarget::Redis(old))
+                if !matches!(self.scenario.topology, Topology::Sentinel { .. }) =>
+            {
                 self.demote(old).await?;
             }
             _ => {}
@@ -622,6 +671,80 @@ impl Seed<'_> {
         Ok(())
     }
 
+    /// Sentinel: without a stale window the primary is killed and the
+    /// sentinels fail it over when they notice (`down-after-milliseconds`);
+    /// with one, `SENTINEL FAILOVER` promotes a replica while the old
+    /// primary is up, and whatever stale window follows is Sentinel's own.
+    async fn sentinel_failover(
+        &mut self,
+        old: usize,
+        window: Option<Duration>,
+        procs: &mut Processes,
+    ) -> Result<(), ChaosError> {
+        let deployment = self.deployment()?;
+        if window.is_none() {
+            if let Some(id) = deployment.nodes[old].proc.take() {
+                procs.kill(id);
+            }
+            return Ok(());
+        }
+        for &sentinel in &deployment.sentinels {
+            let Ok(mut conn) = admin(sentinel).await else {
+                continue;
+            };
+            let done: redis::RedisResult<redis::Value> = redis::cmd("SENTINEL")
+                .arg("FAILOVER")
+                .arg(MASTER)
+                .query_async(&mut conn)
+                .await;
+            if done.is_ok() {
+                return Ok(());
+            }
+        }
+        Err(ChaosError::Start {
+            what: "SENTINEL FAILOVER".to_owned(),
+            why: "no sentinel accepted it".to_owned(),
+        })
+    }
+
+    /// Cluster: a replica of the shard owning the lock key's slot takes
+    /// over (`CLUSTER FAILOVER TAKEOVER`: no agreement from the old
+    /// primary or the others); without a stale window the old primary is
+    /// killed first.
+    async fn shard_failover(
+        &mut self,
+        window: Option<Duration>,
+        procs: &mut Processes,
+    ) -> Result<(), ChaosError> {
+        let deployment = self.deployment()?;
+        let Some((old_port, replicas)) = cluster_owner(deployment).await else {
+            return Ok(());
+        };
+        if window.is_none()
+            && let Some(node) = deployment.nodes.iter_mut().find(|n| n.port == old_port)
+            && let Some(id) = node.proc.take()
+        {
+            procs.kill(id);
+        }
+        for port in replicas {
+            let Ok(mut conn) = admin(port).await else {
+                continue;
+            };
+            let done: redis::RedisResult<redis::Value> = redis::cmd("CLUSTER")
+                .arg("FAILOVER")
+                .arg("TAKEOVER")
+                .query_async(&mut conn)
+                .await;
+            if done.is_ok() {
+                if let Some(index) = deployment.nodes.iter().position(|n| n.port == port) {
+                    deployment.primary = index;
+                }
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
     /// The stale window is over: the old primary becomes a replica of the
     /// new one (its clients stay connected and meet `READONLY`).
     async fn demote(&mut self, old: usize) -> Result<(), ChaosError> {
@@ -638,6 +761,60 @@ impl Seed<'_> {
         }
         Ok(())
     }
+}
+
+/// The port of the primary owning the lock key's slot, and its replicas'
+/// ports, from `CLUSTER NODES` of the first node that answers.
+async fn cluster_owner(deployment: &Deployment) -> Option<(u16, Vec<u16>)> {
+    let slot = lock_core::redis::cluster::slot_of(lock_key());
+    for node in &deployment.nodes {
+        if node.proc.is_none() {
+            continue;
+        }
+        let Ok(mut conn) = admin(node.port).await else {
+            continue;
+        };
+        let Ok(text) = redis::cmd("CLUSTER")
+            .arg("NODES")
+            .query_async::<String>(&mut conn)
+            .await
+        else {
+            continue;
+        };
+        let parsed: Vec<(String, u16, bool, String, Vec<&str>)> = text
+            .lines()
+            .filter_map(|line| {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                let port = fields.get(1)?.split(['@', ':']).nth(1)?.parse().ok()?;
+                let master = fields.get(2)?.contains("master") && !fields.get(2)?.contains("fail");
+                Some((
+                    (*fields.first()?).to_owned(),
+                    port,
+                    master,
+                    (*fields.get(3)?).to_owned(),
+                    fields.get(8..).map(<[&str]>::to_vec).unwrap_or_default(),
+                ))
+            })
+            .collect();
+        let owner = parsed.iter().find(|(_, _, master, _, slots)| {
+            *master
+                && slots.iter().any(|range| {
+                    let mut ends = range.split('-').filter_map(|n| n.parse::<u16>().ok());
+                    match (ends.next(), ends.next()) {
+                        (Some(a), Some(b)) => a <= slot && slot <= b,
+                        (Some(a), None) => a == slot,
+                        _ => false,
+                    }
+                })
+        })?;
+        let replicas = parsed
+            .iter()
+            .filter(|(_, _, _, of, _)| *of == owner.0)
+            .map(|(_, port, _, _, _)| *port)
+            .collect();
+        return Some((owner.1, replicas));
+    }
+    None
 }
 
 /// Makes the node on `port` answer BUSY for `duration`: a script that
