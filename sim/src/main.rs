@@ -105,6 +105,10 @@ enum Command {
         /// Print each run's history as JSON lines.
         #[arg(long)]
         history: bool,
+        /// Append the pid of every process the run starts to this file
+        /// (for tests that check none is left).
+        #[arg(long, hide = true)]
+        pids_file: Option<PathBuf>,
     },
     /// (internal) A chaos client process.
     #[command(hide = true)]
@@ -169,6 +173,7 @@ fn main() -> ExitCode {
             report_dir,
             work_dir,
             history,
+            pids_file,
         } => {
             let target = match target.as_deref().map(chaos::Target::parse_url) {
                 None => chaos::Target::Started,
@@ -182,9 +187,17 @@ fn main() -> ExitCode {
                 target,
                 base_port,
                 work_dir,
+                pids_file,
             };
             let seeds: Vec<u64> = seed.map_or_else(|| (0..runs).collect(), |seed| vec![seed]);
-            run_chaos(paths, &seeds, &options, &report_dir, json.as_deref(), history)
+            run_chaos(
+                paths,
+                &seeds,
+                &options,
+                &report_dir,
+                json.as_deref(),
+                history,
+            )
         }
         Command::ChaosClient { args } => match chaos::client::main(&args) {
             Ok(()) => ExitCode::SUCCESS,
@@ -427,7 +440,8 @@ fn run_chaos(
                 reported = true;
                 let html = report::render_html(scenario, &outcome, Some(&schedule));
                 let path = report_dir.join(format!("{}-real-{seed}.html", scenario.name));
-                match std::fs::create_dir_all(report_dir).and_then(|()| std::fs::write(&path, html)) {
+                match std::fs::create_dir_all(report_dir).and_then(|()| std::fs::write(&path, html))
+                {
                     Ok(()) => summary.report = Some(path.display().to_string()),
                     Err(error) => eprintln!("warning: cannot write {}: {error}", path.display()),
                 }

@@ -204,8 +204,8 @@ impl Out {
 /// Runs the client process until it is killed. Returns an error only when
 /// it could not start.
 pub fn main(args_json: &str) -> Result<(), String> {
-    let args: ClientArgs =
-        serde_json::from_str(args_json).map_err(|error| format!("bad client arguments: {error}"))?;
+    let args: ClientArgs = serde_json::from_str(args_json)
+        .map_err(|error| format!("bad client arguments: {error}"))?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -363,7 +363,16 @@ async fn cycle(
         };
         let token = guard.token().to_owned();
         let fence = guard.fence();
-        fenced_write(out, dialer, args.storage, &token, fence, next_value(), timeout).await;
+        fenced_write(
+            out,
+            dialer,
+            args.storage,
+            &token,
+            fence,
+            next_value(),
+            timeout,
+        )
+        .await;
         if scenario.clients.unfenced_register {
             plain_write(out, dialer, args.storage, &token, timeout).await;
         }
@@ -443,7 +452,13 @@ async fn fenced_write(
         fence,
         value,
     });
-    let answer = storage_request(dialer, storage, &format!("F {token} {fence} {value}"), timeout).await;
+    let answer = storage_request(
+        dialer,
+        storage,
+        &format!("F {token} {fence} {value}"),
+        timeout,
+    )
+    .await;
     out.record(match answer.as_deref() {
         Some("1") => Op::WriteOk {
             token,

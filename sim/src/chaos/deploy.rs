@@ -80,7 +80,11 @@ fn node_args(dir: &std::path::Path, index: usize, port: u16) -> Vec<String> {
 
 impl Deployment {
     /// Starts node `index` with its arguments; waits until it listens.
-    pub(super) fn start_node(&mut self, procs: &mut Processes, index: usize) -> Result<(), ChaosError> {
+    pub(super) fn start_node(
+        &mut self,
+        procs: &mut Processes,
+        index: usize,
+    ) -> Result<(), ChaosError> {
         let node = &self.nodes[index];
         let name = format!("redis-{index}");
         let log = self.dir.join(format!("{name}.stderr"));
@@ -100,7 +104,10 @@ impl Deployment {
             });
         }
         let last = log_text.lines().last().unwrap_or("no output").to_owned();
-        Err(ChaosError::Start { what: name, why: last })
+        Err(ChaosError::Start {
+            what: name,
+            why: last,
+        })
     }
 
     /// Starts what `topology` names.
@@ -125,7 +132,9 @@ impl Deployment {
                         "--cluster-port",
                         &bus.to_string(),
                         "--cluster-config-file",
-                        &dir.join(format!("nodes-{index}.conf")).display().to_string(),
+                        &dir.join(format!("nodes-{index}.conf"))
+                            .display()
+                            .to_string(),
                         "--cluster-node-timeout",
                         &topology
                             .node_timeout()
@@ -144,7 +153,9 @@ impl Deployment {
                 // Replication runs through a proxy that delays it by the
                 // file's `replication_lag` (its largest value): loopback
                 // alone would replicate in microseconds.
-                let lag = topology.replication_lag().map_or(Duration::ZERO, |lag| lag.max);
+                let lag = topology
+                    .replication_lag()
+                    .map_or(Duration::ZERO, |lag| lag.max);
                 let link = super::proxy::start(nodes.first().map_or(0, |n: &Node| n.port))
                     .await
                     .map_err(|source| ChaosError::Io {
@@ -282,8 +293,7 @@ impl Deployment {
                 if attempt > 300 {
                     return Err(ChaosError::Start {
                         what: "sentinels".to_owned(),
-                        why: "they did not discover the replicas and each other in 15 s"
-                            .to_owned(),
+                        why: "they did not discover the replicas and each other in 15 s".to_owned(),
                     });
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -309,9 +319,19 @@ impl Deployment {
                 .iter()
                 .map(|&n| format!("127.0.0.1:{}", self.nodes[n].port)),
         );
-        args.extend(["--cluster-replicas".into(), "0".into(), "--cluster-yes".into()]);
+        args.extend([
+            "--cluster-replicas".into(),
+            "0".into(),
+            "--cluster-yes".into(),
+        ]);
         let log = self.dir.join("cluster-create.log");
-        let (id, _) = procs.spawn("redis-cli --cluster create", "redis-cli", &args, false, &log)?;
+        let (id, _) = procs.spawn(
+            "redis-cli --cluster create",
+            "redis-cli",
+            &args,
+            false,
+            &log,
+        )?;
         let mut waited = 0;
         let status = loop {
             if let Some(status) = procs.exited(id) {
@@ -389,8 +409,7 @@ impl Deployment {
                     .query_async(&mut conn)
                     .await
                     .unwrap_or_default();
-                let synced = !role.contains("role:slave")
-                    || role.contains("master_link_status:up");
+                let synced = !role.contains("role:slave") || role.contains("master_link_status:up");
                 if info.contains("cluster_state:ok") && synced {
                     ok = true;
                     break;

@@ -28,13 +28,13 @@ use crate::{
     world,
 };
 
-
-
 /// Why a real run could not start or finish.
 #[derive(Debug, thiserror::Error)]
 pub enum ChaosError {
     /// A fault real processes cannot be given.
-    #[error("{file}:{line}:{column}: fault `{kind}` on {target} cannot run on real processes: {why}")]
+    #[error(
+        "{file}:{line}:{column}: fault `{kind}` on {target} cannot run on real processes: {why}"
+    )]
     Refused {
         /// The scenario file.
         file: String,
@@ -50,7 +50,9 @@ pub enum ChaosError {
         why: &'static str,
     },
     /// A binary the run needs is not installed.
-    #[error("`{0}` is not on PATH: install Redis (Debian: apt-get install redis-server redis-sentinel redis-tools)")]
+    #[error(
+        "`{0}` is not on PATH: install Redis (Debian: apt-get install redis-server redis-sentinel redis-tools)"
+    )]
     MissingBinary(&'static str),
     /// A port the run was told to use is taken.
     #[error("port {port} is already in use: {source}")]
@@ -137,18 +139,37 @@ pub struct RealOptions {
     pub base_port: Option<u16>,
     /// Where logs, configs and node directories go.
     pub work_dir: PathBuf,
+    /// Append every started pid here (for tests).
+    pub pids_file: Option<PathBuf>,
 }
 
 /// Why fault `kind` on `target` cannot run on real processes, or `None`.
-pub fn refusal(kind: FaultKind, target: FaultTarget, topology: &Topology, own: bool) -> Option<&'static str> {
+pub fn refusal(
+    kind: FaultKind,
+    target: FaultTarget,
+    topology: &Topology,
+    own: bool,
+) -> Option<&'static str> {
     let server = matches!(target, FaultTarget::Redis(_) | FaultTarget::Primary);
     if !own && server {
         return Some(
             "--target runs against a Redis the harness did not start: only client-side faults (pause, crash, partition, latency, clock faults of a client) can be applied",
         );
     }
-    if !own && matches!(kind, FaultKind::Failover | FaultKind::ShardFailover | FaultKind::SlotMigration | FaultKind::Restart | FaultKind::Busy | FaultKind::Evict) {
-        return Some("--target runs against a Redis the harness did not start: server-side faults cannot be applied");
+    if !own
+        && matches!(
+            kind,
+            FaultKind::Failover
+                | FaultKind::ShardFailover
+                | FaultKind::SlotMigration
+                | FaultKind::Restart
+                | FaultKind::Busy
+                | FaultKind::Evict
+        )
+    {
+        return Some(
+            "--target runs against a Redis the harness did not start: server-side faults cannot be applied",
+        );
     }
     match kind {
         FaultKind::ClockDrift | FaultKind::ClockJump if server => Some(
@@ -165,9 +186,9 @@ pub fn refusal(kind: FaultKind, target: FaultTarget, topology: &Topology, own: b
             Some("the storage runs inside the controller and cannot be stopped apart from it")
         }
         FaultKind::Failover if !topology.can_fail_over() => Some("no replica to promote"),
-        FaultKind::SlotMigration => Some(
-            "Redis Cluster slot migration is not implemented in chaos mode yet",
-        ),
+        FaultKind::SlotMigration => {
+            Some("Redis Cluster slot migration is not implemented in chaos mode yet")
+        }
         FaultKind::Restart | FaultKind::Busy | FaultKind::Evict if !server => {
             Some("only a Redis node can be restarted, made busy or evict")
         }
@@ -179,13 +200,10 @@ pub fn refusal(kind: FaultKind, target: FaultTarget, topology: &Topology, own: b
 /// or the `[mix]` table's `kinds` for a drawn fault.
 fn locate(text: &str, index: Option<usize>) -> (usize, usize) {
     let offset = match index {
-        Some(index) => text
-            .match_indices("[[fault]]")
-            .nth(index)
-            .map(|(at, _)| {
-                let block = &text[at..];
-                block.find("kind").map_or(at, |k| at + k)
-            }),
+        Some(index) => text.match_indices("[[fault]]").nth(index).map(|(at, _)| {
+            let block = &text[at..];
+            block.find("kind").map_or(at, |k| at + k)
+        }),
         None => text
             .find("[mix]")
             .map(|at| text[at..].find("kinds").map_or(at, |k| at + k)),
@@ -301,7 +319,7 @@ pub fn run_seed(
             what: "starting the controller's runtime".to_owned(),
             source,
         })?;
-    let mut procs = procs::Processes::default();
+    let mut procs = procs::Processes::with_pids_file(options.pids_file.clone());
     let mut ports = procs::Ports::new(options.base_port);
     let outcome = runtime.block_on(async {
         tokio::select! {

@@ -34,6 +34,9 @@ struct Started {
 #[derive(Debug, Default)]
 pub struct Processes {
     started: Vec<Started>,
+    /// Where each started pid is appended (for a test that checks they
+    /// are all gone afterwards).
+    pids_file: Option<PathBuf>,
 }
 
 /// A handle on one started process.
@@ -41,6 +44,14 @@ pub struct Processes {
 pub struct ProcId(usize);
 
 impl Processes {
+    /// A registry that also appends every pid it starts to `pids_file`.
+    pub fn with_pids_file(pids_file: Option<PathBuf>) -> Self {
+        Self {
+            started: Vec::new(),
+            pids_file,
+        }
+    }
+
     /// Starts `program` with `args` as `name`, in its own process group,
     /// killed with the controller. Its stdin and stdout are piped when
     /// asked; stderr goes to `log`.
@@ -78,6 +89,22 @@ impl Processes {
         })?;
         // The pipes go to the caller; the guard keeps the child to kill it.
         let piped = take_pipes(&mut child);
+        if let Some(path) = &self.pids_file {
+            use std::io::Write as _;
+            let written = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .and_then(|mut file| writeln!(file, "{}", child.id()));
+            if let Err(source) = written {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(ChaosError::Io {
+                    what: path.display().to_string(),
+                    source,
+                });
+            }
+        }
         self.started.push(Started {
             name: name.to_owned(),
             child,
@@ -162,9 +189,7 @@ pub struct PipedChild {
 /// `sim chaos-exec PROGRAM ARGS…`: dies with its parent, then becomes
 /// `PROGRAM`. Returns only on failure.
 pub fn exec_child(program: &str, args: &[String]) -> std::io::Error {
-    if let Err(error) =
-        rustix::process::set_parent_process_death_signal(Some(Signal::KILL))
-    {
+    if let Err(error) = rustix::process::set_parent_process_death_signal(Some(Signal::KILL)) {
         return error.into();
     }
     // The parent may have died before the death signal was armed.

@@ -116,7 +116,10 @@ async fn pipe(
                 }
             }
             let delay = mode.borrow().delay;
-            if tx.send((Instant::now() + delay, buf[..n].to_vec())).is_err() {
+            if tx
+                .send((Instant::now() + delay, buf[..n].to_vec()))
+                .is_err()
+            {
                 return;
             }
         }

@@ -108,9 +108,9 @@ pub(super) async fn run_seed(
     dir: &std::path::Path,
 ) -> Result<SeedOutcome, ChaosError> {
     let deployment = match target {
-        RunTarget::Started => Some(
-            Deployment::start(&scenario.topology, procs, ports, dir.to_path_buf()).await?,
-        ),
+        RunTarget::Started => {
+            Some(Deployment::start(&scenario.topology, procs, ports, dir.to_path_buf()).await?)
+        }
         RunTarget::Url { .. } => None,
     };
     let entries = Entries::default();
@@ -292,7 +292,10 @@ impl Seed<'_> {
             seed: seed.wrapping_mul(0x9E37_79B9).wrapping_add(index as u64),
             epoch_ns: self.recorder.epoch,
             reach: reach.clone(),
-            links: links.iter().map(|(real, link)| (*real, link.port)).collect(),
+            links: links
+                .iter()
+                .map(|(real, link)| (*real, link.port))
+                .collect(),
             storage: self.storage_port,
         };
         let json = serde_json::to_string(&args).map_err(|e| ChaosError::Internal(e.to_string()))?;
@@ -1028,7 +1031,11 @@ async fn oracle(topology: Topology, ports: Vec<u16>, recorder: Recorder) {
                     (owner, pttls.get(quorum - 1).copied())
                 })
             });
-            Some((0, found.as_ref().map(|f| f.0.clone()), found.and_then(|f| f.1)))
+            Some((
+                0,
+                found.as_ref().map(|f| f.0.clone()),
+                found.and_then(|f| f.1),
+            ))
         } else {
             // Of the nodes that say they are primary, the one holding a
             // key; a deposed primary still in its stale window says

@@ -3,9 +3,7 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
-use super::{
-    Hold, HoldEnd, grant_times, oracle_timeline, short, stale_writes, stopped_intervals,
-};
+use super::{Hold, HoldEnd, grant_times, oracle_timeline, short, stale_writes, stopped_intervals};
 use crate::{
     config::{FencingMode, Property},
     history::{History, Op, Process},
@@ -230,9 +228,7 @@ pub(super) fn timely_loss(
         let due = hold.deadline.max(hold.timer_deadline);
         let late = lost_at.is_none_or(|at| at > due + slack);
         // A hold still open at the end of the run has no Lost to deliver yet.
-        if late
-            && hold.deadline + slack < history.entries.last().map_or(Duration::ZERO, |e| e.at)
-        {
+        if late && hold.deadline + slack < history.entries.last().map_or(Duration::ZERO, |e| e.at) {
             verdict.violations.push(Violation {
                 property: Property::TimelyLoss,
                 at: hold.deadline,
