@@ -226,16 +226,32 @@ async fn workload(args: ClientArgs) {
         Reach::Primary { primary, .. } => *primary,
         _ => 0,
     }));
-    listen_for_commands(Arc::clone(&primary), clock.clone());
+    let held = Held::default();
+    listen_for_commands(
+        Arc::clone(&primary),
+        clock.clone(),
+        out.clone(),
+        held.clone(),
+    );
 
     let observer = {
         let out = out.clone();
         let clock = clock.clone();
+        let held = held.clone();
         move |observed: &Observed<'_>| {
             if observed.key != KEY {
                 return;
             }
             let token = observed.token.to_owned();
+            match observed.event {
+                Event::Acquired { valid_until, .. } | Event::Renewed { valid_until } => {
+                    held.with(|map| map.insert(token.clone(), *valid_until));
+                }
+                Event::Lost { .. } | Event::Released { .. } => {
+                    held.with(|map| map.remove(&token));
+                }
+                _ => {}
+            }
             let op = match observed.event {
                 Event::Acquired { fence, valid_until } => Op::AcquireOk {
                     token,
@@ -401,21 +417,47 @@ async fn cycle(
     }
 }
 
+/// The deadlines this client holds, on its own clock, by token: a clock
+/// change moves where they fall in true time, which the history must say
+/// (`Deadline`), as the simulator's world does.
+#[derive(Debug, Clone, Default)]
+struct Held(Arc<Mutex<BTreeMap<String, Instant>>>);
+
+impl Held {
+    fn with<T>(&self, f: impl FnOnce(&mut BTreeMap<String, Instant>) -> T) -> T {
+        f(&mut self.0.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
 /// Reads the controller's commands from stdin on a thread of its own.
-fn listen_for_commands(primary: Arc<AtomicUsize>, clock: DriftClock) {
+fn listen_for_commands(primary: Arc<AtomicUsize>, clock: DriftClock, out: Out, held: Held) {
     std::thread::spawn(move || {
         for line in std::io::stdin().lock().lines() {
             let Ok(line) = line else { return };
             match serde_json::from_str::<ClientCommand>(&line) {
                 Ok(ClientCommand::Primary { node }) => primary.store(node, Ordering::SeqCst),
-                Ok(ClientCommand::Drift { rate }) => clock.rebase(|model| model.rate = rate),
+                Ok(ClientCommand::Drift { rate }) => {
+                    clock.rebase(|model| model.rate = rate);
+                    remap(&clock, &out, &held);
+                }
                 Ok(ClientCommand::Jump { ns }) => {
                     clock.rebase(|model| model.base_local += i128::from(ns));
+                    remap(&clock, &out, &held);
                 }
                 Err(_) => {}
             }
         }
     });
+}
+
+/// Records where each held deadline falls in true time after a clock change.
+fn remap(clock: &DriftClock, out: &Out, held: &Held) {
+    for (token, deadline) in held.with(|map| map.clone()) {
+        out.record(Op::Deadline {
+            token,
+            valid_until: clock.true_time_of(deadline),
+        });
+    }
 }
 
 /// One request to the storage; `None` when it got no answer in time.
