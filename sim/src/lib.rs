@@ -1,6 +1,7 @@
 //! The deterministic simulation harness for `lock-core`: a turmoil world with
 //! a simulated Redis, faults, a history recorder and checkers.
 
+pub mod chaos;
 pub mod checker;
 pub mod client;
 pub mod clock;

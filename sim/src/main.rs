@@ -5,7 +5,11 @@
 //! sim run [PATHS…] [--seeds N] [--seed S] [--shard I/N] [--jobs J] [--json FILE] [--report-dir DIR]
 //! sim merge FILE…
 //! sim replay FILE --seed S [--history] [--report-dir DIR]
+//! sim chaos [PATHS…] [--runs K] [--seed S] [--target redis://127.0.0.1:PORT] [--base-port P]
 //! ```
+//!
+//! `sim chaos` runs the same scenario files against real processes (see
+//! `sim::chaos`); `chaos-client` and `chaos-exec` are its own children.
 
 use std::{
     io::IsTerminal,
@@ -16,7 +20,7 @@ use std::{
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use sim::{
-    report,
+    chaos, report,
     runner::{self, Job, Progress, RunFile, RunOptions, Shard},
     scenario, world,
 };
@@ -66,6 +70,61 @@ enum Command {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// Run scenario files against REAL processes on loopback
+    /// (redis-server, redis-sentinel, a redis-cli-made cluster; each client
+    /// its own OS process running the production adapter), applying the
+    /// fault schedule the simulator draws for the same seeds, and check the
+    /// real history with the same checkers. Faults real processes cannot
+    /// take (a server clock jump) are refused by name and file:line:col.
+    Chaos {
+        /// Scenario files or directories (default: scenarios/).
+        paths: Vec<PathBuf>,
+        /// Real runs per scenario: seeds 0..K.
+        #[arg(long, default_value_t = 3)]
+        runs: u64,
+        /// Run only this seed.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Run against your own Redis (redis://127.0.0.1:PORT) instead of
+        /// starting one: client-side faults only, others refused by name.
+        #[arg(long)]
+        target: Option<String>,
+        /// Use ports from here up (each must be free) instead of letting
+        /// the kernel pick free ones.
+        #[arg(long)]
+        base_port: Option<u16>,
+        /// Write the results here, as JSON (the `sim run --json` schema).
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Where timeline reports of violations go.
+        #[arg(long, default_value = "target/chaos-reports")]
+        report_dir: PathBuf,
+        /// Where the servers' logs and data go while a run lasts.
+        #[arg(long, default_value = "target/chaos-work")]
+        work_dir: PathBuf,
+        /// Print each run's history as JSON lines.
+        #[arg(long)]
+        history: bool,
+        /// Append the pid of every process the run starts to this file
+        /// (for tests that check none is left).
+        #[arg(long, hide = true)]
+        pids_file: Option<PathBuf>,
+    },
+    /// (internal) A chaos client process.
+    #[command(hide = true)]
+    ChaosClient {
+        /// Its arguments, as JSON.
+        args: String,
+    },
+    /// (internal) Arms the death signal, then runs PROGRAM.
+    #[command(hide = true)]
+    ChaosExec {
+        /// The program.
+        program: String,
+        /// Its arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Re-run one seed of one scenario exactly.
     Replay {
         /// The scenario file.
@@ -104,6 +163,54 @@ fn main() -> ExitCode {
             run(paths, &options, json.as_deref())
         }
         Command::Merge { files, json } => merge(&files, json.as_deref()),
+        Command::Chaos {
+            paths,
+            runs,
+            seed,
+            target,
+            base_port,
+            json,
+            report_dir,
+            work_dir,
+            history,
+            pids_file,
+        } => {
+            let target = match target.as_deref().map(chaos::Target::parse_url) {
+                None => chaos::Target::Started,
+                Some(Ok(target)) => target,
+                Some(Err(error)) => {
+                    eprintln!("error: {error}");
+                    return ExitCode::from(2);
+                }
+            };
+            let options = chaos::RealOptions {
+                target,
+                base_port,
+                work_dir,
+                pids_file,
+            };
+            let seeds: Vec<u64> = seed.map_or_else(|| (0..runs).collect(), |seed| vec![seed]);
+            run_chaos(
+                paths,
+                &seeds,
+                &options,
+                &report_dir,
+                json.as_deref(),
+                history,
+            )
+        }
+        Command::ChaosClient { args } => match chaos::client::main(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("error: {error}");
+                ExitCode::from(2)
+            }
+        },
+        Command::ChaosExec { program, args } => {
+            let error = chaos::procs::exec_child(&program, &args);
+            eprintln!("error: cannot run {program}: {error}");
+            ExitCode::from(127)
+        }
         Command::Replay {
             file,
             seed,
@@ -269,6 +376,93 @@ fn merge(paths: &[PathBuf], json: Option<&Path>) -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// `sim chaos`: every scenario, each seed on real processes; the same
+/// table, JSON and reports as `sim run`.
+fn run_chaos(
+    paths: Vec<PathBuf>,
+    seeds: &[u64],
+    options: &chaos::RealOptions,
+    report_dir: &Path,
+    json: Option<&Path>,
+    history: bool,
+) -> ExitCode {
+    let jobs = match load_jobs(paths) {
+        Ok(jobs) => jobs,
+        Err(code) => return code,
+    };
+    // Refuse before starting anything.
+    for job in &jobs {
+        let checked = chaos::check_binaries(&job.scenario, &options.target)
+            .and_then(|()| chaos::check_faults(&job.file, &job.scenario, seeds, &options.target));
+        if let Err(error) = checked {
+            eprintln!("error: {error}");
+            return ExitCode::from(2);
+        }
+    }
+    let started = std::time::Instant::now();
+    let mut summaries = Vec::new();
+    for job in &jobs {
+        let scenario = &job.scenario;
+        let mut summary = runner::Summary::new(&job.file, scenario, Shard::WHOLE);
+        let began = std::time::Instant::now();
+        let mut reported = false;
+        for &seed in seeds {
+            let (outcome, schedule) = match chaos::run_seed(scenario, seed, options) {
+                Ok(done) => done,
+                Err(error) => {
+                    eprintln!("error: {} seed {seed}: {error}", scenario.name);
+                    return ExitCode::from(2);
+                }
+            };
+            let violated: Vec<&str> = outcome
+                .verdict
+                .violated()
+                .into_iter()
+                .map(scenario::property_name)
+                .collect();
+            eprintln!(
+                "  {} seed {seed}: {} entries, {}",
+                scenario.name,
+                outcome.history.entries.len(),
+                if violated.is_empty() {
+                    "no violations".to_owned()
+                } else {
+                    format!("violated {}", violated.join(", "))
+                }
+            );
+            if history {
+                print!("{}", outcome.history.to_json_lines());
+            }
+            summary.add(scenario, seed, &outcome.verdict);
+            if !reported && !outcome.verdict.violations.is_empty() {
+                reported = true;
+                let html = report::render_html(scenario, &outcome, Some(&schedule));
+                let path = report_dir.join(format!("{}-real-{seed}.html", scenario.name));
+                match std::fs::create_dir_all(report_dir).and_then(|()| std::fs::write(&path, html))
+                {
+                    Ok(()) => summary.report = Some(path.display().to_string()),
+                    Err(error) => eprintln!("warning: cannot write {}: {error}", path.display()),
+                }
+            }
+        }
+        summary.wall_ms = began.elapsed().as_millis();
+        summary.met = summary.meets(scenario.expect);
+        summaries.push(summary);
+    }
+    let file = RunFile {
+        shard: Shard::WHOLE,
+        scenarios: summaries,
+    };
+    print!("{}", runner::table(&file));
+    println!(
+        "ran {} scenarios x {} real runs in {:.1}s",
+        jobs.len(),
+        seeds.len(),
+        started.elapsed().as_secs_f64()
+    );
+    finish(&file, json)
 }
 
 fn replay(file: &Path, seed: u64, history: bool, report_dir: &Path) -> ExitCode {

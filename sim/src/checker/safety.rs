@@ -3,9 +3,7 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
-use super::{
-    Hold, HoldEnd, TICK_SLACK, grant_times, oracle_timeline, short, stale_writes, stopped_intervals,
-};
+use super::{Hold, HoldEnd, grant_times, oracle_timeline, short, stale_writes, stopped_intervals};
 use crate::{
     config::{FencingMode, Property},
     history::{History, Op, Process},
@@ -42,7 +40,13 @@ pub(super) fn lease_exclusion(holds: &[Hold], verdict: &mut Verdict) {
 
 /// S2: whenever a client believes it holds the lock, the authoritative
 /// primary holds the key with that client's token.
-pub(super) fn server_oracle(history: &History, holds: &[Hold], verdict: &mut Verdict) {
+pub(super) fn server_oracle(
+    history: &History,
+    holds: &[Hold],
+    slack: Duration,
+    complete: bool,
+    verdict: &mut Verdict,
+) {
     let timeline = oracle_timeline(history);
     if timeline.is_empty() {
         return;
@@ -51,11 +55,18 @@ pub(super) fn server_oracle(history: &History, holds: &[Hold], verdict: &mut Ver
         // The owner in force at each instant of the hold: the last sample
         // at or before its start, then every change inside. Samples are
         // per tick, so a tick of slack at each edge absorbs the sampling.
-        let (start, end) = (hold.start + TICK_SLACK, hold.end.saturating_sub(TICK_SLACK));
+        let (start, end) = (hold.start + slack, hold.end.saturating_sub(slack));
         if end <= start {
             continue;
         }
-        let before = timeline.iter().rev().find(|(at, _, _)| *at <= start);
+        // The sample before the hold stands for its start only when every
+        // change was sampled (the simulator); a real oracle polls and may
+        // miss a short-lived owner, so only samples inside count there.
+        let before = timeline
+            .iter()
+            .rev()
+            .find(|(at, _, _)| *at <= start)
+            .filter(|_| complete);
         let inside = timeline
             .iter()
             .filter(|(at, _, _)| *at > start && *at < end);
@@ -197,8 +208,13 @@ const LOSS_REPLIES: [&str; 3] = ["NotOwner", "Failed(ReadOnly)", "Failed(WrongTy
 /// a holder that keeps believing past such an answer (say, one that takes
 /// a demoted primary's `READONLY` for a passing error) works on while a
 /// waiter may be granted elsewhere.
-pub(super) fn timely_loss(history: &History, holds: &[Hold], verdict: &mut Verdict) {
-    told_at_once(history, verdict);
+pub(super) fn timely_loss(
+    history: &History,
+    holds: &[Hold],
+    slack: Duration,
+    verdict: &mut Verdict,
+) {
+    told_at_once(history, slack, verdict);
     let stopped = stopped_intervals(history);
     for hold in holds {
         if hold.ended_by != HoldEnd::Deadline {
@@ -208,7 +224,7 @@ pub(super) fn timely_loss(history: &History, holds: &[Hold], verdict: &mut Verdi
         let was_stopped = stopped.get(&target).is_some_and(|intervals| {
             intervals
                 .iter()
-                .any(|(from, to)| *from <= hold.deadline + TICK_SLACK && hold.deadline < *to)
+                .any(|(from, to)| *from <= hold.deadline + slack && hold.deadline < *to)
         });
         if was_stopped {
             continue;
@@ -218,11 +234,9 @@ pub(super) fn timely_loss(history: &History, holds: &[Hold], verdict: &mut Verdi
         // deadline but not the timer (tokio's clock does not drift here):
         // either instant is on time.
         let due = hold.deadline.max(hold.timer_deadline);
-        let late = lost_at.is_none_or(|at| at > due + TICK_SLACK);
+        let late = lost_at.is_none_or(|at| at > due + slack);
         // A hold still open at the end of the run has no Lost to deliver yet.
-        if late
-            && hold.deadline + TICK_SLACK < history.entries.last().map_or(Duration::ZERO, |e| e.at)
-        {
+        if late && hold.deadline + slack < history.entries.last().map_or(Duration::ZERO, |e| e.at) {
             verdict.violations.push(Violation {
                 property: Property::TimelyLoss,
                 at: hold.deadline,
@@ -240,7 +254,7 @@ pub(super) fn timely_loss(history: &History, holds: &[Hold], verdict: &mut Verdi
 
 /// S6's second half: a renewal answer in [`LOSS_REPLIES`] is followed by
 /// `Lost` for that hold within the same tick.
-fn told_at_once(history: &History, verdict: &mut Verdict) {
+fn told_at_once(history: &History, slack: Duration, verdict: &mut Verdict) {
     for (index, entry) in history.entries.iter().enumerate() {
         let (Process::Client(client), Op::RenewFailed { token, reason }) =
             (entry.process, &entry.op)
@@ -253,7 +267,7 @@ fn told_at_once(history: &History, verdict: &mut Verdict) {
         let lost = history.entries[index..]
             .iter()
             .find(|later| matches!(&later.op, Op::Lost { token: lost, .. } if lost == token));
-        if lost.is_some_and(|lost| lost.at <= entry.at + TICK_SLACK) {
+        if lost.is_some_and(|lost| lost.at <= entry.at + slack) {
             continue;
         }
         verdict.violations.push(Violation {
@@ -415,7 +429,7 @@ mod tests {
         };
         let holds_late = holds(&late, ms(3000));
         let mut verdict = Verdict::default();
-        timely_loss(&late, &holds_late, &mut verdict);
+        timely_loss(&late, &holds_late, crate::checker::TICK_SLACK, &mut verdict);
         assert_eq!(verdict.violated().len(), 1);
 
         let fault = |at, phase| {
@@ -439,7 +453,12 @@ mod tests {
             ],
         };
         let mut verdict = Verdict::default();
-        timely_loss(&frozen, &holds(&frozen, ms(3000)), &mut verdict);
+        timely_loss(
+            &frozen,
+            &holds(&frozen, ms(3000)),
+            crate::checker::TICK_SLACK,
+            &mut verdict,
+        );
         assert!(verdict.violations.is_empty());
     }
 
@@ -463,7 +482,12 @@ mod tests {
             ],
         };
         let mut verdict = Verdict::default();
-        timely_loss(&prompt, &holds(&prompt, ms(3000)), &mut verdict);
+        timely_loss(
+            &prompt,
+            &holds(&prompt, ms(3000)),
+            crate::checker::TICK_SLACK,
+            &mut verdict,
+        );
         assert!(verdict.violations.is_empty(), "{:?}", verdict.violations);
         // READONLY taken for a passing error: retried, Lost only later.
         let late = History {
@@ -475,7 +499,12 @@ mod tests {
             ],
         };
         let mut verdict = Verdict::default();
-        timely_loss(&late, &holds(&late, ms(3000)), &mut verdict);
+        timely_loss(
+            &late,
+            &holds(&late, ms(3000)),
+            crate::checker::TICK_SLACK,
+            &mut verdict,
+        );
         assert_eq!(verdict.violations.len(), 1, "{:?}", verdict.violations);
         assert!(verdict.violations[0].message.contains("Failed(ReadOnly)"));
         // A timeout says nothing about the key: no loss is due.
@@ -486,7 +515,12 @@ mod tests {
             ],
         };
         let mut verdict = Verdict::default();
-        timely_loss(&timeout, &holds(&timeout, ms(900)), &mut verdict);
+        timely_loss(
+            &timeout,
+            &holds(&timeout, ms(900)),
+            crate::checker::TICK_SLACK,
+            &mut verdict,
+        );
         assert!(verdict.violations.is_empty());
     }
 }

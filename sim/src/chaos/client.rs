@@ -1,0 +1,535 @@
+//! A client process of a real run (`sim chaos-client ARGS`): the
+//! production adapter over real TCP, running the same workload as the
+//! simulated client, writing every event it sees as a JSON line on stdout,
+//! stamped with `CLOCK_MONOTONIC` at the moment it happens.
+//!
+//! It is a process of its own so that `SIGSTOP` freezes all of it at once:
+//! its tasks, its connections, its watchdog. Every connection it opens,
+//! whatever address a server names, goes through the controller's proxy
+//! for this client's link to that port, so that partitions and latency
+//! hit this client alone.
+
+use std::{
+    collections::BTreeMap,
+    io::{BufRead, Write},
+    sync::{
+        Arc, Mutex, PoisonError,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use lock_core::{
+    Event, LockOptions, Locker, LockerBuilder,
+    redis::{Clock, ConnectFuture, Connector, Dialer, NodeAddress, Observed, RedisStream},
+};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+use super::wire::{ClientArgs, ClientCommand, ClientLine, Reach, mono_ns, since};
+use crate::{
+    client::{KEY, lock_options},
+    config::{DurationRange, Scenario},
+    history::{Op, Phase},
+    rng::Rng,
+};
+
+/// How long a client takes between checking its lease and sending its
+/// second write (as the simulated client).
+const PREPARE: DurationRange = DurationRange {
+    min: Duration::from_millis(10),
+    max: Duration::from_millis(100),
+};
+
+/// The client's clock: the machine's monotonic clock, with the drift and
+/// steps the controller orders. `local(t) = base_local + (t − base_true)
+/// × (1 + rate)`, all in ns since the epoch.
+#[derive(Debug, Clone)]
+struct DriftClock {
+    model: Arc<Mutex<Model>>,
+    /// An instant and its monotonic reading, to turn one into the other.
+    origin: Instant,
+    origin_mono: u64,
+    epoch_ns: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Model {
+    base_true: i128,
+    base_local: i128,
+    rate: f64,
+}
+
+impl Model {
+    fn local_at(self, true_ns: i128) -> i128 {
+        self.base_local + ((true_ns - self.base_true) as f64 * (1.0 + self.rate)).round() as i128
+    }
+
+    fn true_at(self, local_ns: i128) -> i128 {
+        self.base_true + ((local_ns - self.base_local) as f64 / (1.0 + self.rate)).round() as i128
+    }
+}
+
+impl DriftClock {
+    fn new(epoch_ns: u64) -> Self {
+        let origin = Instant::now();
+        let origin_mono = mono_ns();
+        Self {
+            model: Arc::new(Mutex::new(Model::default())),
+            origin,
+            origin_mono,
+            epoch_ns,
+        }
+    }
+
+    fn model(&self) -> std::sync::MutexGuard<'_, Model> {
+        self.model.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// True time now, ns since the epoch.
+    fn true_now(&self) -> i128 {
+        i128::from(mono_ns()) - i128::from(self.epoch_ns)
+    }
+
+    /// The local reading now, ns since the epoch.
+    fn local_now(&self) -> i128 {
+        self.model().local_at(self.true_now())
+    }
+
+    fn rebase(&self, change: impl FnOnce(&mut Model)) {
+        let now = self.true_now();
+        let mut model = self.model();
+        let local = model.local_at(now);
+        model.base_true = now;
+        model.base_local = local;
+        change(&mut model);
+    }
+
+    /// The instant the adapter sees for a local reading.
+    fn instant_of(&self, local_ns: i128) -> Instant {
+        let origin_local = i128::from(self.origin_mono) - i128::from(self.epoch_ns);
+        let offset = local_ns - origin_local;
+        if offset >= 0 {
+            self.origin + Duration::from_nanos(offset as u64)
+        } else {
+            self.origin
+                .checked_sub(Duration::from_nanos(offset.unsigned_abs() as u64))
+                .unwrap_or(self.origin)
+        }
+    }
+
+    /// The true time (since the epoch) at which the clock reads `instant`.
+    fn true_time_of(&self, instant: Instant) -> Duration {
+        let origin_local = i128::from(self.origin_mono) - i128::from(self.epoch_ns);
+        let local = if instant >= self.origin {
+            origin_local + instant.duration_since(self.origin).as_nanos() as i128
+        } else {
+            origin_local - self.origin.duration_since(instant).as_nanos() as i128
+        };
+        Duration::from_nanos(self.model().true_at(local).max(0) as u64)
+    }
+}
+
+impl Clock for DriftClock {
+    fn now(&self) -> Instant {
+        self.instant_of(self.local_now())
+    }
+}
+
+/// Dials through this client's proxies: a real port becomes the port of
+/// the proxy of this client's link to it.
+#[derive(Debug, Clone)]
+struct LinkDialer {
+    links: Arc<BTreeMap<u16, u16>>,
+}
+
+impl LinkDialer {
+    async fn open(&self, port: u16) -> std::io::Result<Box<dyn RedisStream>> {
+        let via = self.links.get(&port).copied().unwrap_or(port);
+        let stream = tokio::net::TcpStream::connect(("127.0.0.1", via)).await?;
+        stream.set_nodelay(true)?;
+        Ok(Box::new(stream) as Box<dyn RedisStream>)
+    }
+}
+
+impl Dialer for LinkDialer {
+    fn dial<'a>(&'a self, _host: &'a str, port: u16) -> ConnectFuture<'a> {
+        Box::pin(self.open(port))
+    }
+}
+
+/// Dials the node the controller names as primary (or a fixed node, for
+/// Redlock).
+struct PrimaryConnector {
+    dialer: LinkDialer,
+    nodes: Arc<Vec<u16>>,
+    primary: Arc<AtomicUsize>,
+    fixed: Option<usize>,
+}
+
+impl Connector for PrimaryConnector {
+    fn connect(&self) -> ConnectFuture<'_> {
+        let node = self
+            .fixed
+            .unwrap_or_else(|| self.primary.load(Ordering::SeqCst));
+        let port = self.nodes.get(node).copied().unwrap_or(0);
+        Box::pin(self.dialer.open(port))
+    }
+}
+
+/// Writes history lines on stdout, one whole line at a time.
+#[derive(Clone)]
+struct Out {
+    clock: DriftClock,
+}
+
+impl Out {
+    fn record(&self, op: Op) {
+        let line = ClientLine {
+            mono: mono_ns(),
+            local: Duration::from_nanos(self.clock.local_now().max(0) as u64),
+            op,
+        };
+        let Ok(mut text) = serde_json::to_string(&line) else {
+            return;
+        };
+        text.push('\n');
+        let stdout = std::io::stdout();
+        let mut stdout = stdout.lock();
+        // The controller gone means the run is over: nothing to do.
+        let _ = stdout.write_all(text.as_bytes());
+        let _ = stdout.flush();
+    }
+}
+
+/// Runs the client process until it is killed. Returns an error only when
+/// it could not start.
+pub fn main(args_json: &str) -> Result<(), String> {
+    let args: ClientArgs = serde_json::from_str(args_json)
+        .map_err(|error| format!("bad client arguments: {error}"))?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| format!("cannot start a runtime: {error}"))?;
+    runtime.block_on(workload(args));
+    Ok(())
+}
+
+async fn workload(args: ClientArgs) {
+    let clock = DriftClock::new(args.epoch_ns);
+    let out = Out {
+        clock: clock.clone(),
+    };
+    let dialer = LinkDialer {
+        links: Arc::new(args.links.clone()),
+    };
+    let primary = Arc::new(AtomicUsize::new(match &args.reach {
+        Reach::Primary { primary, .. } => *primary,
+        _ => 0,
+    }));
+    let held = Held::default();
+    listen_for_commands(
+        Arc::clone(&primary),
+        clock.clone(),
+        out.clone(),
+        held.clone(),
+    );
+
+    let observer = {
+        let out = out.clone();
+        let clock = clock.clone();
+        let held = held.clone();
+        move |observed: &Observed<'_>| {
+            if observed.key != KEY {
+                return;
+            }
+            let token = observed.token.to_owned();
+            match observed.event {
+                Event::Acquired { valid_until, .. } | Event::Renewed { valid_until } => {
+                    held.with(|map| map.insert(token.clone(), *valid_until));
+                }
+                Event::Lost { .. } | Event::Released { .. } => {
+                    held.with(|map| map.remove(&token));
+                }
+                _ => {}
+            }
+            let op = match observed.event {
+                Event::Acquired { fence, valid_until } => Op::AcquireOk {
+                    token,
+                    fence: *fence,
+                    valid_until: clock.true_time_of(*valid_until),
+                },
+                Event::Renewed { valid_until } => Op::Renewed {
+                    token,
+                    valid_until: clock.true_time_of(*valid_until),
+                },
+                Event::Lost { reason } => Op::Lost {
+                    token,
+                    reason: reason.to_string(),
+                    valid_until: since(clock.epoch_ns, mono_ns()),
+                },
+                Event::Released { outcome } => Op::ReleaseOk {
+                    token,
+                    outcome: format!("{outcome:?}"),
+                },
+                Event::AcquireFailed(failure) => Op::AcquireFail {
+                    error: failure.to_string(),
+                },
+                Event::RenewFailed(failure) => Op::RenewFailed {
+                    token,
+                    reason: format!("{failure:?}"),
+                },
+                _ => return,
+            };
+            out.record(op);
+        }
+    };
+    let scenario = &args.scenario;
+    let opts = lock_options(&scenario.lock);
+    let (locker, driver) = loop {
+        let builder = match &args.reach {
+            Reach::Primary { nodes, .. } => LockerBuilder::with_connector(PrimaryConnector {
+                dialer: dialer.clone(),
+                nodes: Arc::new(nodes.clone()),
+                primary: Arc::clone(&primary),
+                fixed: None,
+            }),
+            Reach::Redlock { nodes } => {
+                let shared = Arc::new(nodes.clone());
+                LockerBuilder::redlock_with_connectors((0..nodes.len()).map(|node| {
+                    PrimaryConnector {
+                        dialer: dialer.clone(),
+                        nodes: Arc::clone(&shared),
+                        primary: Arc::clone(&primary),
+                        fixed: Some(node),
+                    }
+                }))
+            }
+            Reach::Sentinel { sentinels, master } => LockerBuilder::sentinel_with_dialer(
+                dialer.clone(),
+                sentinels
+                    .iter()
+                    .map(|port| NodeAddress::new("127.0.0.1", *port))
+                    .collect(),
+                master,
+            ),
+            Reach::Cluster { nodes } => LockerBuilder::cluster_with_dialer(
+                dialer.clone(),
+                nodes
+                    .iter()
+                    .map(|port| NodeAddress::new("127.0.0.1", *port))
+                    .collect(),
+            ),
+        };
+        let builder = builder
+            .clock(clock.clone())
+            .connect_timeout(scenario.lock.ttl)
+            .observer(observer.clone());
+        match builder.connect().await {
+            Ok(pair) => break pair,
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    };
+    let work = cycle(&locker, &opts, scenario, &args, &dialer, &out);
+    tokio::select! {
+        biased;
+        () = driver => {}
+        () = work => {}
+    }
+}
+
+/// Acquire, write, hold, write, release, think: forever.
+async fn cycle(
+    locker: &Locker,
+    opts: &LockOptions,
+    scenario: &Scenario,
+    args: &ClientArgs,
+    dialer: &LinkDialer,
+    out: &Out,
+) {
+    let mut rng = Rng::new(args.seed ^ 0x5EED_C11E);
+    let timeout = scenario.lock.ttl;
+    let mut seq = 0u64;
+    let mut next_value = || {
+        seq += 1;
+        (args.index as u64) << 32 | seq
+    };
+    loop {
+        out.record(Op::AcquireInvoke);
+        let acquired = if rng.chance(scenario.clients.cancel) {
+            let after = rng.duration(DurationRange {
+                min: Duration::ZERO,
+                max: scenario.lock.ttl,
+            });
+            tokio::select! {
+                biased;
+                acquired = locker.acquire(KEY, opts) => Some(acquired),
+                () = tokio::time::sleep(after) => None,
+            }
+        } else {
+            Some(locker.acquire(KEY, opts).await)
+        };
+        let Some(acquired) = acquired else {
+            out.record(Op::AcquireCancel);
+            tokio::time::sleep(rng.duration(scenario.clients.think)).await;
+            continue;
+        };
+        let Ok(guard) = acquired else {
+            tokio::time::sleep(rng.duration(scenario.clients.think)).await;
+            continue;
+        };
+        let token = guard.token().to_owned();
+        let fence = guard.fence();
+        fenced_write(
+            out,
+            dialer,
+            args.storage,
+            &token,
+            fence,
+            next_value(),
+            timeout,
+        )
+        .await;
+        if scenario.clients.unfenced_register {
+            plain_write(out, dialer, args.storage, &token, timeout).await;
+        }
+        let hold = rng.duration(scenario.clients.hold);
+        tokio::select! {
+            biased;
+            _ = guard.lost() => {}
+            () = tokio::time::sleep(hold) => {
+                if guard.is_held() {
+                    tokio::time::sleep(rng.duration(PREPARE)).await;
+                    fenced_write(out, dialer, args.storage, &token, fence, next_value(), timeout).await;
+                    if scenario.clients.unfenced_register {
+                        plain_write(out, dialer, args.storage, &token, timeout).await;
+                    }
+                }
+            }
+        }
+        if rng.chance(scenario.clients.drop_guard) {
+            out.record(Op::GuardDropped { token });
+            drop(guard);
+        } else {
+            out.record(Op::ReleaseInvoke { token });
+            let _ = guard.release().await;
+        }
+        tokio::time::sleep(rng.duration(scenario.clients.think)).await;
+    }
+}
+
+/// The deadlines this client holds, on its own clock, by token: a clock
+/// change moves where they fall in true time, which the history must say
+/// (`Deadline`), as the simulator's world does.
+#[derive(Debug, Clone, Default)]
+struct Held(Arc<Mutex<BTreeMap<String, Instant>>>);
+
+impl Held {
+    fn with<T>(&self, f: impl FnOnce(&mut BTreeMap<String, Instant>) -> T) -> T {
+        f(&mut self.0.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+/// Reads the controller's commands from stdin on a thread of its own.
+fn listen_for_commands(primary: Arc<AtomicUsize>, clock: DriftClock, out: Out, held: Held) {
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            let Ok(line) = line else { return };
+            match serde_json::from_str::<ClientCommand>(&line) {
+                Ok(ClientCommand::Primary { node }) => primary.store(node, Ordering::SeqCst),
+                Ok(ClientCommand::Drift { rate }) => {
+                    clock.rebase(|model| model.rate = rate);
+                    remap(&clock, &out, &held);
+                }
+                Ok(ClientCommand::Jump { ns }) => {
+                    clock.rebase(|model| model.base_local += i128::from(ns));
+                    remap(&clock, &out, &held);
+                }
+                Err(_) => {}
+            }
+        }
+    });
+}
+
+/// Records where each held deadline falls in true time after a clock change.
+fn remap(clock: &DriftClock, out: &Out, held: &Held) {
+    for (token, deadline) in held.with(|map| map.clone()) {
+        out.record(Op::Deadline {
+            token,
+            valid_until: clock.true_time_of(deadline),
+        });
+    }
+}
+
+/// One request to the storage; `None` when it got no answer in time.
+async fn storage_request(
+    dialer: &LinkDialer,
+    storage: u16,
+    line: &str,
+    timeout: Duration,
+) -> Option<String> {
+    let exchange = async {
+        let stream = dialer.open(storage).await.ok()?;
+        let (read, mut write) = tokio::io::split(stream);
+        write.write_all(line.as_bytes()).await.ok()?;
+        write.write_all(b"\n").await.ok()?;
+        let mut answer = String::new();
+        BufReader::new(read).read_line(&mut answer).await.ok()?;
+        Some(answer.trim().to_owned())
+    };
+    tokio::time::timeout(timeout, exchange).await.ok().flatten()
+}
+
+async fn fenced_write(
+    out: &Out,
+    dialer: &LinkDialer,
+    storage: u16,
+    token: &str,
+    fence: u64,
+    value: u64,
+    timeout: Duration,
+) {
+    let token = token.to_owned();
+    out.record(Op::WriteInvoke {
+        token: token.clone(),
+        fence,
+        value,
+    });
+    let answer = storage_request(
+        dialer,
+        storage,
+        &format!("F {token} {fence} {value}"),
+        timeout,
+    )
+    .await;
+    out.record(match answer.as_deref() {
+        Some("1") => Op::WriteOk {
+            token,
+            fence,
+            value,
+            accepted: true,
+        },
+        Some("0") => Op::WriteOk {
+            token,
+            fence,
+            value,
+            accepted: false,
+        },
+        _ => Op::WriteInfo {
+            token,
+            fence,
+            value,
+        },
+    });
+}
+
+async fn plain_write(out: &Out, dialer: &LinkDialer, storage: u16, token: &str, timeout: Duration) {
+    out.record(Op::RegisterWrite {
+        token: token.to_owned(),
+        phase: Phase::Start,
+    });
+    let _ = storage_request(dialer, storage, &format!("P {token} 0"), timeout).await;
+    out.record(Op::RegisterWrite {
+        token: token.to_owned(),
+        phase: Phase::End,
+    });
+}

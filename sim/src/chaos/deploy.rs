@@ -1,0 +1,451 @@
+//! Starting the deployment a scenario names, from the real binaries, on
+//! loopback: `redis-server` nodes (single, primary-replica, Redlock),
+//! plus `redis-sentinel`s, or a cluster made by `redis-cli --cluster
+//! create`.
+
+use std::{path::PathBuf, time::Duration};
+
+use redis::aio::MultiplexedConnection;
+
+use super::{
+    ChaosError,
+    procs::{Ports, ProcId, Processes, wait_listening},
+};
+use crate::config::Topology;
+
+/// The master name sentinels watch.
+pub(super) const MASTER: &str = "lock-primary";
+
+/// One `redis-server`.
+#[derive(Debug)]
+pub(super) struct Node {
+    /// Its client port.
+    pub port: u16,
+    /// Its cluster bus port (clusters only).
+    pub bus: Option<u16>,
+    /// The running process, if up.
+    pub proc: Option<ProcId>,
+    /// The arguments it starts with (again, after a restart).
+    pub args: Vec<String>,
+}
+
+/// A running deployment.
+#[derive(Debug)]
+pub(super) struct Deployment {
+    /// The nodes, `redis-0` first.
+    pub nodes: Vec<Node>,
+    /// The sentinels' ports.
+    pub sentinels: Vec<u16>,
+    /// Which node is primary now (the controller's failovers move it;
+    /// Sentinel's are read from the sentinels).
+    pub primary: usize,
+    /// Where logs and configs go.
+    pub dir: PathBuf,
+}
+
+/// The arguments of node `index` on `port`.
+fn node_args(dir: &std::path::Path, index: usize, port: u16) -> Vec<String> {
+    let node_dir = dir.join(format!("redis-{index}"));
+    let _ = std::fs::create_dir_all(&node_dir);
+    [
+        "--port",
+        &port.to_string(),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--protected-mode",
+        "no",
+        "--daemonize",
+        "no",
+        "--dir",
+        &node_dir.display().to_string(),
+        "--logfile",
+        &dir.join(format!("redis-{index}.log")).display().to_string(),
+        "--repl-diskless-sync",
+        "yes",
+        "--repl-diskless-sync-delay",
+        "0",
+        "--busy-reply-threshold",
+        "10",
+        "--enable-debug-command",
+        "local",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect()
+}
+
+impl Deployment {
+    /// Starts node `index` with its arguments; waits until it listens.
+    pub(super) fn start_node(
+        &mut self,
+        procs: &mut Processes,
+        index: usize,
+    ) -> Result<(), ChaosError> {
+        let node = &self.nodes[index];
+        let name = format!("redis-{index}");
+        let log = self.dir.join(format!("{name}.stderr"));
+        let (id, _) = procs.spawn(&name, "redis-server", &node.args, false, &log)?;
+        let port = node.port;
+        self.nodes[index].proc = Some(id);
+        if wait_listening(port, Duration::from_secs(10)) {
+            return Ok(());
+        }
+        let log_text = std::fs::read_to_string(self.dir.join(format!("{name}.log")))
+            .unwrap_or_default()
+            + &std::fs::read_to_string(&log).unwrap_or_default();
+        if log_text.contains("Address already in use") {
+            return Err(ChaosError::PortTaken {
+                port,
+                source: std::io::Error::from(std::io::ErrorKind::AddrInUse),
+            });
+        }
+        let last = log_text.lines().last().unwrap_or("no output").to_owned();
+        Err(ChaosError::Start {
+            what: name,
+            why: last,
+        })
+    }
+
+    /// Starts what `topology` names.
+    pub(super) async fn start(
+        topology: &Topology,
+        procs: &mut Processes,
+        ports: &mut Ports,
+        dir: PathBuf,
+    ) -> Result<Self, ChaosError> {
+        let count = topology.node_count();
+        let mut nodes = Vec::with_capacity(count);
+        let cluster = matches!(topology, Topology::Cluster { .. });
+        for index in 0..count {
+            let port = ports.take()?;
+            let mut args = node_args(&dir, index, port);
+            let bus = if cluster {
+                let bus = ports.take()?;
+                args.extend(
+                    [
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-port",
+                        &bus.to_string(),
+                        "--cluster-config-file",
+                        &dir.join(format!("nodes-{index}.conf"))
+                            .display()
+                            .to_string(),
+                        "--cluster-node-timeout",
+                        &topology
+                            .node_timeout()
+                            .unwrap_or(Duration::from_secs(1))
+                            .as_millis()
+                            .to_string(),
+                    ]
+                    .iter()
+                    .map(|s| (*s).to_owned()),
+                );
+                Some(bus)
+            } else {
+                None
+            };
+            if topology.can_fail_over() && index > 0 {
+                // Replication runs through a proxy that delays it by the
+                // file's `replication_lag` (its largest value): loopback
+                // alone would replicate in microseconds.
+                let lag = topology
+                    .replication_lag()
+                    .map_or(Duration::ZERO, |lag| lag.max);
+                let link = super::proxy::start(nodes.first().map_or(0, |n: &Node| n.port))
+                    .await
+                    .map_err(|source| ChaosError::Io {
+                        what: "starting a replication proxy".to_owned(),
+                        source,
+                    })?;
+                link.set(|mode| mode.delay = lag);
+                args.extend(
+                    [
+                        "--replicaof",
+                        "127.0.0.1",
+                        &link.port.to_string(),
+                        "--replica-announce-ip",
+                        "127.0.0.1",
+                    ]
+                    .iter()
+                    .map(|s| (*s).to_owned()),
+                );
+            }
+            nodes.push(Node {
+                port,
+                bus,
+                proc: None,
+                args,
+            });
+        }
+        let mut deployment = Self {
+            nodes,
+            sentinels: Vec::new(),
+            primary: 0,
+            dir,
+        };
+        for index in 0..count {
+            deployment.start_node(procs, index)?;
+        }
+        if topology.can_fail_over() {
+            deployment.wait_replicas_synced(topology.replicas()).await?;
+        }
+        if let Topology::Sentinel { sentinels, .. } = topology {
+            deployment.start_sentinels(procs, ports, *sentinels).await?;
+        }
+        if let Some((shards, replicas)) = topology.cluster_shape() {
+            deployment.create_cluster(procs, shards, replicas).await?;
+        }
+        Ok(deployment)
+    }
+
+    /// An admin connection to node `index`.
+    pub(super) async fn admin(&self, index: usize) -> Result<MultiplexedConnection, ChaosError> {
+        admin(self.nodes[index].port).await
+    }
+
+    async fn wait_replicas_synced(&self, replicas: usize) -> Result<(), ChaosError> {
+        let mut primary = self.admin(0).await?;
+        for _ in 0..200 {
+            let info: String = redis::cmd("INFO")
+                .arg("replication")
+                .query_async(&mut primary)
+                .await
+                .unwrap_or_default();
+            let online = info.lines().filter(|l| l.contains("state=online")).count();
+            if online >= replicas {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Err(ChaosError::Start {
+            what: "replication".to_owned(),
+            why: format!("{replicas} replicas did not come online in 10 s"),
+        })
+    }
+
+    async fn start_sentinels(
+        &mut self,
+        procs: &mut Processes,
+        ports: &mut Ports,
+        count: usize,
+    ) -> Result<(), ChaosError> {
+        let quorum = count / 2 + 1;
+        for index in 0..count {
+            let port = ports.take()?;
+            let config = self.dir.join(format!("sentinel-{index}.conf"));
+            let text = format!(
+                "port {port}\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\nlogfile \"{log}\"\n\
+                 dir \"{dir}\"\n\
+                 sentinel monitor {MASTER} 127.0.0.1 {primary} {quorum}\n\
+                 sentinel down-after-milliseconds {MASTER} 1000\n\
+                 sentinel failover-timeout {MASTER} 3000\n\
+                 sentinel parallel-syncs {MASTER} 1\n",
+                log = self.dir.join(format!("sentinel-{index}.log")).display(),
+                dir = self.dir.display(),
+                primary = self.nodes[0].port,
+            );
+            std::fs::write(&config, text).map_err(|source| ChaosError::Io {
+                what: config.display().to_string(),
+                source,
+            })?;
+            let name = format!("sentinel-{index}");
+            let log = self.dir.join(format!("{name}.stderr"));
+            procs.spawn(
+                &name,
+                "redis-sentinel",
+                &[config.display().to_string()],
+                false,
+                &log,
+            )?;
+            if !wait_listening(port, Duration::from_secs(10)) {
+                return Err(ChaosError::Start {
+                    what: name,
+                    why: std::fs::read_to_string(&log).unwrap_or_default(),
+                });
+            }
+            self.sentinels.push(port);
+        }
+        // Every sentinel must see the replicas and the others before a
+        // failover can elect a leader.
+        for &port in &self.sentinels {
+            let mut conn = admin(port).await?;
+            for attempt in 0.. {
+                let replicas: Vec<redis::Value> = redis::cmd("SENTINEL")
+                    .arg("REPLICAS")
+                    .arg(MASTER)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap_or_default();
+                let peers: Vec<redis::Value> = redis::cmd("SENTINEL")
+                    .arg("SENTINELS")
+                    .arg(MASTER)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap_or_default();
+                if replicas.len() + 1 >= self.nodes.len() && peers.len() + 1 >= count {
+                    break;
+                }
+                if attempt > 300 {
+                    return Err(ChaosError::Start {
+                        what: "sentinels".to_owned(),
+                        why: "they did not discover the replicas and each other in 15 s".to_owned(),
+                    });
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        Ok(())
+    }
+
+    async fn create_cluster(
+        &mut self,
+        procs: &mut Processes,
+        shards: usize,
+        replicas: usize,
+    ) -> Result<(), ChaosError> {
+        // `redis-cli --cluster create` orders primaries first; here shard
+        // `s` is node `s × (1 + replicas)` and its replicas follow it, so
+        // the primaries get their slots first and each replica is then
+        // attached to its shard's primary by hand.
+        let primaries: Vec<usize> = (0..shards).map(|s| s * (1 + replicas)).collect();
+        let mut args: Vec<String> = vec!["--cluster".into(), "create".into()];
+        args.extend(
+            primaries
+                .iter()
+                .map(|&n| format!("127.0.0.1:{}", self.nodes[n].port)),
+        );
+        args.extend([
+            "--cluster-replicas".into(),
+            "0".into(),
+            "--cluster-yes".into(),
+        ]);
+        let log = self.dir.join("cluster-create.log");
+        let (id, _) = procs.spawn(
+            "redis-cli --cluster create",
+            "redis-cli",
+            &args,
+            false,
+            &log,
+        )?;
+        let mut waited = 0;
+        let status = loop {
+            if let Some(status) = procs.exited(id) {
+                break status;
+            }
+            waited += 1;
+            if waited > 600 {
+                return Err(ChaosError::Start {
+                    what: "redis-cli --cluster create".to_owned(),
+                    why: "it did not finish in 30 s".to_owned(),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        if !status.success() {
+            return Err(ChaosError::Start {
+                what: "redis-cli --cluster create".to_owned(),
+                why: std::fs::read_to_string(&log).unwrap_or_default(),
+            });
+        }
+        for (shard, &primary) in primaries.iter().enumerate() {
+            let mut conn = self.admin(primary).await?;
+            let id: String = redis::cmd("CLUSTER")
+                .arg("MYID")
+                .query_async(&mut conn)
+                .await
+                .map_err(|e| start_error("CLUSTER MYID", &e))?;
+            for offset in 1..=replicas {
+                let replica = primary + offset;
+                let mut r = self.admin(replica).await?;
+                let _: redis::Value = redis::cmd("CLUSTER")
+                    .arg("MEET")
+                    .arg("127.0.0.1")
+                    .arg(self.nodes[primary].port)
+                    .arg(self.nodes[primary].bus.unwrap_or(0))
+                    .query_async(&mut r)
+                    .await
+                    .map_err(|e| start_error("CLUSTER MEET", &e))?;
+                // The replica must learn the primary's id before it can
+                // replicate it.
+                let mut attached = false;
+                for _ in 0..200 {
+                    let done: redis::RedisResult<redis::Value> = redis::cmd("CLUSTER")
+                        .arg("REPLICATE")
+                        .arg(&id)
+                        .query_async(&mut r)
+                        .await;
+                    if done.is_ok() {
+                        attached = true;
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                if !attached {
+                    return Err(ChaosError::Start {
+                        what: format!("redis-{replica}"),
+                        why: format!("could not become a replica of shard {shard}"),
+                    });
+                }
+            }
+        }
+        // Wait for every node to say the cluster is ok and for the
+        // replicas to sync.
+        for index in 0..self.nodes.len() {
+            let mut conn = self.admin(index).await?;
+            let mut ok = false;
+            for _ in 0..400 {
+                let info: String = redis::cmd("CLUSTER")
+                    .arg("INFO")
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap_or_default();
+                let role: String = redis::cmd("INFO")
+                    .arg("replication")
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap_or_default();
+                let synced = !role.contains("role:slave") || role.contains("master_link_status:up");
+                if info.contains("cluster_state:ok") && synced {
+                    ok = true;
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            if !ok {
+                return Err(ChaosError::Start {
+                    what: format!("redis-{index}"),
+                    why: "the cluster did not reach cluster_state:ok in 20 s".to_owned(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+fn start_error(what: &str, error: &redis::RedisError) -> ChaosError {
+    ChaosError::Start {
+        what: what.to_owned(),
+        why: error.to_string(),
+    }
+}
+
+/// An admin connection to the server on `port`.
+pub(super) async fn admin(port: u16) -> Result<MultiplexedConnection, ChaosError> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+        .map_err(|e| start_error("a redis URL", &e))?;
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(2)))
+        .set_response_timeout(Some(Duration::from_secs(2)));
+    client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .map_err(|e| ChaosError::Start {
+            what: format!("a connection to port {port}"),
+            why: e.to_string(),
+        })
+}

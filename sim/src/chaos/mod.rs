@@ -1,0 +1,340 @@
+//! Chaos runs: the same scenario files, fault schedules, history schema and
+//! checkers as the simulator, against real processes on loopback.
+//!
+//! `sim chaos FILE|DIR` starts what a scenario's topology names from the
+//! installed binaries (`redis-server`, `redis-sentinel`, a cluster made by
+//! `redis-cli --cluster create`), one OS process per client running the
+//! production adapter ([`client`]), and applies the fault schedule the
+//! simulator draws for the same seed, in real time ([`run`]). Nothing here
+//! is deterministic, and nothing here is used by the simulator: this tree
+//! reads the machine's clocks and the simulator's modules never import it.
+//!
+//! Layering, downwards only: `mod` → `run` → `deploy`, `proxy`, `procs`,
+//! `wire`; `client` → `wire`.
+
+pub mod client;
+mod deploy;
+pub mod procs;
+mod proxy;
+mod run;
+pub mod wire;
+
+use std::{path::PathBuf, time::Duration};
+
+use crate::{
+    config::{FaultKind, FaultTarget, Scenario, Topology},
+    outcome::{ConcreteFault, SeedOutcome},
+    scenario::names::fault_kind,
+    world,
+};
+
+/// Why a real run could not start or finish.
+#[derive(Debug, thiserror::Error)]
+pub enum ChaosError {
+    /// A fault real processes cannot be given.
+    #[error(
+        "{file}:{line}:{column}: fault `{kind}` on {target} cannot run on real processes: {why}"
+    )]
+    Refused {
+        /// The scenario file.
+        file: String,
+        /// Where the fault is written.
+        line: usize,
+        /// Its column.
+        column: usize,
+        /// The fault kind.
+        kind: &'static str,
+        /// Its target.
+        target: String,
+        /// Why.
+        why: &'static str,
+    },
+    /// A binary the run needs is not installed.
+    #[error(
+        "`{0}` is not on PATH: install Redis (Debian: apt-get install redis-server redis-sentinel redis-tools)"
+    )]
+    MissingBinary(&'static str),
+    /// A port the run was told to use is taken.
+    #[error("port {port} is already in use: {source}")]
+    PortTaken {
+        /// The port.
+        port: u16,
+        /// What binding it said.
+        source: std::io::Error,
+    },
+    /// The ports from a base ran past 65535.
+    #[error("no ports left above --base-port {base}")]
+    PortsExhausted {
+        /// The base.
+        base: u16,
+    },
+    /// A process did not come up.
+    #[error("{what} did not start: {why}")]
+    Start {
+        /// What.
+        what: String,
+        /// What it said.
+        why: String,
+    },
+    /// An operating-system call failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// A bad `--target` URL.
+    #[error("bad --target {0:?}: write redis://HOST:PORT")]
+    BadTarget(String),
+    /// The run was interrupted (Ctrl-C); everything it started is gone.
+    #[error("interrupted; every process the run started was stopped")]
+    Interrupted,
+    /// A harness bug.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// What a real run runs against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A deployment the harness starts and owns.
+    Started,
+    /// A user's own single Redis, given as a URL: client-side faults only.
+    Url {
+        /// The host (loopback or not).
+        host: String,
+        /// The port.
+        port: u16,
+    },
+}
+
+impl Target {
+    /// Parses `redis://HOST:PORT`.
+    pub fn parse_url(url: &str) -> Result<Self, ChaosError> {
+        let bad = || ChaosError::BadTarget(url.to_owned());
+        let rest = url.strip_prefix("redis://").ok_or_else(bad)?;
+        let rest = rest.trim_end_matches('/');
+        let (host, port) = rest.rsplit_once(':').ok_or_else(bad)?;
+        let port = port.parse().map_err(|_| bad())?;
+        if host != "127.0.0.1" && host != "localhost" {
+            // The proxies and clients dial loopback only.
+            return Err(ChaosError::BadTarget(format!(
+                "{url} (only a Redis on this machine, 127.0.0.1, is supported)"
+            )));
+        }
+        Ok(Self::Url {
+            host: host.to_owned(),
+            port,
+        })
+    }
+}
+
+/// How a real run goes.
+#[derive(Debug, Clone)]
+pub struct RealOptions {
+    /// What to run against.
+    pub target: Target,
+    /// Fixed ports from here up (else the kernel picks free ones).
+    pub base_port: Option<u16>,
+    /// Where logs, configs and node directories go.
+    pub work_dir: PathBuf,
+    /// Append every started pid here (for tests).
+    pub pids_file: Option<PathBuf>,
+}
+
+/// Why fault `kind` on `target` cannot run on real processes, or `None`.
+pub fn refusal(
+    kind: FaultKind,
+    target: FaultTarget,
+    topology: &Topology,
+    own: bool,
+) -> Option<&'static str> {
+    let server = matches!(target, FaultTarget::Redis(_) | FaultTarget::Primary);
+    if !own && server {
+        return Some(
+            "--target runs against a Redis the harness did not start: only client-side faults (pause, crash, partition, latency, clock faults of a client) can be applied",
+        );
+    }
+    if !own
+        && matches!(
+            kind,
+            FaultKind::Failover
+                | FaultKind::ShardFailover
+                | FaultKind::SlotMigration
+                | FaultKind::Restart
+                | FaultKind::Busy
+                | FaultKind::Evict
+        )
+    {
+        return Some(
+            "--target runs against a Redis the harness did not start: server-side faults cannot be applied",
+        );
+    }
+    match kind {
+        FaultKind::ClockDrift | FaultKind::ClockJump if server => Some(
+            "a Redis server's clock can be changed only with privileges (the harness runs without root); the client's clock is injected, the server's is not",
+        ),
+        FaultKind::Partition | FaultKind::PartitionOneway | FaultKind::Latency
+            if server && !matches!(topology, Topology::Single | Topology::Redlock { .. }) =>
+        {
+            Some(
+                "the harness proxies client links only: cutting a server off would also need to cut replication, Sentinel and cluster-bus traffic, which needs privileges",
+            )
+        }
+        FaultKind::Pause | FaultKind::Crash if target == FaultTarget::Storage => {
+            Some("the storage runs inside the controller and cannot be stopped apart from it")
+        }
+        FaultKind::Failover if !topology.can_fail_over() => Some("no replica to promote"),
+        FaultKind::SlotMigration => {
+            Some("Redis Cluster slot migration is not implemented in chaos mode yet")
+        }
+        FaultKind::Restart | FaultKind::Busy | FaultKind::Evict if !server => {
+            Some("only a Redis node can be restarted, made busy or evict")
+        }
+        _ => None,
+    }
+}
+
+/// Where fault number `index` of `file`'s text is written (its `kind`),
+/// or the `[mix]` table's `kinds` for a drawn fault.
+fn locate(text: &str, index: Option<usize>) -> (usize, usize) {
+    let offset = match index {
+        Some(index) => text.match_indices("[[fault]]").nth(index).map(|(at, _)| {
+            let block = &text[at..];
+            block.find("kind").map_or(at, |k| at + k)
+        }),
+        None => text
+            .find("[mix]")
+            .map(|at| text[at..].find("kinds").map_or(at, |k| at + k)),
+    }
+    .unwrap_or(0);
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+/// Checks every fault the given seeds of `scenario` would apply; the first
+/// that real processes cannot take is refused with where it is written.
+pub fn check_faults(
+    file: &str,
+    scenario: &Scenario,
+    seeds: &[u64],
+    target: &Target,
+) -> Result<(), ChaosError> {
+    let own = *target == Target::Started;
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    let refuse = |kind: FaultKind, target: FaultTarget, why: &'static str, index: Option<usize>| {
+        let (line, column) = locate(&text, index);
+        ChaosError::Refused {
+            file: file.to_owned(),
+            line,
+            column,
+            kind: fault_kind(kind).name,
+            target: target.to_string(),
+            why,
+        }
+    };
+    for (index, spec) in scenario.faults.iter().enumerate() {
+        let target = match spec.target {
+            crate::config::Target::Client(n) => FaultTarget::Client(n),
+            crate::config::Target::AnyClient => FaultTarget::Client(0),
+            crate::config::Target::Primary => FaultTarget::Primary,
+            crate::config::Target::Redis(n) => FaultTarget::Redis(n),
+            crate::config::Target::Storage => FaultTarget::Storage,
+        };
+        if let Some(why) = refusal(spec.kind, target, &scenario.topology, own) {
+            return Err(refuse(spec.kind, target, why, Some(index)));
+        }
+    }
+    if scenario.mix.is_some() {
+        for &seed in seeds {
+            for fault in world::draw_schedule(scenario, seed) {
+                if let Some(why) = refusal(fault.kind, fault.target, &scenario.topology, own) {
+                    return Err(refuse(fault.kind, fault.target, why, None));
+                }
+            }
+        }
+    }
+    if scenario.clients.locks > 1 {
+        return Err(ChaosError::Refused {
+            file: file.to_owned(),
+            line: 1,
+            column: 1,
+            kind: "clients.locks",
+            target: "clients".to_owned(),
+            why: "chaos clients hold the contended lock only (clients.locks = 1)",
+        });
+    }
+    Ok(())
+}
+
+/// The binaries a run of `scenario` needs, checked before anything starts.
+pub fn check_binaries(scenario: &Scenario, target: &Target) -> Result<(), ChaosError> {
+    if *target != Target::Started {
+        return Ok(());
+    }
+    let mut needed = vec!["redis-server"];
+    if matches!(scenario.topology, Topology::Sentinel { .. }) {
+        needed.push("redis-sentinel");
+    }
+    if matches!(scenario.topology, Topology::Cluster { .. }) {
+        needed.push("redis-cli");
+    }
+    for program in needed {
+        if procs::find_program(program).is_none() {
+            return Err(ChaosError::MissingBinary(program));
+        }
+    }
+    Ok(())
+}
+
+/// Runs seed `seed` of `scenario` on real processes; every process it
+/// started is gone when it returns (or unwinds). Ctrl-C stops it with
+/// [`ChaosError::Interrupted`].
+pub fn run_seed(
+    scenario: &Scenario,
+    seed: u64,
+    options: &RealOptions,
+) -> Result<(SeedOutcome, Vec<ConcreteFault>), ChaosError> {
+    let schedule = world::draw_schedule(scenario, seed);
+    let dir = options
+        .work_dir
+        .join(format!("{}-{seed}-{}", scenario.name, std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|source| ChaosError::Io {
+        what: dir.display().to_string(),
+        source,
+    })?;
+    // Redis changes into its `--dir` before opening its log: absolute
+    // paths only.
+    let dir = dir.canonicalize().map_err(|source| ChaosError::Io {
+        what: dir.display().to_string(),
+        source,
+    })?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|source| ChaosError::Io {
+            what: "starting the controller's runtime".to_owned(),
+            source,
+        })?;
+    let mut procs = procs::Processes::with_pids_file(options.pids_file.clone());
+    let mut ports = procs::Ports::new(options.base_port);
+    let outcome = runtime.block_on(async {
+        tokio::select! {
+            outcome = run::run_seed(scenario, seed, &schedule, &options.target, &mut procs, &mut ports, &dir) => outcome,
+            _ = tokio::signal::ctrl_c() => Err(ChaosError::Interrupted),
+        }
+    });
+    procs.kill_all();
+    drop(runtime);
+    let outcome = outcome?;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok((outcome, schedule))
+}
+
+/// How long a client's events take to reach the history, at most, on a
+/// loaded machine: the slack the checkers give real timing (the
+/// simulator's is one tick).
+pub const REAL_SLACK: Duration = Duration::from_millis(25);

@@ -1,0 +1,1076 @@
+//! One seed of one scenario against real processes: start the deployment,
+//! the proxies, the storage and the client processes; apply the seed's
+//! fault schedule in real time; record one history; stop everything.
+
+use std::{
+    collections::BTreeMap,
+    io::{BufRead, BufReader, Write},
+    net::Ipv4Addr,
+    process::ChildStdin,
+    sync::{Arc, Mutex, PoisonError},
+    time::Duration,
+};
+
+use rustix::process::Signal;
+use tokio::{
+    io::{AsyncBufReadExt, AsyncWriteExt},
+    net::TcpListener,
+};
+
+use super::{
+    ChaosError, Target as RunTarget,
+    deploy::{Deployment, MASTER, admin},
+    procs::{Ports, ProcId, Processes},
+    proxy::{self, Link},
+    wire::{ClientArgs, ClientCommand, ClientLine, Reach, mono_ns, since},
+};
+use crate::{
+    checker,
+    client::KEY,
+    config::{FaultKind, FaultTarget, Scenario, Topology},
+    history::{Entry, History, Op, Phase, Process},
+    outcome::{ConcreteFault, SeedOutcome},
+    scenario::names::fault_kind,
+};
+
+/// The history entries, from every source, before ordering.
+#[derive(Debug, Clone, Default)]
+struct Entries(Arc<Mutex<Vec<Entry>>>);
+
+impl Entries {
+    fn push(&self, entry: Entry) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(entry);
+    }
+
+    fn take(&self) -> Vec<Entry> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+/// The controller's own recorder: stamps with the shared clock now.
+#[derive(Debug, Clone)]
+struct Recorder {
+    entries: Entries,
+    epoch: u64,
+}
+
+impl Recorder {
+    fn record(&self, process: Process, op: Op) {
+        self.record_at(mono_ns(), process, op);
+    }
+
+    fn record_at(&self, mono: u64, process: Process, op: Op) {
+        let at = since(self.epoch, mono);
+        self.entries.push(Entry {
+            at,
+            local: at,
+            process,
+            op,
+        });
+    }
+}
+
+/// One client process.
+struct ClientProc {
+    id: ProcId,
+    stdin: Option<ChildStdin>,
+    /// Its links: real port → proxy.
+    links: BTreeMap<u16, Link>,
+}
+
+/// The lock key in Redis (as the adapter names it).
+pub(super) fn lock_key() -> String {
+    lock_core::scripts::KeyNames::new("lock", KEY).lock
+}
+
+/// Everything a running seed holds.
+struct Seed<'a> {
+    scenario: &'a Scenario,
+    deployment: Option<Deployment>,
+    clients: Vec<ClientProc>,
+    storage_port: u16,
+    recorder: Recorder,
+    /// Faults resolved at their start, by schedule index.
+    resolved: BTreeMap<usize, FaultTarget>,
+}
+
+/// Runs seed `seed` of `scenario` with `schedule` on real processes.
+pub(super) async fn run_seed(
+    scenario: &Scenario,
+    seed: u64,
+    schedule: &[ConcreteFault],
+    target: &RunTarget,
+    procs: &mut Processes,
+    ports: &mut Ports,
+    dir: &std::path::Path,
+) -> Result<SeedOutcome, ChaosError> {
+    let deployment = match target {
+        RunTarget::Started => {
+            Some(Deployment::start(&scenario.topology, procs, ports, dir.to_path_buf()).await?)
+        }
+        RunTarget::Url { .. } => None,
+    };
+    let entries = Entries::default();
+    // The epoch: true time zero of the history, once everything is up.
+    let recorder = Recorder {
+        entries: entries.clone(),
+        epoch: 0,
+    };
+    let storage = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .await
+        .map_err(|source| ChaosError::Io {
+            what: "binding the storage port".to_owned(),
+            source,
+        })?;
+    let storage_port = storage.local_addr().map_or(0, |a| a.port());
+    let mut seed_state = Seed {
+        scenario,
+        deployment,
+        clients: Vec::new(),
+        storage_port,
+        recorder,
+        resolved: BTreeMap::new(),
+    };
+    let (reach, ports_to_link) = seed_state.reach(target);
+    let epoch = mono_ns();
+    seed_state.recorder.epoch = epoch;
+    let storage_task = tokio::spawn(serve_storage(storage, seed_state.recorder.clone()));
+    let oracle_task = tokio::spawn(oracle(
+        scenario.topology.clone(),
+        seed_state.oracle_ports(target),
+        seed_state.recorder.clone(),
+    ));
+    for index in 0..scenario.clients.count {
+        seed_state
+            .spawn_client(index, seed, &reach, &ports_to_link, procs, dir)
+            .await?;
+    }
+    // The schedule, in real time: starts and ends in time order.
+    let mut events: Vec<(Duration, usize, bool)> = Vec::new();
+    for (index, fault) in schedule.iter().enumerate() {
+        events.push((fault.at, index, true));
+        if let Some(duration) = fault.duration
+            && lasts(fault.kind)
+        {
+            events.push((fault.at + duration, index, false));
+        }
+    }
+    events.sort_by_key(|(at, index, start)| (*at, !*start, *index));
+    let start = tokio::time::Instant::now();
+    let mut failure = None;
+    for (at, index, begin) in events {
+        if at >= scenario.duration {
+            break;
+        }
+        tokio::time::sleep_until(start + at).await;
+        let fault = &schedule[index];
+        let applied = if begin {
+            seed_state.begin(index, fault, procs).await
+        } else {
+            seed_state.end(index, fault, procs).await
+        };
+        if let Err(error) = applied {
+            failure = Some(error);
+            break;
+        }
+    }
+    if failure.is_none() {
+        tokio::time::sleep_until(start + scenario.duration).await;
+    }
+    // Stop the clients first: the history ends here.
+    for client in &seed_state.clients {
+        procs.signal(client.id, Signal::KILL);
+    }
+    for client in &seed_state.clients {
+        procs.kill(client.id);
+    }
+    storage_task.abort();
+    oracle_task.abort();
+    // Let the reader threads drain what the clients wrote.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    if let Some(error) = failure {
+        return Err(error);
+    }
+    let mut list = entries.take();
+    // One history, ordered by the shared clock at the moment each event
+    // happened (a stable sort keeps each process's own order on ties).
+    list.retain(|entry| entry.at <= scenario.duration);
+    list.sort_by_key(|entry| entry.at);
+    let history = History { entries: list };
+    let verdict = checker::check_real(scenario, schedule, &history, super::REAL_SLACK);
+    Ok(SeedOutcome {
+        seed,
+        schedule: schedule.to_vec(),
+        history,
+        verdict,
+    })
+}
+
+/// Whether a fault of `kind` with a duration has an end to apply.
+fn lasts(kind: FaultKind) -> bool {
+    !matches!(
+        kind,
+        FaultKind::Crash | FaultKind::Evict | FaultKind::ClockJump
+    )
+}
+
+impl Seed<'_> {
+    fn deployment(&mut self) -> Result<&mut Deployment, ChaosError> {
+        self.deployment.as_mut().ok_or_else(|| {
+            ChaosError::Internal("a server-side fault reached a run against --target".to_owned())
+        })
+    }
+
+    /// How clients reach the deployment, and the real ports they link to.
+    fn reach(&self, target: &RunTarget) -> (Reach, Vec<u16>) {
+        let mut ports = Vec::new();
+        let reach = match (target, &self.deployment) {
+            (RunTarget::Url { port, .. }, _) => {
+                ports.push(*port);
+                Reach::Primary {
+                    nodes: vec![*port],
+                    primary: 0,
+                }
+            }
+            (RunTarget::Started, Some(deployment)) => {
+                let nodes: Vec<u16> = deployment.nodes.iter().map(|n| n.port).collect();
+                ports.extend(&nodes);
+                match &self.scenario.topology {
+                    Topology::Single | Topology::PrimaryReplica { .. } => Reach::Primary {
+                        nodes,
+                        primary: deployment.primary,
+                    },
+                    Topology::Redlock { .. } => Reach::Redlock { nodes },
+                    Topology::Sentinel { .. } => Reach::Sentinel {
+                        sentinels: deployment.sentinels.clone(),
+                        master: MASTER.to_owned(),
+                    },
+                    Topology::Cluster { .. } => Reach::Cluster { nodes },
+                }
+            }
+            (RunTarget::Started, None) => Reach::Primary {
+                nodes: Vec::new(),
+                primary: 0,
+            },
+        };
+        ports.push(self.storage_port);
+        (reach, ports)
+    }
+
+    /// The ports the oracle reads (every node, in order).
+    fn oracle_ports(&self, target: &RunTarget) -> Vec<u16> {
+        match (target, &self.deployment) {
+            (RunTarget::Url { port, .. }, _) => vec![*port],
+            (_, Some(deployment)) => deployment.nodes.iter().map(|n| n.port).collect(),
+            (_, None) => Vec::new(),
+        }
+    }
+
+    async fn spawn_client(
+        &mut self,
+        index: usize,
+        seed: u64,
+        reach: &Reach,
+        real_ports: &[u16],
+        procs: &mut Processes,
+        dir: &std::path::Path,
+    ) -> Result<(), ChaosError> {
+        let mut links = BTreeMap::new();
+        for &port in real_ports {
+            let link = proxy::start(port).await.map_err(|source| ChaosError::Io {
+                what: format!("starting client-{index}'s proxy to port {port}"),
+                source,
+            })?;
+            links.insert(port, link);
+        }
+        let args = ClientArgs {
+            scenario: self.scenario.clone(),
+            index,
+            seed: seed.wrapping_mul(0x9E37_79B9).wrapping_add(index as u64),
+            epoch_ns: self.recorder.epoch,
+            reach: reach.clone(),
+            links: links
+                .iter()
+                .map(|(real, link)| (*real, link.port))
+                .collect(),
+            storage: self.storage_port,
+        };
+        let json = serde_json::to_string(&args).map_err(|e| ChaosError::Internal(e.to_string()))?;
+        let exe = std::env::current_exe().map_err(|source| ChaosError::Io {
+            what: "the sim binary's own path".to_owned(),
+            source,
+        })?;
+        let name = format!("client-{index}");
+        let (id, pipes) = procs.spawn(
+            &name,
+            &exe.display().to_string(),
+            &["chaos-client".to_owned(), json],
+            true,
+            &dir.join(format!("{name}.stderr")),
+        )?;
+        if let Some(stdout) = pipes.stdout {
+            let recorder = self.recorder.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stdout).lines() {
+                    let Ok(line) = line else { return };
+                    if let Ok(parsed) = serde_json::from_str::<ClientLine>(&line) {
+                        let at = since(recorder.epoch, parsed.mono);
+                        recorder.entries.push(Entry {
+                            at,
+                            local: parsed.local,
+                            process: Process::Client(index),
+                            op: parsed.op,
+                        });
+                    }
+                }
+            });
+        }
+        self.clients.push(ClientProc {
+            id,
+            stdin: pipes.stdin,
+            links,
+        });
+        Ok(())
+    }
+
+    fn command(&mut self, client: usize, command: ClientCommand) {
+        if let Some(stdin) = self.clients.get_mut(client).and_then(|c| c.stdin.as_mut())
+            && let Ok(mut text) = serde_json::to_string(&command)
+        {
+            text.push('\n');
+            // A crashed client reads nothing: nothing to tell it.
+            let _ = stdin.write_all(text.as_bytes());
+            let _ = stdin.flush();
+        }
+    }
+
+    /// The links a fault on `target` acts on.
+    fn links_of(&self, target: FaultTarget) -> Vec<Link> {
+        let port = match target {
+            FaultTarget::Client(n) => {
+                return self
+                    .clients
+                    .get(n)
+                    .map(|c| c.links.values().cloned().collect())
+                    .unwrap_or_default();
+            }
+            FaultTarget::Storage => Some(self.storage_port),
+            FaultTarget::Redis(n) => self
+                .deployment
+                .as_ref()
+                .and_then(|d| d.nodes.get(n))
+                .map(|node| node.port),
+            FaultTarget::Primary => None,
+        };
+        let Some(port) = port else {
+            return Vec::new();
+        };
+        self.clients
+            .iter()
+            .filter_map(|c| c.links.get(&port).cloned())
+            .collect()
+    }
+
+    fn resolve(&self, target: FaultTarget) -> FaultTarget {
+        match target {
+            FaultTarget::Primary => {
+                FaultTarget::Redis(self.deployment.as_ref().map_or(0, |d| d.primary))
+            }
+            other => other,
+        }
+    }
+
+    /// Asks the deployment which node is primary now (Sentinel and
+    /// Cluster move it themselves).
+    async fn refresh_primary(&mut self) {
+        let topology = self.scenario.topology.clone();
+        let Some(deployment) = self.deployment.as_mut() else {
+            return;
+        };
+        let port = match topology {
+            Topology::Sentinel { .. } => {
+                let mut found = None;
+                for &sentinel in &deployment.sentinels {
+                    let Ok(mut conn) = admin(sentinel).await else {
+                        continue;
+                    };
+                    let answer: redis::RedisResult<(String, u16)> = redis::cmd("SENTINEL")
+                        .arg("GET-MASTER-ADDR-BY-NAME")
+                        .arg(MASTER)
+                        .query_async(&mut conn)
+                        .await;
+                    if let Ok((_, port)) = answer {
+                        found = Some(port);
+                        break;
+                    }
+                }
+                found
+            }
+            Topology::Cluster { .. } => cluster_owner(deployment).await.map(|(port, _)| port),
+            _ => None,
+        };
+        if let Some(port) = port
+            && let Some(index) = deployment.nodes.iter().position(|n| n.port == port)
+        {
+            deployment.primary = index;
+        }
+    }
+
+    fn record_fault(&self, fault: &ConcreteFault, target: FaultTarget, phase: Phase) {
+        self.recorder.record(
+            Process::Controller,
+            Op::Fault {
+                kind: fault_kind(fault.kind).name.to_owned(),
+                target: target.to_string(),
+                phase,
+            },
+        );
+    }
+
+    async fn begin(
+        &mut self,
+        index: usize,
+        fault: &ConcreteFault,
+        procs: &mut Processes,
+    ) -> Result<(), ChaosError> {
+        if fault.target == FaultTarget::Primary {
+            self.refresh_primary().await;
+        }
+        let target = self.resolve(fault.target);
+        self.resolved.insert(index, target);
+        self.record_fault(fault, target, Phase::Start);
+        match (fault.kind, target) {
+            (FaultKind::Pause, FaultTarget::Client(n)) => {
+                if let Some(client) = self.clients.get(n) {
+                    procs.signal(client.id, Signal::STOP);
+                }
+            }
+            (FaultKind::Pause, FaultTarget::Redis(n)) => {
+                if let Some(id) = self.deployment()?.nodes[n].proc {
+                    procs.signal(id, Signal::STOP);
+                }
+            }
+            (FaultKind::Crash, FaultTarget::Client(n)) => {
+                if let Some(client) = self.clients.get(n) {
+                    procs.kill(client.id);
+                }
+            }
+            (FaultKind::Crash | FaultKind::Restart, FaultTarget::Redis(n)) => {
+                let deployment = self.deployment()?;
+                if let Some(id) = deployment.nodes[n].proc.take() {
+                    procs.kill(id);
+                }
+                if fault.kind == FaultKind::Restart && fault.duration.is_none() {
+                    deployment.start_node(procs, n)?;
+                }
+            }
+            (FaultKind::Partition, _) => {
+                for link in self.links_of(target) {
+                    link.set(|mode| {
+                        mode.hold_up = true;
+                        mode.hold_down = true;
+                    });
+                }
+            }
+            (FaultKind::PartitionOneway, FaultTarget::Client(_)) => {
+                for link in self.links_of(target) {
+                    link.set(|mode| mode.hold_up = true);
+                }
+            }
+            (FaultKind::PartitionOneway, _) => {
+                for link in self.links_of(target) {
+                    link.set(|mode| mode.hold_down = true);
+                }
+            }
+            (FaultKind::Latency, _) => {
+                let delay = fault.delay.unwrap_or(Duration::from_millis(100));
+                for link in self.links_of(target) {
+                    link.set(|mode| mode.delay = delay);
+                }
+            }
+            (FaultKind::ClockDrift, FaultTarget::Client(n)) => {
+                self.command(
+                    n,
+                    ClientCommand::Drift {
+                        rate: fault.rate.unwrap_or_default(),
+                    },
+                );
+            }
+            (FaultKind::ClockJump, FaultTarget::Client(n)) => {
+                if let Some(offset) = fault.offset
+                    && !offset.negative
+                {
+                    self.command(
+                        n,
+                        ClientCommand::Jump {
+                            ns: offset.magnitude.as_nanos() as i64,
+                        },
+                    );
+                }
+            }
+            (FaultKind::Busy, FaultTarget::Redis(n)) => {
+                let port = self.deployment()?.nodes[n].port;
+                let duration = fault.duration.unwrap_or(Duration::from_millis(100));
+                tokio::spawn(busy(port, duration));
+            }
+            (FaultKind::Evict, FaultTarget::Redis(n)) => {
+                let port = self.deployment()?.nodes[n].port;
+                if let Some((key, value)) = evict(port).await {
+                    self.recorder.record(
+                        Process::Controller,
+                        Op::Evicted {
+                            node: n,
+                            key,
+                            value,
+                        },
+                    );
+                }
+                self.record_fault(fault, target, Phase::End);
+            }
+            (FaultKind::Failover, FaultTarget::Redis(old))
+                if matches!(self.scenario.topology, Topology::Sentinel { .. }) =>
+            {
+                self.sentinel_failover(old, fault.duration, procs).await?;
+            }
+            (FaultKind::Failover, FaultTarget::Redis(old)) => {
+                self.failover(old, fault.duration, procs).await?;
+            }
+            (FaultKind::ShardFailover, FaultTarget::Redis(_)) => {
+                self.shard_failover(fault.duration, procs).await?;
+            }
+            (kind, target) => {
+                return Err(ChaosError::Internal(format!(
+                    "{} on {target} reached the controller unrefused",
+                    fault_kind(kind).name
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    async fn end(
+        &mut self,
+        index: usize,
+        fault: &ConcreteFault,
+        procs: &mut Processes,
+    ) -> Result<(), ChaosError> {
+        let target = self
+            .resolved
+            .get(&index)
+            .copied()
+            .unwrap_or_else(|| self.resolve(fault.target));
+        match (fault.kind, target) {
+            (FaultKind::Pause, FaultTarget::Client(n)) => {
+                if let Some(client) = self.clients.get(n) {
+                    procs.signal(client.id, Signal::CONT);
+                }
+            }
+            (FaultKind::Pause, FaultTarget::Redis(n)) => {
+                if let Some(id) = self.deployment()?.nodes[n].proc {
+                    procs.signal(id, Signal::CONT);
+                }
+            }
+            (FaultKind::Restart, FaultTarget::Redis(n)) => {
+                self.deployment()?.start_node(procs, n)?;
+            }
+            (FaultKind::Partition | FaultKind::PartitionOneway, _) => {
+                for link in self.links_of(target) {
+                    link.set(|mode| {
+                        mode.hold_up = false;
+                        mode.hold_down = false;
+                    });
+                }
+            }
+            (FaultKind::Latency, _) => {
+                for link in self.links_of(target) {
+                    link.set(|mode| mode.delay = Duration::ZERO);
+                }
+            }
+            (FaultKind::ClockDrift, FaultTarget::Client(n)) => {
+                self.command(n, ClientCommand::Drift { rate: 0.0 });
+            }
+            (FaultKind::Failover, FaultTarget::Redis(old))
+                if !matches!(self.scenario.topology, Topology::Sentinel { .. }) =>
+            {
+                self.demote(old).await?;
+            }
+            _ => {}
+        }
+        self.record_fault(fault, target, Phase::End);
+        Ok(())
+    }
+
+    /// Promotes the most up-to-date replica. Without a stale window the
+    /// old primary dies now; with one it stays up and writable, its
+    /// clients still connected, until [`Self::demote`].
+    async fn failover(
+        &mut self,
+        old: usize,
+        window: Option<Duration>,
+        procs: &mut Processes,
+    ) -> Result<(), ChaosError> {
+        let deployment = self.deployment()?;
+        if window.is_none()
+            && let Some(id) = deployment.nodes[old].proc.take()
+        {
+            procs.kill(id);
+        }
+        // The replica with the largest applied offset wins.
+        let mut best: Option<(u64, usize)> = None;
+        for (index, node) in deployment.nodes.iter().enumerate() {
+            if index == old || node.proc.is_none() {
+                continue;
+            }
+            let Ok(mut conn) = admin(node.port).await else {
+                continue;
+            };
+            let info: String = redis::cmd("INFO")
+                .arg("replication")
+                .query_async(&mut conn)
+                .await
+                .unwrap_or_default();
+            let offset = info
+                .lines()
+                .find_map(|l| l.strip_prefix("slave_repl_offset:"))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .unwrap_or(0);
+            if best.is_none_or(|(o, _)| offset > o) {
+                best = Some((offset, index));
+            }
+        }
+        let Some((_, new)) = best else {
+            return Ok(());
+        };
+        let mut conn = admin(deployment.nodes[new].port).await?;
+        let _: redis::Value = redis::cmd("REPLICAOF")
+            .arg("NO")
+            .arg("ONE")
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| ChaosError::Start {
+                what: format!("REPLICAOF NO ONE on redis-{new}"),
+                why: e.to_string(),
+            })?;
+        let new_port = deployment.nodes[new].port;
+        for (index, node) in deployment.nodes.iter().enumerate() {
+            if index == new || index == old || node.proc.is_none() {
+                continue;
+            }
+            if let Ok(mut conn) = admin(node.port).await {
+                let _: redis::RedisResult<redis::Value> = redis::cmd("REPLICAOF")
+                    .arg("127.0.0.1")
+                    .arg(new_port)
+                    .query_async(&mut conn)
+                    .await;
+            }
+        }
+        deployment.primary = new;
+        for client in 0..self.clients.len() {
+            self.command(client, ClientCommand::Primary { node: new });
+        }
+        Ok(())
+    }
+
+    /// Sentinel: without a stale window the primary is killed and the
+    /// sentinels fail it over when they notice (`down-after-milliseconds`);
+    /// with one, `SENTINEL FAILOVER` promotes a replica while the old
+    /// primary is up, and whatever stale window follows is Sentinel's own.
+    async fn sentinel_failover(
+        &mut self,
+        old: usize,
+        window: Option<Duration>,
+        procs: &mut Processes,
+    ) -> Result<(), ChaosError> {
+        let deployment = self.deployment()?;
+        if window.is_none() {
+            if let Some(id) = deployment.nodes[old].proc.take() {
+                procs.kill(id);
+            }
+            return Ok(());
+        }
+        for &sentinel in &deployment.sentinels {
+            let Ok(mut conn) = admin(sentinel).await else {
+                continue;
+            };
+            let done: redis::RedisResult<redis::Value> = redis::cmd("SENTINEL")
+                .arg("FAILOVER")
+                .arg(MASTER)
+                .query_async(&mut conn)
+                .await;
+            if done.is_ok() {
+                return Ok(());
+            }
+        }
+        Err(ChaosError::Start {
+            what: "SENTINEL FAILOVER".to_owned(),
+            why: "no sentinel accepted it".to_owned(),
+        })
+    }
+
+    /// Cluster: a replica of the shard owning the lock key's slot takes
+    /// over (`CLUSTER FAILOVER TAKEOVER`: no agreement from the old
+    /// primary or the others); without a stale window the old primary is
+    /// killed first.
+    async fn shard_failover(
+        &mut self,
+        window: Option<Duration>,
+        procs: &mut Processes,
+    ) -> Result<(), ChaosError> {
+        let deployment = self.deployment()?;
+        let Some((old_port, replicas)) = cluster_owner(deployment).await else {
+            return Ok(());
+        };
+        if window.is_none()
+            && let Some(node) = deployment.nodes.iter_mut().find(|n| n.port == old_port)
+            && let Some(id) = node.proc.take()
+        {
+            procs.kill(id);
+        }
+        for port in replicas {
+            let Ok(mut conn) = admin(port).await else {
+                continue;
+            };
+            let done: redis::RedisResult<redis::Value> = redis::cmd("CLUSTER")
+                .arg("FAILOVER")
+                .arg("TAKEOVER")
+                .query_async(&mut conn)
+                .await;
+            if done.is_ok() {
+                if let Some(index) = deployment.nodes.iter().position(|n| n.port == port) {
+                    deployment.primary = index;
+                }
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// The stale window is over: the old primary becomes a replica of the
+    /// new one (its clients stay connected and meet `READONLY`).
+    async fn demote(&mut self, old: usize) -> Result<(), ChaosError> {
+        let deployment = self.deployment()?;
+        let primary_port = deployment.nodes[deployment.primary].port;
+        if deployment.nodes[old].proc.is_some()
+            && let Ok(mut conn) = admin(deployment.nodes[old].port).await
+        {
+            let _: redis::RedisResult<redis::Value> = redis::cmd("REPLICAOF")
+                .arg("127.0.0.1")
+                .arg(primary_port)
+                .query_async(&mut conn)
+                .await;
+        }
+        Ok(())
+    }
+}
+
+/// The port of the primary owning the lock key's slot, and its replicas'
+/// ports, from `CLUSTER NODES` of the first node that answers.
+async fn cluster_owner(deployment: &Deployment) -> Option<(u16, Vec<u16>)> {
+    let slot = lock_core::redis::cluster::slot_of(lock_key());
+    for node in &deployment.nodes {
+        if node.proc.is_none() {
+            continue;
+        }
+        let Ok(mut conn) = admin(node.port).await else {
+            continue;
+        };
+        let Ok(text) = redis::cmd("CLUSTER")
+            .arg("NODES")
+            .query_async::<String>(&mut conn)
+            .await
+        else {
+            continue;
+        };
+        let parsed: Vec<(String, u16, bool, String, Vec<&str>)> = text
+            .lines()
+            .filter_map(|line| {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                let port = fields.get(1)?.split(['@', ':']).nth(1)?.parse().ok()?;
+                let master = fields.get(2)?.contains("master") && !fields.get(2)?.contains("fail");
+                Some((
+                    (*fields.first()?).to_owned(),
+                    port,
+                    master,
+                    (*fields.get(3)?).to_owned(),
+                    fields.get(8..).map(<[&str]>::to_vec).unwrap_or_default(),
+                ))
+            })
+            .collect();
+        let owner = parsed.iter().find(|(_, _, master, _, slots)| {
+            *master
+                && slots.iter().any(|range| {
+                    let mut ends = range.split('-').filter_map(|n| n.parse::<u16>().ok());
+                    match (ends.next(), ends.next()) {
+                        (Some(a), Some(b)) => a <= slot && slot <= b,
+                        (Some(a), None) => a == slot,
+                        _ => false,
+                    }
+                })
+        })?;
+        let replicas = parsed
+            .iter()
+            .filter(|(_, _, _, of, _)| *of == owner.0)
+            .map(|(_, port, _, _, _)| *port)
+            .collect();
+        return Some((owner.1, replicas));
+    }
+    None
+}
+
+/// Makes the node on `port` answer BUSY for `duration`: a script that
+/// spins until then (Redis answers BUSY to others once it has run for
+/// `busy-reply-threshold`).
+async fn busy(port: u16, duration: Duration) {
+    let Ok(mut conn) = admin(port).await else {
+        return;
+    };
+    let script = "local t = redis.call('TIME') \
+        local stop = tonumber(t[1]) * 1000000 + tonumber(t[2]) + tonumber(ARGV[1]) \
+        while true do \
+          local n = redis.call('TIME') \
+          if tonumber(n[1]) * 1000000 + tonumber(n[2]) >= stop then return 1 end \
+        end";
+    let _: redis::RedisResult<redis::Value> = redis::cmd("EVAL")
+        .arg(script)
+        .arg(0)
+        .arg(duration.as_micros() as u64)
+        .query_async(&mut conn)
+        .await;
+}
+
+/// Evicts under memory pressure: `maxmemory` just above what is used,
+/// `volatile-ttl` (the key nearest expiry goes first: the lock's), and
+/// filler keys with long ttls until the lock key is gone. Returns the
+/// lock key and its value if it was evicted.
+async fn evict(port: u16) -> Option<(String, Option<String>)> {
+    let mut conn = admin(port).await.ok()?;
+    let key = lock_key();
+    let value: Option<String> = redis::cmd("GET")
+        .arg(&key)
+        .query_async(&mut conn)
+        .await
+        .ok()?;
+    let value = value?;
+    let info: String = redis::cmd("INFO")
+        .arg("memory")
+        .query_async(&mut conn)
+        .await
+        .ok()?;
+    let used: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())?;
+    let _: redis::RedisResult<()> = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory-policy")
+        .arg("volatile-ttl")
+        .arg("maxmemory")
+        .arg(used + 64 * 1024)
+        .query_async(&mut conn)
+        .await;
+    let filler = "x".repeat(4096);
+    let mut evicted = false;
+    for n in 0..200 {
+        let _: redis::RedisResult<()> = redis::cmd("SET")
+            .arg(format!("chaos-filler-{n}"))
+            .arg(&filler)
+            .arg("EX")
+            .arg(3600)
+            .query_async(&mut conn)
+            .await;
+        let now: Option<String> = redis::cmd("GET")
+            .arg(&key)
+            .query_async(&mut conn)
+            .await
+            .ok()?;
+        if now.as_deref() != Some(value.as_str()) {
+            evicted = now.is_none();
+            break;
+        }
+    }
+    let _: redis::RedisResult<()> = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(0)
+        .query_async(&mut conn)
+        .await;
+    let fillers: Vec<String> = (0..200).map(|n| format!("chaos-filler-{n}")).collect();
+    let _: redis::RedisResult<()> = redis::cmd("DEL").arg(&fillers).query_async(&mut conn).await;
+    evicted.then_some((key, Some(value)))
+}
+
+/// The fenced storage: accepts a write iff its fence is at least the
+/// highest accepted, recording each decision when it is made.
+async fn serve_storage(listener: TcpListener, recorder: Recorder) {
+    let highest: Arc<Mutex<Option<u64>>> = Arc::default();
+    while let Ok((stream, _)) = listener.accept().await {
+        let recorder = recorder.clone();
+        let highest = Arc::clone(&highest);
+        tokio::spawn(async move {
+            let (read, mut write) = stream.into_split();
+            let mut lines = tokio::io::BufReader::new(read).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let words: Vec<&str> = line.split_whitespace().collect();
+                let answer = match words.as_slice() {
+                    ["F", token, fence, value] => {
+                        match (fence.parse::<u64>(), value.parse::<u64>()) {
+                            (Ok(fence), Ok(value)) => {
+                                let accepted = {
+                                    let mut highest =
+                                        highest.lock().unwrap_or_else(PoisonError::into_inner);
+                                    let accepted = highest.is_none_or(|h| fence >= h);
+                                    if accepted {
+                                        *highest = Some(fence);
+                                    }
+                                    accepted
+                                };
+                                recorder.record(
+                                    Process::Storage,
+                                    Op::WriteOk {
+                                        token: (*token).to_owned(),
+                                        fence,
+                                        value,
+                                        accepted,
+                                    },
+                                );
+                                if accepted { "1\n" } else { "0\n" }
+                            }
+                            _ => "E\n",
+                        }
+                    }
+                    ["P", token, _] => {
+                        recorder.record(
+                            Process::Storage,
+                            Op::RegisterWrite {
+                                token: (*token).to_owned(),
+                                phase: Phase::End,
+                            },
+                        );
+                        "1\n"
+                    }
+                    _ => "E\n",
+                };
+                if write.write_all(answer.as_bytes()).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+}
+
+/// The longest round trip of an oracle sample that is kept: a slower
+/// answer says too little about when the key looked like that.
+const ORACLE_RTT: Duration = Duration::from_millis(5);
+
+/// Samples the authoritative view of the lock key every 2 ms, over direct
+/// connections (no proxy): single and primary-replica read the node that
+/// answers `role:master` with the key (the controller's primary), Redlock
+/// a majority. Each sample is stamped when it was sent, and kept only if
+/// the answer came within [`ORACLE_RTT`].
+async fn oracle(topology: Topology, ports: Vec<u16>, recorder: Recorder) {
+    let key = lock_key();
+    let redlock = matches!(topology, Topology::Redlock { .. });
+    let mut conns: Vec<Option<redis::aio::MultiplexedConnection>> = vec![None; ports.len()];
+    let mut last: Option<(usize, Option<String>)> = None;
+    loop {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        let sent = mono_ns();
+        let mut views: Vec<Option<(Option<String>, i64)>> = Vec::with_capacity(ports.len());
+        for (index, port) in ports.iter().enumerate() {
+            if conns[index].is_none() {
+                conns[index] = admin(*port).await.ok();
+            }
+            let view = match conns[index].as_mut() {
+                Some(conn) => {
+                    let pipe = redis::pipe()
+                        .cmd("GET")
+                        .arg(&key)
+                        .cmd("PTTL")
+                        .arg(&key)
+                        .cmd("ROLE")
+                        .clone();
+                    let read = tokio::time::timeout(
+                        Duration::from_millis(50),
+                        pipe.query_async::<(Option<String>, i64, redis::Value)>(conn),
+                    )
+                    .await;
+                    match read {
+                        Ok(Ok((owner, pttl, role))) => {
+                            let master = matches!(&role, redis::Value::Array(items)
+                                if matches!(items.first(), Some(redis::Value::BulkString(b)) if b == b"master"));
+                            (master || redlock).then_some((owner, pttl))
+                        }
+                        Ok(Err(_)) => {
+                            conns[index] = None;
+                            None
+                        }
+                        Err(_) => None,
+                    }
+                }
+                None => None,
+            };
+            views.push(view);
+        }
+        if Duration::from_nanos(mono_ns().saturating_sub(sent)) > ORACLE_RTT {
+            continue;
+        }
+        let sample = if redlock {
+            let quorum = ports.len() / 2 + 1;
+            let mut counts: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+            for (owner, pttl) in views.iter().flatten() {
+                if let Some(owner) = owner {
+                    counts.entry(owner.clone()).or_default().push(*pttl);
+                }
+            }
+            let found = counts.into_iter().find_map(|(owner, mut pttls)| {
+                (pttls.len() >= quorum).then(|| {
+                    pttls.sort_unstable_by(|a, b| b.cmp(a));
+                    (owner, pttls.get(quorum - 1).copied())
+                })
+            });
+            Some((
+                0,
+                found.as_ref().map(|f| f.0.clone()),
+                found.and_then(|f| f.1),
+            ))
+        } else {
+            // Of the nodes that say they are primary, the one holding a
+            // key; a deposed primary still in its stale window says
+            // master too, so the newest (highest index promoted) is not
+            // knowable here: prefer a master with the key's owner absent
+            // only when no master has it.
+            let masters: Vec<(usize, &(Option<String>, i64))> = views
+                .iter()
+                .enumerate()
+                .filter_map(|(i, v)| v.as_ref().map(|v| (i, v)))
+                .collect();
+            match masters.as_slice() {
+                [] => None,
+                [(index, (owner, pttl))] => Some((*index, owner.clone(), Some(*pttl))),
+                // Two masters (a stale window): the authority is the one
+                // clients are now sent to, which the controller knows; the
+                // oracle skips such samples rather than guess.
+                _ => None,
+            }
+        };
+        let Some((primary, owner, pttl)) = sample else {
+            continue;
+        };
+        let current = Some((primary, owner.clone()));
+        if current != last {
+            last = current;
+            recorder.record_at(
+                sent,
+                Process::Controller,
+                Op::Oracle {
+                    primary,
+                    owner,
+                    pttl_ms: pttl.and_then(|p| u64::try_from(p).ok()),
+                },
+            );
+        }
+    }
+}

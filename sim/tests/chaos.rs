@@ -1,0 +1,219 @@
+//! `sim chaos` on real processes: bad input gets one clear error and a
+//! non-zero exit, and no process a run started outlives it (normal end,
+//! Ctrl-C, the controller killed outright).
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Output, Stdio},
+    time::{Duration, Instant},
+};
+
+const SIM: &str = env!("CARGO_BIN_EXE_sim");
+
+fn tests_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/chaos")
+}
+
+/// A fresh scratch directory for one test.
+fn scratch(name: &str) -> PathBuf {
+    let dir =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("chaos-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a scratch directory under the target dir");
+    dir
+}
+
+fn chaos(dir: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(SIM);
+    command
+        .arg("chaos")
+        .args(args)
+        .arg("--work-dir")
+        .arg(dir.join("work"))
+        .arg("--report-dir")
+        .arg(dir.join("reports"))
+        .arg("--pids-file")
+        .arg(dir.join("pids"));
+    command
+}
+
+fn pids(dir: &Path) -> Vec<u32> {
+    std::fs::read_to_string(dir.join("pids"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| line.trim().parse().ok())
+        .collect()
+}
+
+/// Whether `pid` is a live process (a zombie counts as gone: it runs
+/// nothing and holds no port).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        !stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z')
+    })
+}
+
+/// Waits up to `limit` for every pid in `dir`'s pid file to be gone.
+fn assert_all_gone(dir: &Path, limit: Duration) {
+    let started = pids(dir);
+    let deadline = Instant::now() + limit;
+    loop {
+        let left: Vec<u32> = started.iter().copied().filter(|pid| alive(*pid)).collect();
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "processes left running: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn a_server_clock_jump_is_refused_by_name_and_place() {
+    let dir = scratch("refused");
+    let file = tests_dir().join("server-jump.toml");
+    let output = chaos(&dir, &[file.to_str().expect("a utf-8 path")])
+        .output()
+        .expect("sim runs");
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert!(text.contains("server-jump.toml:20:1"), "{text}");
+    assert!(text.contains("fault `clock-jump` on redis:0"), "{text}");
+    assert!(
+        pids(&dir).is_empty(),
+        "a refused run started {:?}",
+        pids(&dir)
+    );
+}
+
+#[test]
+fn a_server_fault_against_a_users_redis_is_refused() {
+    let dir = scratch("target-refused");
+    let file = tests_dir().join("server-jump.toml");
+    let output = chaos(
+        &dir,
+        &[
+            file.to_str().expect("a utf-8 path"),
+            "--target",
+            "redis://127.0.0.1:6399",
+        ],
+    )
+    .output()
+    .expect("sim runs");
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("--target runs against a Redis the harness did not start"),
+        "{text}"
+    );
+    assert!(pids(&dir).is_empty());
+}
+
+#[test]
+fn a_missing_redis_server_is_named() {
+    let dir = scratch("missing");
+    let empty = dir.join("empty-path");
+    std::fs::create_dir_all(&empty).expect("a directory");
+    let file = tests_dir().join("tiny-pause.toml");
+    let output = chaos(&dir, &[file.to_str().expect("a utf-8 path")])
+        .env("PATH", &empty)
+        .output()
+        .expect("sim runs");
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert!(text.contains("`redis-server` is not on PATH"), "{text}");
+    assert!(pids(&dir).is_empty());
+}
+
+#[test]
+fn a_taken_port_is_named_and_nothing_is_left() {
+    let dir = scratch("port");
+    let held = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    let port = held.local_addr().expect("its address").port();
+    let file = tests_dir().join("tiny-pause.toml");
+    let output = chaos(
+        &dir,
+        &[
+            file.to_str().expect("a utf-8 path"),
+            "--base-port",
+            &port.to_string(),
+        ],
+    )
+    .output()
+    .expect("sim runs");
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains(&format!("port {port} is already in use")),
+        "{text}"
+    );
+    assert_all_gone(&dir, Duration::from_secs(2));
+}
+
+#[test]
+fn a_normal_run_leaves_nothing_running() {
+    let dir = scratch("normal");
+    let file = tests_dir().join("tiny-pause.toml");
+    let output = chaos(&dir, &[file.to_str().expect("a utf-8 path"), "--runs", "1"])
+        .output()
+        .expect("sim runs");
+    let text = stderr(&output);
+    assert!(text.contains("tiny-pause seed 0"), "{text}");
+    // The server and both clients, each through its own process.
+    assert!(pids(&dir).len() >= 3, "{:?}", pids(&dir));
+    assert_all_gone(&dir, Duration::from_secs(2));
+}
+
+/// Starts a run and waits until its server and clients are up.
+fn start_and_wait(dir: &Path) -> std::process::Child {
+    let file = tests_dir().join("tiny-pause.toml");
+    let child = chaos(dir, &[file.to_str().expect("a utf-8 path"), "--runs", "1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("sim starts");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while pids(dir).len() < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "the run never started its clients"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+#[test]
+fn ctrl_c_stops_every_process() {
+    let dir = scratch("interrupt");
+    let child = start_and_wait(&dir);
+    let pid = rustix::process::Pid::from_child(&child);
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).expect("SIGINT delivered");
+    let output = child.wait_with_output().expect("sim exits");
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert!(text.contains("interrupted"), "{text}");
+    assert_all_gone(&dir, Duration::from_secs(2));
+}
+
+#[test]
+fn a_killed_controller_takes_its_children_with_it() {
+    let dir = scratch("killed");
+    let mut child = start_and_wait(&dir);
+    // SIGKILL: no handler, no destructor; only the death signal each child
+    // armed before it became its program is left to clean up.
+    child.kill().expect("SIGKILL delivered");
+    let _ = child.wait();
+    assert_all_gone(&dir, Duration::from_secs(3));
+}
