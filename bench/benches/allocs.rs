@@ -8,11 +8,11 @@
 
 use std::time::Duration;
 
+use bench::api::{Fencing, LockOptions, Locker, scripts};
 use bench::{
     raw::{fresh_key, release, runtime, set_nx_px},
     raw_connection, redis_for_bench,
 };
-use lock_core::{Fencing, LockOptions, Locker, scripts};
 
 /// Cycles per measurement: enough that per-cycle counts are stable.
 const CYCLES: u64 = 2_000;

@@ -6,8 +6,8 @@ use std::{
     time::{Duration, Instant},
 };
 
+use bench::api::{Command, LockMachine, LockOptions, Reply};
 use criterion::{Criterion, criterion_group, criterion_main};
-use lock_core::{Command, LockMachine, LockOptions, Reply};
 
 fn cycle(opts: &LockOptions, t0: Instant) -> usize {
     let mut machine = LockMachine::new(opts, "orders:42", "token".into(), 1).expect("valid");

@@ -9,12 +9,12 @@
 
 use std::time::{Duration, Instant};
 
+use bench::api::{LockOptions, Locker, scripts};
 use bench::{
     raw::{evalsha, fresh_key, ping, release, runtime, set_nx_px},
     raw_connection, redis_for_bench,
 };
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use lock_core::{LockOptions, Locker, scripts};
 
 fn benches(c: &mut Criterion) {
     let rt = runtime();

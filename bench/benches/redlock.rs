@@ -21,12 +21,12 @@ use std::{
     time::{Duration, Instant},
 };
 
+use bench::api::{Fencing, LockOptions, Locker, scripts};
 use bench::{
     raw::{fresh_key, release, runtime, set_nx_px},
     raw_connection, redis_nodes_for_bench,
 };
 use futures_util::{StreamExt, future::join_all, stream::FuturesUnordered};
-use lock_core::{Fencing, LockOptions, Locker, scripts};
 use redis::aio::MultiplexedConnection;
 
 /// The node counts measured.

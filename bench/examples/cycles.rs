@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use lock_core::{Fencing, LockOptions, Locker};
+use bench::api::{Fencing, LockOptions, Locker};
 
 fn main() {
     // `--multi`: a multi-thread runtime (two workers) instead of the

@@ -4,7 +4,7 @@
 
 use std::{future::Future, time::Duration};
 
-use lock_core::LockOptions;
+use crate::api::LockOptions;
 use sim::{
     checker,
     config::{

@@ -73,6 +73,23 @@ pub async fn redis_for_bench() -> RedisUnderTest {
     }
 }
 
+/// A Redis on this machine's loopback for the latency benches: `REDIS_URL`,
+/// then a spawned `redis-server`, then testcontainers (whose port proxy
+/// adds ~80 µs per round trip, which would hide what the lock costs).
+/// Prints the route. Panics with how to get one.
+pub async fn loopback_redis_for_bench() -> RedisUnderTest {
+    if std::env::var("REDIS_URL").is_ok_and(|url| !url.is_empty()) {
+        return redis_for_bench().await;
+    }
+    match spawn_redis_server() {
+        Ok(redis) => redis,
+        Err(error) => {
+            eprintln!("bench: cannot spawn redis-server ({error}); trying the other routes");
+            redis_for_bench().await
+        }
+    }
+}
+
 const HOW_TO_GET_REDIS_NODES: &str = "no independent Redis nodes: `apt-get install redis-server` \
     (spawned on free loopback ports), or run scripts/redis-image.sh (Docker)";
 
@@ -185,13 +202,14 @@ pub async fn raw_connection(url: &str) -> redis::aio::MultiplexedConnection {
         .await
         .expect("connect to the bench Redis")
 }
+pub mod api;
 pub mod compare;
 
 /// The raw commands the benchmarks use as baselines, and their helpers.
 pub mod raw {
     use std::sync::atomic::{AtomicU64, Ordering};
 
-    use lock_core::scripts;
+    use crate::api::scripts;
     use redis::aio::MultiplexedConnection;
 
     static KEY: AtomicU64 = AtomicU64::new(0);

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use lock_core::{LockOptions, Locker};
+use bench::api::{LockOptions, Locker};
 
 #[tokio::test]
 async fn a_lock_works_against_the_testcontainers_redis() {

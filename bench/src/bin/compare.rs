@@ -6,8 +6,8 @@
 
 use std::{path::PathBuf, time::Instant};
 
+use bench::api::Locker;
 use bench::{Route, compare, raw_connection, redis_for_bench, redis_nodes_for_bench};
-use lock_core::Locker;
 use redis::aio::MultiplexedConnection;
 
 /// One raw SET NX PX + DEL cycle, sent to every connection at once.

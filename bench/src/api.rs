@@ -1,0 +1,19 @@
+//! Every `lock-core` name the benches, examples and `compare` use, imported
+//! here once. lock-core's public interface is being curated: when a name
+//! moves (say, what only the benches need going under an internal module),
+//! this file is the one to change.
+
+pub use lock_core::{
+    // The sans-IO machine, for the `core` bench's machine-only cycle.
+    Command,
+    // The user's face: what a service calls.
+    Event,
+    Fencing,
+    LockMachine,
+    LockOptions,
+    Locker,
+    LockerBuilder,
+    Reply,
+    // The lock script, for the raw baselines that send the same Redis work.
+    scripts,
+};
