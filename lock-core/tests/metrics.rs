@@ -181,6 +181,8 @@ const TIMED_OUT: &str = "redis_lock_acquire_duration_seconds{outcome=timeout}";
 const ERRORED: &str = "redis_lock_acquire_duration_seconds{outcome=error}";
 const RENEWED: &str = "redis_lock_renewals_total{outcome=ok}";
 const RENEW_FAILED: &str = "redis_lock_renewals_total{outcome=failed}";
+const COMMAND_RECONNECTS: &str = "redis_lock_reconnects_total{connection=command}";
+const PUBSUB_RECONNECTS: &str = "redis_lock_reconnects_total{connection=pubsub}";
 
 #[tokio::test]
 async fn every_series_moves_through_a_locks_life() {
@@ -213,7 +215,7 @@ async fn every_series_moves_through_a_locks_life() {
 
     // Every series is registered with the locker, before anything happens.
     let names = recorder.names();
-    assert_eq!(names.len(), 27, "{names:#?}");
+    assert_eq!(names.len(), 28, "{names:#?}");
     assert!(names.iter().all(|name| name.starts_with("redis_lock_")));
 
     // A grant, then renewals while held.
@@ -297,11 +299,9 @@ async fn every_series_moves_through_a_locks_life() {
     );
     assert_eq!(counter("redis_lock_losses_total{reason=expired}"), 1);
     assert_eq!(counter("redis_lock_releases_total{outcome=unknown}"), 1);
-    assert_eq!(counter("redis_lock_reconnects_total"), 0, "still frozen");
+    assert_eq!(counter(COMMAND_RECONNECTS), 0, "still frozen");
     server.resume();
-    recorder
-        .counter_reaches("redis_lock_reconnects_total", 1)
-        .await;
+    recorder.counter_reaches(COMMAND_RECONNECTS, 1).await;
 
     // A restart: the connection closes and is reopened, and the restarted
     // server (no persistence) has forgotten the key.
@@ -315,7 +315,7 @@ async fn every_series_moves_through_a_locks_life() {
         d.release().await,
         Err(ReleaseError::AlreadyLost(LostReason::NotOwner))
     );
-    assert_eq!(counter("redis_lock_reconnects_total"), 2);
+    assert_eq!(counter(COMMAND_RECONNECTS), 2);
 
     // The whole life, series by series.
     assert_eq!(counter("redis_lock_acquire_attempts_total"), 6);
@@ -344,7 +344,7 @@ async fn every_series_moves_through_a_locks_life() {
     assert_eq!(counter("redis_lock_releases_total{outcome=deleted}"), 1);
     assert_eq!(counter("redis_lock_releases_total{outcome=not_owner}"), 2);
     assert_eq!(counter("redis_lock_releases_total{outcome=unknown}"), 1);
-    assert_eq!(counter("redis_lock_reconnects_total"), 2);
+    assert_eq!(counter(COMMAND_RECONNECTS), 2);
     assert_eq!(recorder.samples(GRANTED).len(), 4);
     assert_eq!(recorder.samples(TIMED_OUT).len(), 2);
     assert!(recorder.samples(ERRORED).is_empty());
@@ -377,5 +377,43 @@ async fn every_series_moves_through_a_locks_life() {
             .iter()
             .chain(&failed_times)
             .all(|seconds| (0.0..60.0).contains(seconds))
+    );
+
+    // The pub/sub connection that wakes waiters, counted apart: the server
+    // drops it while a waiter listens, and it is opened again. (Opening it
+    // for this waiter may count already: the restart above broke it.)
+    let options = LockOptions::new(Duration::from_secs(5)).wait(Duration::from_secs(30));
+    let holder = locker.acquire("metrics:e", &options).await.expect("free");
+    let waiter = tokio::spawn({
+        let locker = locker.clone();
+        let options = options.clone();
+        async move { locker.acquire("metrics:e", &options).await }
+    });
+    let subscribed = || async {
+        for _ in 0..2_000 {
+            let channels: Vec<String> = server.query(&["PUBSUB", "CHANNELS", "*"]);
+            if !channels.is_empty() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the waiter never subscribed");
+    };
+    subscribed().await;
+    let pubsub_before = counter(PUBSUB_RECONNECTS);
+    let killed: i64 = server.query(&["CLIENT", "KILL", "TYPE", "pubsub"]);
+    assert_eq!(killed, 1, "one pub/sub connection");
+    recorder
+        .counter_reaches(PUBSUB_RECONNECTS, pubsub_before + 1)
+        .await;
+    subscribed().await;
+    holder.release().await.expect("the holder held it");
+    let granted = waiter.await.expect("the waiter ran").expect("granted");
+    granted.release().await.expect("the waiter held it");
+    assert_eq!(counter(PUBSUB_RECONNECTS), pubsub_before + 1);
+    assert_eq!(
+        counter(COMMAND_RECONNECTS),
+        2,
+        "the command connection stayed"
     );
 }

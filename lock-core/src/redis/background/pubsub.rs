@@ -45,6 +45,8 @@ pub(crate) struct Subscriber {
     needs_sync: bool,
     /// How long to wait before opening the connection again.
     retry_delay: Duration,
+    /// A connection was open once: the next one opened is a reconnection.
+    was_open: bool,
 }
 
 impl Subscriber {
@@ -60,6 +62,7 @@ impl Subscriber {
             unsubscribing: FuturesUnordered::new(),
             needs_sync: true,
             retry_delay: Duration::ZERO,
+            was_open: false,
         }
     }
 
@@ -80,6 +83,10 @@ impl Subscriber {
                         self.sink = Some(sink);
                         self.stream = Some(stream);
                         self.retry_delay = Duration::ZERO;
+                        if self.was_open {
+                            session.metrics.pubsub_reconnected();
+                        }
+                        self.was_open = true;
                         // Subscribe afresh to whatever is waited on now.
                         self.subscribed.clear();
                         self.needs_sync = true;

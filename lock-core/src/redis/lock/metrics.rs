@@ -5,7 +5,7 @@
 //! The series are derived from what the adapter already sees: the lock
 //! machines' events (drained in `cell`), the renewal commands they hand
 //! out (for the round-trip time), the acquire calls (`locker`) and the
-//! driver's reconnections (`driver`). Each locker registers its handles
+//! driver's and the subscriber's reconnections (`driver`, `pubsub`). Each locker registers its handles
 //! once, so recording is an atomic operation on a handle: no key is built,
 //! nothing is allocated, and no lock name ever becomes a label (label sets
 //! are fixed and small, so the series stay bounded however many keys are
@@ -72,7 +72,10 @@ mod on {
         losses: [Counter; 4],
         /// By [`release_index`].
         releases: [Counter; 3],
+        /// Command connections reopened.
         reconnects: Counter,
+        /// Pub/sub connections reopened.
+        pubsub_reconnects: Counter,
         acquire_granted: Histogram,
         acquire_timeout: Histogram,
         acquire_error: Histogram,
@@ -136,7 +139,8 @@ mod on {
                     counter!(RELEASES, "outcome" => "not_owner"),
                     counter!(RELEASES, "outcome" => "unknown"),
                 ],
-                reconnects: counter!(RECONNECTS),
+                reconnects: counter!(RECONNECTS, "connection" => "command"),
+                pubsub_reconnects: counter!(RECONNECTS, "connection" => "pubsub"),
                 acquire_granted: histogram!(ACQUIRE_DURATION, "outcome" => "granted"),
                 acquire_timeout: histogram!(ACQUIRE_DURATION, "outcome" => "timeout"),
                 acquire_error: histogram!(ACQUIRE_DURATION, "outcome" => "error"),
@@ -234,10 +238,16 @@ mod on {
             }
         }
 
-        /// A connection that had been open was opened again.
+        /// A command connection that had been open was opened again.
         #[inline]
         pub(crate) fn reconnected(&self) {
             self.reconnects.increment(1);
+        }
+
+        /// The pub/sub connection, which had been open, was opened again.
+        #[inline]
+        pub(crate) fn pubsub_reconnected(&self) {
+            self.pubsub_reconnects.increment(1);
         }
 
         fn acquire_ended(&self, times: &mut LockTimes, now: Instant) {
@@ -308,7 +318,8 @@ mod on {
         describe_counter!(
             RECONNECTS,
             Unit::Count,
-            "Connections to Redis reopened after one broke or closed."
+            "Connections to Redis reopened after one broke or closed, by connection \
+             (command, pubsub)."
         );
         describe_histogram!(
             ACQUIRE_DURATION,
@@ -375,5 +386,8 @@ mod off {
 
         #[inline(always)]
         pub(crate) fn reconnected(&self) {}
+
+        #[inline]
+        pub(crate) fn pubsub_reconnected(&self) {}
     }
 }
