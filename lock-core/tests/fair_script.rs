@@ -15,7 +15,12 @@ use std::{thread, time::Duration};
 
 use support::RedisServer;
 
-const SCRIPT: &str = include_str!("../src/scripts/fair.lua");
+/// What Redis runs: the family's prelude (the clock, the fence), then the
+/// script.
+const SCRIPT: &str = concat!(
+    include_str!("../src/scripts/family_prelude.lua"),
+    include_str!("../src/scripts/fair.lua")
+);
 const KEYS: [&str; 4] = [
     "{fair:job}",
     "{fair:job}:queue",

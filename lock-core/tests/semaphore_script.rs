@@ -17,7 +17,12 @@ use std::{thread, time::Duration};
 use redis::Value;
 use support::RedisServer;
 
-const SCRIPT: &str = include_str!("../src/scripts/semaphore.lua");
+/// What Redis runs: the family's prelude (the clock, the fence), then the
+/// script.
+const SCRIPT: &str = concat!(
+    include_str!("../src/scripts/family_prelude.lua"),
+    include_str!("../src/scripts/semaphore.lua")
+);
 const LEASES: &str = "{sem:jobs}";
 const FLOOR: &str = "{sem:jobs}:fence";
 

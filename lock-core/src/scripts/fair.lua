@@ -1,5 +1,8 @@
 -- The plain lock in fair mode: waiters are granted in arrival order.
 --
+-- (Sent as family_prelude.lua followed by this file: now_us, now_ms and
+-- issue_fence come from the prelude.)
+--
 --   KEYS: lock, queue, waiters, floor (one hash slot)
 --
 --   acquire   ARGV: 'a', token, ttl_ms, waiter_ttl_ms
@@ -38,10 +41,6 @@
 local lock, queue, waiters, floor_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local op, token = ARGV[1], ARGV[2]
 
-local time = redis.call('TIME')
-local now_text = time[1] .. string.rep('0', 6 - #time[2]) .. time[2]
-local now_us = tonumber(now_text)
-local now_ms = math.floor(now_us / 1000)
 
 -- Waiters whose place lapsed leave the queue.
 local lapsed = redis.call('ZRANGEBYSCORE', waiters, '-inf', now_ms)
@@ -99,9 +98,8 @@ if op == 'a' then
   redis.call('SET', lock, token, 'PX', ttl)
   local queued = redis.call('ZREM', queue, token) == 1
   redis.call('ZREM', waiters, token)
-  -- The fence: max(floor + 1, server time in us), as in lock.lua.
-  local previous = redis.pcall('SET', floor_key, now_text, 'PX', ttl, 'GET')
-  if type(previous) == 'table' then
+  local fence = issue_fence(floor_key, ttl)
+  if type(fence) == 'table' then
     -- An error reply means nothing changed: undo the grant, keep the place.
     if current ~= token then
       redis.call('DEL', lock)
@@ -110,15 +108,7 @@ if op == 'a' then
       redis.call('ZADD', queue, string.format('%.0f', now_us), token)
       redis.call('ZADD', waiters, string.format('%.0f', now_ms + tonumber(ARGV[4])), token)
     end
-    return previous
   end
-  previous = tonumber(previous or '0') or 0
-  if previous < now_us then
-    return now_us
-  end
-  local fence = previous + 1
-  local lifetime = ttl + math.ceil((fence - now_us) / 1000)
-  redis.call('SET', floor_key, string.format('%.0f', fence), 'PX', string.format('%.0f', lifetime))
   return fence
 elseif op == 'w' then
   if redis.call('ZSCORE', waiters, token) then

@@ -1,6 +1,9 @@
 -- A read-write lock: many readers or one writer, every hold a lease of its
 -- own, writers preferred.
 --
+-- (Sent as family_prelude.lua followed by this file: now_us, now_ms and
+-- issue_fence come from the prelude.)
+--
 --   KEYS: writer, readers, intent, floor (one hash slot)
 --
 --   read acquire     ARGV: 'r', token, ttl_ms
@@ -39,10 +42,6 @@
 local writer, readers, intent, floor_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local op, token = ARGV[1], ARGV[2]
 
-local time = redis.call('TIME')
-local now_text = time[1] .. string.rep('0', 6 - #time[2]) .. time[2]
-local now_us = tonumber(now_text)
-local now_ms = math.floor(now_us / 1000)
 
 redis.call('ZREMRANGEBYSCORE', readers, '-inf', now_ms)
 
@@ -116,22 +115,11 @@ elseif op == 'w' then
   if redis.call('GET', intent) == token then
     redis.call('DEL', intent)
   end
-  -- The fence: max(floor + 1, server time in us), as in lock.lua.
-  local previous = redis.pcall('SET', floor_key, now_text, 'PX', ttl, 'GET')
-  if type(previous) == 'table' then
+  local fence = issue_fence(floor_key, ttl)
+  if type(fence) == 'table' and not held_by then
     -- An error reply means nothing changed: undo the grant.
-    if not held_by then
-      redis.call('DEL', writer)
-    end
-    return previous
+    redis.call('DEL', writer)
   end
-  previous = tonumber(previous or '0') or 0
-  if previous < now_us then
-    return now_us
-  end
-  local fence = previous + 1
-  local lifetime = ttl + math.ceil((fence - now_us) / 1000)
-  redis.call('SET', floor_key, string.format('%.0f', fence), 'PX', string.format('%.0f', lifetime))
   return fence
 elseif op == 'e' then
   if redis.call('ZSCORE', readers, token) then

@@ -1,6 +1,9 @@
 -- A counting semaphore: at most `permits` holders at once, each with a
 -- lease of its own.
 --
+-- (Sent as family_prelude.lua followed by this file: now_us, now_ms and
+-- issue_fence come from the prelude.)
+--
 --   acquire  KEYS: leases, floor   ARGV: 'a', token, ttl_ms, permits
 --   renew    KEYS: leases          ARGV: 'r', token, ttl_ms
 --   release  KEYS: leases          ARGV: 'd', token
@@ -22,15 +25,11 @@
 --   release  1 when the lease was removed, 0 when it was not held; a
 --            release publishes on the key's channel (+ ':released')
 --
--- Lease ends are server times, read once per call (Redis freezes time during
--- a script); like a key's ttl, they move with the server's clock.
+-- Lease ends are server times (family_prelude.lua reads the clock); like a
+-- key's ttl, they move with the server's clock.
 
 local op, leases, token = ARGV[1], KEYS[1], ARGV[2]
 
-local time = redis.call('TIME')
-local now_text = time[1] .. string.rep('0', 6 - #time[2]) .. time[2]
-local now_us = tonumber(now_text)
-local now_ms = math.floor(now_us / 1000)
 
 -- Leases that ended no longer count.
 redis.call('ZREMRANGEBYSCORE', leases, '-inf', now_ms)
@@ -77,22 +76,9 @@ end
 redis.call('ZADD', leases, ends, token)
 keep_until_last()
 
--- The fence: max(floor + 1, server time in us), the floor kept one ttl past
--- the instant it stands for (see lock.lua).
-local floor_key = KEYS[2]
-local previous = redis.pcall('SET', floor_key, now_text, 'PX', ttl, 'GET')
-if type(previous) == 'table' then
+local fence = issue_fence(KEYS[2], ttl)
+if type(fence) == 'table' and not held then
   -- An error reply means nothing changed: undo a new grant.
-  if not held then
-    redis.call('ZREM', leases, token)
-  end
-  return previous
+  redis.call('ZREM', leases, token)
 end
-previous = tonumber(previous or '0') or 0
-if previous < now_us then
-  return now_us
-end
-local fence = previous + 1
-local lifetime = ttl + math.ceil((fence - now_us) / 1000)
-redis.call('SET', floor_key, string.format('%.0f', fence), 'PX', string.format('%.0f', lifetime))
 return fence
