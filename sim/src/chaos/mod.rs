@@ -5,7 +5,7 @@
 //! installed binaries (`redis-server`, `redis-sentinel`, a cluster made by
 //! `redis-cli --cluster create`), one OS process per client running the
 //! production adapter ([`client`]), and applies the fault schedule the
-//! simulator draws for the same seed, in real time ([`run`]). Nothing here
+//! simulator draws for the same seed, in real time (`run.rs`). Nothing here
 //! is deterministic, and nothing here is used by the simulator: this tree
 //! reads the machine's clocks and the simulator's modules never import it.
 //!

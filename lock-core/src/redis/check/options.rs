@@ -86,7 +86,7 @@ impl CheckOptions {
     }
 }
 
-/// Why [`check_deployment`] could not produce a report.
+/// Why [`check_deployment`](crate::redis::check::check_deployment) could not produce a report.
 ///
 /// A refused command is not an error: it becomes a `*-unreadable` finding.
 /// A refused authentication is, since under it every command is refused.
