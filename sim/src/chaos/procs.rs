@@ -19,7 +19,7 @@ use std::{
 
 use rustix::process::{Pid, Signal};
 
-use super::ChaosError;
+use super::error::ChaosError;
 
 /// A started process.
 #[derive(Debug)]
