@@ -166,9 +166,10 @@ bg suite "scenario suite (simulation, ${SIM_CI_SEEDS:-1500} seeds per scenario)"
 step "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 
-step "cargo clippy -D warnings, lock-core with feature cli (redis-lock-check) and with feature metrics"
-cargo clippy -p lock-core --all-targets --features cli -- -D warnings
-cargo clippy -p lock-core --all-targets --features metrics -- -D warnings
+step "cargo clippy -D warnings, lock-core with features cli (redis-lock-check) and metrics"
+# One pass with both: the default features were checked just above, and no
+# code depends on one of the two being off.
+cargo clippy -p lock-core --all-targets --features cli,metrics -- -D warnings
 
 step "cargo doc -D warnings"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
@@ -189,8 +190,10 @@ echo "ok: neither tokio nor redis"
 
 # --- the one build -----------------------------------------------------------
 
-step "the one build: every target of the workspace, benchmarks included (profile $PROFILE)"
-cargo build --workspace --all-targets --profile "$PROFILE"
+step "the one build: the workspace's libraries, binaries and tests (profile $PROFILE)"
+# Benchmarks and examples are left to clippy's check above: CI runs none of
+# them, and their optimised builds cost as much as all the rest.
+cargo build --workspace --lib --bins --tests --profile "$PROFILE"
 
 step "cargo test -p lock-core --no-default-features"
 cargo test -p lock-core --no-default-features --profile "$PROFILE"
@@ -225,7 +228,10 @@ fi
 step "cargo test --workspace (idle skipping is exact: every scenario, skipping off and on, ${SIM_EQUIVALENCE_SEEDS:-20} seeds)"
 # sim/tests/equivalence.rs checks 3 seeds per scenario by default; CI
 # checks 20.
-SIM_EQUIVALENCE_SEEDS="${SIM_EQUIVALENCE_SEEDS:-20}" cargo test --workspace --profile "$PROFILE"
+SIM_EQUIVALENCE_SEEDS="${SIM_EQUIVALENCE_SEEDS:-20}" cargo test --workspace --profile "$PROFILE" --tests
+
+step "cargo test --workspace --doc (the README's examples, against REDIS_URL)"
+cargo test --workspace --profile "$PROFILE" --doc
 
 step "redis-lock-check (feature cli) and metrics (feature metrics): their tests"
 # With the whole workspace selected, only lock-core and these two tests
@@ -254,30 +260,19 @@ step "server matrix: the real-server tests against Valkey 8.1"
 # start checked to be Valkey (LOCK_TEST_SERVER). The passes above ran them
 # against Debian's Redis.
 if valkey_path="$(bash scripts/valkey.sh | tail -n 1)"; then
-  valkey_tls=yes
   valkey_skip=()
   # The wheel's valkey-server may be built without TLS: then the TLS tests
   # cannot start their servers, and this pass names what it leaves out.
   # (It exits at once either way: without TLS, or without certificates.)
   tls_probe="$(timeout 5 "$valkey_path/redis-server" --port 0 --tls-port 1 --save "" 2>&1 || true)"
   if grep -q "Failed finding TLS support" <<<"$tls_probe"; then
-    valkey_tls=no
-    echo "SKIPPED on Valkey: tests/tls.rs and a_tls_cluster_maps_and_redirects_to_tls_ports, because this valkey-server is built without TLS (both ran against Redis above)"
-    valkey_skip=(--skip a_tls_cluster_maps_and_redirects_to_tls_ports)
+    echo "SKIPPED on Valkey: lock-core/tests/it/tls.rs and a_tls_cluster_maps_and_redirects_to_tls_ports, because this valkey-server is built without TLS (both ran against Redis above)"
+    valkey_skip=(--skip tls:: --skip a_tls_cluster_maps_and_redirects_to_tls_ports)
   fi
-  valkey_tests=()
-  for file in lock-core/tests/*.rs; do
-    name="$(basename "$file" .rs)"
-    case "$name" in check_cli | metrics) continue ;; esac
-    if [ "$name" = tls ] && [ "$valkey_tls" = no ]; then continue; fi
-    valkey_tests+=(--test "$name")
-  done
   # The one build's test binaries, and the feature build's for check_cli and
-  # metrics, as the Redis passes above ran them: nothing builds again. (With
-  # the whole workspace selected, `--test cluster` and `--test sentinel`
-  # also name two simulation tests, which run again: they start no server.)
+  # metrics, as the Redis passes above ran them: nothing builds again.
   PATH="$valkey_path:$PATH" LOCK_TEST_SERVER=valkey \
-    cargo test --workspace --profile "$PROFILE" "${valkey_tests[@]}" -- "${valkey_skip[@]}"
+    cargo test --workspace --profile "$PROFILE" --test it -- "${valkey_skip[@]}"
   PATH="$valkey_path:$PATH" LOCK_TEST_SERVER=valkey \
     cargo test --workspace --profile "$PROFILE" --features lock-core/cli,lock-core/metrics \
     --test check_cli --test metrics

@@ -1,6 +1,6 @@
 //! Resolution against scripted nodes on in-memory streams: each node is a
 //! tiny RESP server that answers `SENTINEL` and `ROLE` as told (and `+OK`
-//! to redis-rs's handshake). tests/sentinel_blocks.rs does the same against
+//! to redis-rs's handshake). tests/it/topology_blocks.rs does the same against
 //! a real Sentinel group.
 
 use std::collections::BTreeMap;

@@ -1,6 +1,6 @@
 //! Material errors, and handshakes against an in-process rustls server that
 //! answers `PING` like Redis, so every classification is checked without a
-//! redis-server (tests/tls.rs does that against the real one).
+//! redis-server (tests/it/tls.rs does that against the real one).
 
 use std::{path::Path, sync::Arc};
 

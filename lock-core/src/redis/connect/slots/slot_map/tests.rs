@@ -1,5 +1,5 @@
 //! Slot maps from replies shaped like Redis 7.0's (checked against a real
-//! cluster in tests/cluster_blocks.rs), in RESP2 and RESP3.
+//! cluster in tests/it/topology_blocks.rs), in RESP2 and RESP3.
 
 use super::*;
 

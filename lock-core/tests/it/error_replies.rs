@@ -9,7 +9,7 @@
 
 #![cfg(feature = "redis")]
 
-mod support;
+use crate::support;
 
 use std::{
     thread,

@@ -9,7 +9,7 @@
 
 #![cfg(feature = "redis")]
 
-mod support;
+use crate::support;
 
 use std::{thread, time::Duration};
 
@@ -18,8 +18,8 @@ use support::RedisServer;
 /// What Redis runs: the family's prelude (the clock, the fence), then the
 /// script.
 const SCRIPT: &str = concat!(
-    include_str!("../src/scripts/family_prelude.lua"),
-    include_str!("../src/scripts/fair.lua")
+    include_str!("../../src/scripts/family_prelude.lua"),
+    include_str!("../../src/scripts/fair.lua")
 );
 const KEYS: [&str; 4] = [
     "{fair:job}",

@@ -11,7 +11,7 @@
 
 #![cfg(feature = "redis")]
 
-mod support;
+use crate::support;
 
 use std::{thread, time::Duration};
 
@@ -20,8 +20,8 @@ use support::RedisServer;
 /// What Redis runs: the family's prelude (the clock, the fence), then the
 /// script.
 const SCRIPT: &str = concat!(
-    include_str!("../src/scripts/family_prelude.lua"),
-    include_str!("../src/scripts/rwlock.lua")
+    include_str!("../../src/scripts/family_prelude.lua"),
+    include_str!("../../src/scripts/rwlock.lua")
 );
 const KEYS: [&str; 4] = [
     "{rw:doc}",

@@ -2,7 +2,7 @@
 
 #![cfg(feature = "redis")]
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

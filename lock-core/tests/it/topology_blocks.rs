@@ -14,7 +14,7 @@
 
 #![cfg(feature = "redis")]
 
-mod support;
+use crate::support;
 
 use std::{collections::BTreeMap, time::Duration};
 

@@ -6,7 +6,7 @@
 
 #![cfg(feature = "redis")]
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, SystemTime};
 

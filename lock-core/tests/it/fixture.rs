@@ -2,7 +2,7 @@
 //! a paused server is silent, a restarted one is empty, and a promoted
 //! replica takes writes.
 
-mod support;
+use crate::support;
 
 use std::{
     process::Command,
@@ -146,11 +146,11 @@ fn a_missing_redis_server_fails_the_test_and_says_how_to_get_one() {
         return;
     }
     let this_test_binary = std::env::current_exe().expect("the test binary's path");
+    // The libtest name: this module's path without the crate's name.
+    let module = module_path!().split_once("::").map_or("", |(_, rest)| rest);
+    let name = format!("{module}::a_missing_redis_server_fails_the_test_and_says_how_to_get_one");
     let output = Command::new(this_test_binary)
-        .args([
-            "--exact",
-            "a_missing_redis_server_fails_the_test_and_says_how_to_get_one",
-        ])
+        .args(["--exact", name.as_str()])
         .env(CHILD, "1")
         .env("REDIS_SERVER_BIN", "/nonexistent/redis-server")
         .output()

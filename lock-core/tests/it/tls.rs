@@ -3,7 +3,7 @@
 
 #![cfg(feature = "tls")]
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

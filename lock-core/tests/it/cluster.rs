@@ -4,7 +4,7 @@
 //! wake-ups still arrive.
 #![cfg(feature = "redis")]
 
-mod support;
+use crate::support;
 
 use std::{
     sync::Arc,

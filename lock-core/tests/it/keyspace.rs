@@ -12,7 +12,7 @@
 
 #![cfg(feature = "redis")]
 
-mod support;
+use crate::support;
 
 use std::{
     collections::BTreeSet,

@@ -4,7 +4,7 @@
 //! and fences keep increasing.
 #![cfg(feature = "redis")]
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

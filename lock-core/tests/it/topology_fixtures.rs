@@ -4,7 +4,7 @@
 
 #![cfg(feature = "redis")]
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -8,7 +8,7 @@
 //! lock at its deadline and sends the importing node plain commands.
 #![cfg(feature = "redis")]
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

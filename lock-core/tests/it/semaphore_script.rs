@@ -10,7 +10,7 @@
 
 #![cfg(feature = "redis")]
 
-mod support;
+use crate::support;
 
 use std::{thread, time::Duration};
 
@@ -20,8 +20,8 @@ use support::RedisServer;
 /// What Redis runs: the family's prelude (the clock, the fence), then the
 /// script.
 const SCRIPT: &str = concat!(
-    include_str!("../src/scripts/family_prelude.lua"),
-    include_str!("../src/scripts/semaphore.lua")
+    include_str!("../../src/scripts/family_prelude.lua"),
+    include_str!("../../src/scripts/semaphore.lua")
 );
 const LEASES: &str = "{sem:jobs}";
 const FLOOR: &str = "{sem:jobs}:fence";
