@@ -2,9 +2,17 @@
 //! the controller, so that partitions and latency need no root: a held
 //! direction stops being read (TCP backs up, as through a cut cable that
 //! heals: nothing is lost, it arrives late), a delayed one delivers every
-//! chunk `delay` after it was read, in order.
+//! chunk `delay` after it was read, in order. A link can also hold only
+//! the connections that come from given addresses (a cluster node's bus
+//! traffic, told apart by the source address it binds).
 
-use std::{net::Ipv4Addr, time::Duration};
+use std::{
+    collections::BTreeSet,
+    net::{IpAddr, Ipv4Addr},
+    time::Duration,
+};
+
+use crate::{config::DurationRange, rng::Rng};
 
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
@@ -14,7 +22,7 @@ use tokio::{
 };
 
 /// What a link does to its traffic now.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(super) struct LinkMode {
     /// Hold what the client sends.
     pub hold_up: bool,
@@ -22,6 +30,22 @@ pub(super) struct LinkMode {
     pub hold_down: bool,
     /// Extra one-way delay, both directions.
     pub delay: Duration,
+    /// A further delay drawn afresh for each chunk the server sends, from
+    /// this range (a replication stream's lag, as the simulator draws it
+    /// per write); chunks still arrive in order, so a short draw waits
+    /// behind a longer one before it.
+    pub drawn_down: Option<DurationRange>,
+    /// Hold both directions of every connection from these addresses.
+    pub cut_peers: BTreeSet<IpAddr>,
+}
+
+impl LinkMode {
+    /// Whether the direction `up` (client to server) of a connection
+    /// from `peer` is held now.
+    fn holds(&self, up: bool, peer: Option<IpAddr>) -> bool {
+        let held = if up { self.hold_up } else { self.hold_down };
+        held || peer.is_some_and(|peer| self.cut_peers.contains(&peer))
+    }
 }
 
 /// The switch of one link.
@@ -40,13 +64,17 @@ impl Link {
 }
 
 /// Starts a proxy to `upstream` on a fresh loopback port; it runs on the
-/// current runtime until the runtime stops.
-pub(super) async fn start(upstream: u16) -> std::io::Result<Link> {
+/// current runtime until the runtime stops. `seed` seeds its drawn delays.
+pub(super) async fn start(upstream: u16, seed: u64) -> std::io::Result<Link> {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
     let port = listener.local_addr()?.port();
     let (mode, watching) = watch::channel(LinkMode::default());
     tokio::spawn(async move {
-        while let Ok((client, _)) = listener.accept().await {
+        let mut connections = 0u64;
+        while let Ok((client, from)) = listener.accept().await {
+            let peer = Some(from.ip());
+            connections += 1;
+            let rng = Rng::fork(seed, connections);
             let watching = watching.clone();
             tokio::spawn(async move {
                 let Ok(server) = TcpStream::connect((Ipv4Addr::LOCALHOST, upstream)).await else {
@@ -56,8 +84,15 @@ pub(super) async fn start(upstream: u16) -> std::io::Result<Link> {
                 let _ = server.set_nodelay(true);
                 let (client_read, client_write) = client.into_split();
                 let (server_read, server_write) = server.into_split();
-                let up = pipe(client_read, server_write, watching.clone(), true);
-                let down = pipe(server_read, client_write, watching, false);
+                let up = pipe(
+                    client_read,
+                    server_write,
+                    watching.clone(),
+                    true,
+                    peer,
+                    None,
+                );
+                let down = pipe(server_read, client_write, watching, false, peer, Some(rng));
                 // Either side closing ends the connection.
                 tokio::select! {
                     () = up => {}
@@ -75,6 +110,8 @@ async fn pipe(
     mut to: tokio::net::tcp::OwnedWriteHalf,
     mut mode: watch::Receiver<LinkMode>,
     up: bool,
+    peer: Option<IpAddr>,
+    mut rng: Option<Rng>,
 ) {
     let (tx, mut rx) = mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
     let writer = async move {
@@ -91,9 +128,7 @@ async fn pipe(
         loop {
             // Held: stop reading until released.
             loop {
-                let now = *mode.borrow_and_update();
-                let held = if up { now.hold_up } else { now.hold_down };
-                if !held {
+                if !mode.borrow_and_update().holds(up, peer) {
                     break;
                 }
                 if mode.changed().await.is_err() {
@@ -106,16 +141,22 @@ async fn pipe(
             };
             // A chunk read just before a hold began is held too.
             loop {
-                let now = *mode.borrow_and_update();
-                let held = if up { now.hold_up } else { now.hold_down };
-                if !held {
+                if !mode.borrow_and_update().holds(up, peer) {
                     break;
                 }
                 if mode.changed().await.is_err() {
                     return;
                 }
             }
-            let delay = mode.borrow().delay;
+            let (fixed, range) = {
+                let now = mode.borrow();
+                (now.delay, now.drawn_down)
+            };
+            let drawn = match (range, rng.as_mut()) {
+                (Some(range), Some(rng)) => rng.duration(range),
+                _ => Duration::ZERO,
+            };
+            let delay = fixed + drawn;
             if tx
                 .send((Instant::now() + delay, buf[..n].to_vec()))
                 .is_err()
