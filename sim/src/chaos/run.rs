@@ -648,9 +648,10 @@ impl Seed<'_> {
         Ok(())
     }
 
-    /// Promotes the most up-to-date replica. Without a stale window the
-    /// old primary dies now; with one it stays up and writable, its
-    /// clients still connected, until [`Self::demote`].
+    /// Promotes the most up-to-date replica and records the failover.
+    /// Without a stale window the old primary dies now, silently (see
+    /// [`Self::silence`]); with one it stays up and writable, its clients
+    /// still connected, until [`Self::demote`].
     async fn failover(
         &mut self,
         old: usize,
@@ -781,8 +782,9 @@ impl Seed<'_> {
 
     /// Cluster: a replica of the shard owning the lock key's slot takes
     /// over (`CLUSTER FAILOVER TAKEOVER`: no agreement from the old
-    /// primary or the others); without a stale window the old primary is
-    /// killed first.
+    /// primary or the others), and the failover is recorded; without a
+    /// stale window the old primary is killed first, with one it is cut
+    /// off the cluster bus first, until the fault's end heals it.
     async fn shard_failover(
         &mut self,
         window: Option<Duration>,
