@@ -735,7 +735,7 @@ impl Seed<'_> {
         Ok(())
     }
 
-    /// Sentinel: without a stale window the primary is killed and the
+    /// Sentinel: without a stale window the primary dies silently and the
     /// sentinels fail it over when they notice (`down-after-milliseconds`);
     /// with one, `SENTINEL FAILOVER` promotes a replica while the old
     /// primary is up, and whatever stale window follows is Sentinel's own.
@@ -745,6 +745,9 @@ impl Seed<'_> {
         window: Option<Duration>,
         procs: &mut Processes,
     ) -> Result<(), ChaosError> {
+        if window.is_none() {
+            self.silence(old);
+        }
         let deployment = self.deployment()?;
         if window.is_none() {
             if let Some(id) = deployment.nodes[old].proc.take() {
