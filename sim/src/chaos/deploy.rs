@@ -3,13 +3,18 @@
 //! plus `redis-sentinel`s, or a cluster made by `redis-cli --cluster
 //! create`.
 
-use std::{path::PathBuf, time::Duration};
+use std::{
+    net::{IpAddr, Ipv4Addr},
+    path::PathBuf,
+    time::Duration,
+};
 
 use redis::aio::MultiplexedConnection;
 
 use super::{
     ChaosError,
     procs::{Ports, ProcId, Processes, wait_listening},
+    proxy::Link,
 };
 use crate::config::Topology;
 
@@ -23,10 +28,37 @@ pub(super) struct Node {
     pub port: u16,
     /// Its cluster bus port (clusters only).
     pub bus: Option<u16>,
+    /// Where the other cluster nodes reach its bus (a controller proxy,
+    /// announced as its bus port), and the loopback address its own
+    /// outgoing connections come from: together they let the controller
+    /// cut it off the bus while its clients still reach it.
+    pub bus_link: Option<(Link, IpAddr)>,
+    /// Where replicas and sentinels reach it (a controller proxy; the
+    /// port it announces), in a topology that can fail over.
+    pub announce: Option<Link>,
     /// The running process, if up.
     pub proc: Option<ProcId>,
     /// The arguments it starts with (again, after a restart).
     pub args: Vec<String>,
+}
+
+impl Node {
+    /// The port the other servers (replicas, sentinels) reach it on.
+    pub(super) fn reached_at(&self) -> u16 {
+        self.announce.as_ref().map_or(self.port, |link| link.port)
+    }
+
+    /// The port the other cluster nodes reach its bus on.
+    pub(super) fn bus_reached_at(&self) -> u16 {
+        self.bus_link
+            .as_ref()
+            .map_or(self.bus.unwrap_or(0), |(link, _)| link.port)
+    }
+
+    /// Whether `port` is this node's, directly or announced.
+    pub(super) fn answers_on(&self, port: u16) -> bool {
+        self.port == port || self.announce.as_ref().is_some_and(|link| link.port == port)
+    }
 }
 
 /// A running deployment.
@@ -110,9 +142,10 @@ impl Deployment {
         })
     }
 
-    /// Starts what `topology` names.
+    /// Starts what `topology` names; `seed` seeds its replication lags.
     pub(super) async fn start(
         topology: &Topology,
+        seed: u64,
         procs: &mut Processes,
         ports: &mut Ports,
         dir: PathBuf,
@@ -123,8 +156,32 @@ impl Deployment {
         for index in 0..count {
             let port = ports.take()?;
             let mut args = node_args(&dir, index, port);
+            let mut bus_link = None;
             let bus = if cluster {
                 let bus = ports.take()?;
+                let link =
+                    super::proxy::start(bus, seed)
+                        .await
+                        .map_err(|source| ChaosError::Io {
+                            what: "starting a cluster bus proxy".to_owned(),
+                            source,
+                        })?;
+                // 127.0.0.0/8 is loopback: each node gets an address of
+                // its own to connect from.
+                let source = Ipv4Addr::new(127, 0, 0, 20 + index as u8);
+                args.extend(
+                    [
+                        "--cluster-announce-ip",
+                        "127.0.0.1",
+                        "--cluster-announce-bus-port",
+                        &link.port.to_string(),
+                        "--bind-source-addr",
+                        &source.to_string(),
+                    ]
+                    .iter()
+                    .map(|s| (*s).to_owned()),
+                );
+                bus_link = Some((link, IpAddr::V4(source)));
                 args.extend(
                     [
                         "--cluster-enabled",
@@ -149,35 +206,54 @@ impl Deployment {
             } else {
                 None
             };
-            if topology.can_fail_over() && index > 0 {
-                // Replication runs through a proxy that delays it by the
-                // file's `replication_lag` (its largest value): loopback
-                // alone would replicate in microseconds.
-                let lag = topology
-                    .replication_lag()
-                    .map_or(Duration::ZERO, |lag| lag.max);
-                let link = super::proxy::start(nodes.first().map_or(0, |n: &Node| n.port))
+            let announce = if topology.can_fail_over() {
+                // The others (replicas, sentinels) reach each node through
+                // a proxy of the controller's, which the node announces as
+                // its address: replication then runs through it, delayed
+                // by a lag drawn per chunk from the file's
+                // `replication_lag`, in order, as the simulator draws one
+                // per write (loopback alone replicates in microseconds;
+                // one fixed lag would keep a release and the grant after
+                // it together, where drawn ones let the release arrive
+                // alone). Every address a sentinel knows is a proxy one,
+                // so it finds no replica "replicating from a different
+                // address" to fix behind the proxy's back, and after a
+                // failover it points the replicas at the new primary's
+                // proxy. Clients dial nodes directly (through their own
+                // links).
+                let link = super::proxy::start(port, seed.wrapping_add(index as u64))
                     .await
                     .map_err(|source| ChaosError::Io {
                         what: "starting a replication proxy".to_owned(),
                         source,
                     })?;
-                link.set(|mode| mode.delay = lag);
+                link.set(|mode| mode.drawn_down = topology.replication_lag());
                 args.extend(
                     [
-                        "--replicaof",
-                        "127.0.0.1",
-                        &link.port.to_string(),
                         "--replica-announce-ip",
                         "127.0.0.1",
+                        "--replica-announce-port",
+                        &link.port.to_string(),
                     ]
                     .iter()
                     .map(|s| (*s).to_owned()),
                 );
-            }
+                if let Some(primary) = nodes.first().and_then(|n: &Node| n.announce.as_ref()) {
+                    args.extend(
+                        ["--replicaof", "127.0.0.1", &primary.port.to_string()]
+                            .iter()
+                            .map(|s| (*s).to_owned()),
+                    );
+                }
+                Some(link)
+            } else {
+                None
+            };
             nodes.push(Node {
                 port,
                 bus,
+                bus_link,
+                announce,
                 proc: None,
                 args,
             });
@@ -201,6 +277,34 @@ impl Deployment {
             deployment.create_cluster(procs, shards, replicas).await?;
         }
         Ok(deployment)
+    }
+
+    /// Cuts node `index` off the cluster bus (`cut`), or heals it: what
+    /// the others send to its bus and what it sends to theirs is held
+    /// (and delivered when healed, as after a partition), while its
+    /// clients still reach it.
+    pub(super) fn cut_off_bus(&self, index: usize, cut: bool) {
+        let Some((own, source)) = self.nodes[index].bus_link.clone() else {
+            return;
+        };
+        own.set(|mode| {
+            mode.hold_up = cut;
+            mode.hold_down = cut;
+        });
+        for (other, node) in self.nodes.iter().enumerate() {
+            if other == index {
+                continue;
+            }
+            if let Some((link, _)) = &node.bus_link {
+                link.set(|mode| {
+                    if cut {
+                        mode.cut_peers.insert(source);
+                    } else {
+                        mode.cut_peers.remove(&source);
+                    }
+                });
+            }
+        }
     }
 
     /// An admin connection to node `index`.
@@ -247,7 +351,7 @@ impl Deployment {
                  sentinel parallel-syncs {MASTER} 1\n",
                 log = self.dir.join(format!("sentinel-{index}.log")).display(),
                 dir = self.dir.display(),
-                primary = self.nodes[0].port,
+                primary = self.nodes[0].reached_at(),
             );
             std::fs::write(&config, text).map_err(|source| ChaosError::Io {
                 what: config.display().to_string(),
@@ -366,7 +470,7 @@ impl Deployment {
                     .arg("MEET")
                     .arg("127.0.0.1")
                     .arg(self.nodes[primary].port)
-                    .arg(self.nodes[primary].bus.unwrap_or(0))
+                    .arg(self.nodes[primary].bus_reached_at())
                     .query_async(&mut r)
                     .await
                     .map_err(|e| start_error("CLUSTER MEET", &e))?;

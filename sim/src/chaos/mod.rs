@@ -115,7 +115,7 @@ pub fn refusal(
             if server && !matches!(topology, Topology::Single | Topology::Redlock { .. }) =>
         {
             Some(
-                "the harness proxies client links only: cutting a server off would also need to cut replication, Sentinel and cluster-bus traffic, which needs privileges",
+                "cutting a server off here would also have to cut its replication, Sentinel and cluster-bus traffic; those links run through the controller's proxies (a shard failover's stale window cuts the bus), but a server partition or latency is not mapped onto them yet",
             )
         }
         FaultKind::Pause | FaultKind::Crash if target == FaultTarget::Storage => {

@@ -2,9 +2,17 @@
 //! the controller, so that partitions and latency need no root: a held
 //! direction stops being read (TCP backs up, as through a cut cable that
 //! heals: nothing is lost, it arrives late), a delayed one delivers every
-//! chunk `delay` after it was read, in order.
+//! chunk `delay` after it was read, in order. A link can also hold only
+//! the connections that come from given addresses (a cluster node's bus
+//! traffic, told apart by the source address it binds).
 
-use std::{net::Ipv4Addr, time::Duration};
+use std::{
+    collections::BTreeSet,
+    net::{IpAddr, Ipv4Addr},
+    time::Duration,
+};
+
+use crate::{config::DurationRange, rng::Rng};
 
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
@@ -14,7 +22,7 @@ use tokio::{
 };
 
 /// What a link does to its traffic now.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(super) struct LinkMode {
     /// Hold what the client sends.
     pub hold_up: bool,
@@ -22,6 +30,22 @@ pub(super) struct LinkMode {
     pub hold_down: bool,
     /// Extra one-way delay, both directions.
     pub delay: Duration,
+    /// A further delay drawn afresh for each chunk the server sends, from
+    /// this range (a replication stream's lag, as the simulator draws it
+    /// per write); chunks still arrive in order, so a short draw waits
+    /// behind a longer one before it.
+    pub drawn_down: Option<DurationRange>,
+    /// Hold both directions of every connection from these addresses.
+    pub cut_peers: BTreeSet<IpAddr>,
+}
+
+impl LinkMode {
+    /// Whether the direction `up` (client to server) of a connection
+    /// from `peer` is held now.
+    fn holds(&self, up: bool, peer: Option<IpAddr>) -> bool {
+        let held = if up { self.hold_up } else { self.hold_down };
+        held || peer.is_some_and(|peer| self.cut_peers.contains(&peer))
+    }
 }
 
 /// The switch of one link.
@@ -40,13 +64,17 @@ impl Link {
 }
 
 /// Starts a proxy to `upstream` on a fresh loopback port; it runs on the
-/// current runtime until the runtime stops.
-pub(super) async fn start(upstream: u16) -> std::io::Result<Link> {
+/// current runtime until the runtime stops. `seed` seeds its drawn delays.
+pub(super) async fn start(upstream: u16, seed: u64) -> std::io::Result<Link> {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
     let port = listener.local_addr()?.port();
     let (mode, watching) = watch::channel(LinkMode::default());
     tokio::spawn(async move {
-        while let Ok((client, _)) = listener.accept().await {
+        let mut connections = 0u64;
+        while let Ok((client, from)) = listener.accept().await {
+            let peer = Some(from.ip());
+            connections += 1;
+            let rng = Rng::fork(seed, connections);
             let watching = watching.clone();
             tokio::spawn(async move {
                 let Ok(server) = TcpStream::connect((Ipv4Addr::LOCALHOST, upstream)).await else {
@@ -56,8 +84,15 @@ pub(super) async fn start(upstream: u16) -> std::io::Result<Link> {
                 let _ = server.set_nodelay(true);
                 let (client_read, client_write) = client.into_split();
                 let (server_read, server_write) = server.into_split();
-                let up = pipe(client_read, server_write, watching.clone(), true);
-                let down = pipe(server_read, client_write, watching, false);
+                let up = pipe(
+                    client_read,
+                    server_write,
+                    watching.clone(),
+                    true,
+                    peer,
+                    None,
+                );
+                let down = pipe(server_read, client_write, watching, false, peer, Some(rng));
                 // Either side closing ends the connection.
                 tokio::select! {
                     () = up => {}
@@ -75,6 +110,8 @@ async fn pipe(
     mut to: tokio::net::tcp::OwnedWriteHalf,
     mut mode: watch::Receiver<LinkMode>,
     up: bool,
+    peer: Option<IpAddr>,
+    mut rng: Option<Rng>,
 ) {
     let (tx, mut rx) = mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
     let writer = async move {
@@ -91,9 +128,7 @@ async fn pipe(
         loop {
             // Held: stop reading until released.
             loop {
-                let now = *mode.borrow_and_update();
-                let held = if up { now.hold_up } else { now.hold_down };
-                if !held {
+                if !mode.borrow_and_update().holds(up, peer) {
                     break;
                 }
                 if mode.changed().await.is_err() {
@@ -106,16 +141,22 @@ async fn pipe(
             };
             // A chunk read just before a hold began is held too.
             loop {
-                let now = *mode.borrow_and_update();
-                let held = if up { now.hold_up } else { now.hold_down };
-                if !held {
+                if !mode.borrow_and_update().holds(up, peer) {
                     break;
                 }
                 if mode.changed().await.is_err() {
                     return;
                 }
             }
-            let delay = mode.borrow().delay;
+            let (fixed, range) = {
+                let now = mode.borrow();
+                (now.delay, now.drawn_down)
+            };
+            let drawn = match (range, rng.as_mut()) {
+                (Some(range), Some(rng)) => rng.duration(range),
+                _ => Duration::ZERO,
+            };
+            let delay = fixed + drawn;
             if tx
                 .send((Instant::now() + delay, buf[..n].to_vec()))
                 .is_err()
@@ -125,4 +166,112 @@ async fn pipe(
         }
     };
     tokio::join!(reader, writer);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+
+    use tokio::net::TcpSocket;
+
+    use super::*;
+
+    /// An upstream that echoes what it reads; returns its port.
+    async fn echo() -> u16 {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 1024];
+                    while let Ok(n) = stream.read(&mut buf).await {
+                        if n == 0 || stream.write_all(&buf[..n]).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        port
+    }
+
+    /// A connection to `port` from the loopback address `from`.
+    async fn dial_from(from: Ipv4Addr, port: u16) -> TcpStream {
+        let socket = TcpSocket::new_v4().unwrap();
+        socket.bind(SocketAddr::from((from, 0))).unwrap();
+        socket
+            .connect(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
+            .await
+            .unwrap()
+    }
+
+    /// Sends `byte` and waits up to `wait` for it to come back.
+    async fn round_trip(stream: &mut TcpStream, byte: u8, wait: Duration) -> Option<u8> {
+        stream.write_all(&[byte]).await.unwrap();
+        let mut back = [0u8; 1];
+        match tokio::time::timeout(wait, stream.read_exact(&mut back)).await {
+            Ok(Ok(_)) => Some(back[0]),
+            _ => None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_cut_peer_is_held_both_ways_and_delivered_after_the_heal() {
+        let link = start(echo().await, 1).await.unwrap();
+        let cut = Ipv4Addr::new(127, 0, 0, 23);
+        let mut from_cut = dial_from(cut, link.port).await;
+        let mut other = dial_from(Ipv4Addr::LOCALHOST, link.port).await;
+        let long = Duration::from_secs(5);
+        assert_eq!(round_trip(&mut from_cut, b'a', long).await, Some(b'a'));
+        link.set(|mode| {
+            mode.cut_peers.insert(IpAddr::V4(cut));
+        });
+        let short = Duration::from_millis(200);
+        assert_eq!(round_trip(&mut from_cut, b'b', short).await, None);
+        // Only that address is cut; a new connection from it is held too.
+        assert_eq!(round_trip(&mut other, b'c', long).await, Some(b'c'));
+        let mut again = dial_from(cut, link.port).await;
+        assert_eq!(round_trip(&mut again, b'd', short).await, None);
+        link.set(|mode| {
+            mode.cut_peers.clear();
+        });
+        // Nothing was lost: what was held arrives after the heal.
+        let mut back = [0u8; 1];
+        tokio::time::timeout(long, from_cut.read_exact(&mut back))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(back[0], b'b');
+        tokio::time::timeout(long, again.read_exact(&mut back))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(back[0], b'd');
+    }
+
+    #[tokio::test]
+    async fn drawn_delays_keep_the_servers_bytes_in_order_and_late() {
+        let link = start(echo().await, 7).await.unwrap();
+        let range = DurationRange {
+            min: Duration::from_millis(20),
+            max: Duration::from_millis(60),
+        };
+        link.set(|mode| mode.drawn_down = Some(range));
+        let mut stream = dial_from(Ipv4Addr::LOCALHOST, link.port).await;
+        let started = Instant::now();
+        let first = round_trip(&mut stream, 255, Duration::from_secs(5)).await;
+        assert_eq!(first, Some(255));
+        assert!(started.elapsed() >= range.min, "{:?}", started.elapsed());
+        let sent: Vec<u8> = (0..40).collect();
+        for byte in &sent {
+            stream.write_all(&[*byte]).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let mut back = vec![0u8; sent.len()];
+        tokio::time::timeout(Duration::from_secs(10), stream.read_exact(&mut back))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(back, sent);
+    }
 }

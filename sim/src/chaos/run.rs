@@ -30,6 +30,7 @@ use crate::{
     config::{FaultKind, FaultTarget, Scenario, Topology},
     history::{Entry, History, Op, Phase, Process},
     outcome::{ConcreteFault, SeedOutcome},
+    rng::Rng,
     scenario::names::fault_kind,
 };
 
@@ -95,6 +96,8 @@ struct Seed<'a> {
     recorder: Recorder,
     /// Faults resolved at their start, by schedule index.
     resolved: BTreeMap<usize, FaultTarget>,
+    /// The controller's own draws (which sentinel leads a failover).
+    rng: Rng,
 }
 
 /// Runs seed `seed` of `scenario` with `schedule` on real processes.
@@ -108,9 +111,9 @@ pub(super) async fn run_seed(
     dir: &std::path::Path,
 ) -> Result<SeedOutcome, ChaosError> {
     let deployment = match target {
-        RunTarget::Started => {
-            Some(Deployment::start(&scenario.topology, procs, ports, dir.to_path_buf()).await?)
-        }
+        RunTarget::Started => Some(
+            Deployment::start(&scenario.topology, seed, procs, ports, dir.to_path_buf()).await?,
+        ),
         RunTarget::Url { .. } => None,
     };
     let entries = Entries::default();
@@ -133,6 +136,7 @@ pub(super) async fn run_seed(
         storage_port,
         recorder,
         resolved: BTreeMap::new(),
+        rng: Rng::fork(seed, 0x5E47_1E11),
     };
     let (reach, ports_to_link) = seed_state.reach(target);
     let epoch = mono_ns();
@@ -224,12 +228,14 @@ impl Seed<'_> {
         })
     }
 
-    /// How clients reach the deployment, and the real ports they link to.
-    fn reach(&self, target: &RunTarget) -> (Reach, Vec<u16>) {
+    /// How clients reach the deployment, and the ports they link to: the
+    /// port a client dials, and the real one its link forwards to (a
+    /// node's announced proxy port leads straight to the node).
+    fn reach(&self, target: &RunTarget) -> (Reach, Vec<(u16, u16)>) {
         let mut ports = Vec::new();
         let reach = match (target, &self.deployment) {
             (RunTarget::Url { port, .. }, _) => {
-                ports.push(*port);
+                ports.push((*port, *port));
                 Reach::Primary {
                     nodes: vec![*port],
                     primary: 0,
@@ -237,7 +243,12 @@ impl Seed<'_> {
             }
             (RunTarget::Started, Some(deployment)) => {
                 let nodes: Vec<u16> = deployment.nodes.iter().map(|n| n.port).collect();
-                ports.extend(&nodes);
+                for node in &deployment.nodes {
+                    ports.push((node.port, node.port));
+                    if node.announce.is_some() {
+                        ports.push((node.reached_at(), node.port));
+                    }
+                }
                 match &self.scenario.topology {
                     Topology::Single | Topology::PrimaryReplica { .. } => Reach::Primary {
                         nodes,
@@ -256,7 +267,7 @@ impl Seed<'_> {
                 primary: 0,
             },
         };
-        ports.push(self.storage_port);
+        ports.push((self.storage_port, self.storage_port));
         (reach, ports)
     }
 
@@ -274,17 +285,19 @@ impl Seed<'_> {
         index: usize,
         seed: u64,
         reach: &Reach,
-        real_ports: &[u16],
+        real_ports: &[(u16, u16)],
         procs: &mut Processes,
         dir: &std::path::Path,
     ) -> Result<(), ChaosError> {
         let mut links = BTreeMap::new();
-        for &port in real_ports {
-            let link = proxy::start(port).await.map_err(|source| ChaosError::Io {
-                what: format!("starting client-{index}'s proxy to port {port}"),
-                source,
-            })?;
-            links.insert(port, link);
+        for &(dialed, port) in real_ports {
+            let link = proxy::start(port, seed)
+                .await
+                .map_err(|source| ChaosError::Io {
+                    what: format!("starting client-{index}'s proxy to port {port}"),
+                    source,
+                })?;
+            links.insert(dialed, link);
         }
         let args = ClientArgs {
             scenario: self.scenario.clone(),
@@ -349,6 +362,21 @@ impl Seed<'_> {
 
     /// The links a fault on `target` acts on.
     fn links_of(&self, target: FaultTarget) -> Vec<Link> {
+        if let FaultTarget::Redis(n) = target {
+            let Some(node) = self.deployment.as_ref().and_then(|d| d.nodes.get(n)) else {
+                return Vec::new();
+            };
+            return self
+                .clients
+                .iter()
+                .flat_map(|c| {
+                    c.links
+                        .iter()
+                        .filter(|(dialed, _)| node.answers_on(**dialed))
+                        .map(|(_, link)| link.clone())
+                })
+                .collect();
+        }
         let port = match target {
             FaultTarget::Client(n) => {
                 return self
@@ -358,12 +386,7 @@ impl Seed<'_> {
                     .unwrap_or_default();
             }
             FaultTarget::Storage => Some(self.storage_port),
-            FaultTarget::Redis(n) => self
-                .deployment
-                .as_ref()
-                .and_then(|d| d.nodes.get(n))
-                .map(|node| node.port),
-            FaultTarget::Primary => None,
+            FaultTarget::Redis(_) | FaultTarget::Primary => None,
         };
         let Some(port) = port else {
             return Vec::new();
@@ -372,6 +395,20 @@ impl Seed<'_> {
             .iter()
             .filter_map(|c| c.links.get(&port).cloned())
             .collect()
+    }
+
+    /// Makes the death of node `n` silent to the clients, as a host that
+    /// dies is in the simulator (cut off first, then crashed): their links
+    /// to it hold both directions for good, so an open connection hears
+    /// no FIN from the kill and hangs until the client's own timeout, and
+    /// the client then dials whichever node it is told is primary.
+    fn silence(&self, n: usize) {
+        for link in self.links_of(FaultTarget::Redis(n)) {
+            link.set(|mode| {
+                mode.hold_up = true;
+                mode.hold_down = true;
+            });
+        }
     }
 
     fn resolve(&self, target: FaultTarget) -> FaultTarget {
@@ -413,7 +450,7 @@ impl Seed<'_> {
             _ => None,
         };
         if let Some(port) = port
-            && let Some(index) = deployment.nodes.iter().position(|n| n.port == port)
+            && let Some(index) = deployment.nodes.iter().position(|n| n.answers_on(port))
         {
             deployment.primary = index;
         }
@@ -459,6 +496,9 @@ impl Seed<'_> {
                 }
             }
             (FaultKind::Crash | FaultKind::Restart, FaultTarget::Redis(n)) => {
+                if fault.kind == FaultKind::Crash {
+                    self.silence(n);
+                }
                 let deployment = self.deployment()?;
                 if let Some(id) = deployment.nodes[n].proc.take() {
                     procs.kill(id);
@@ -597,21 +637,31 @@ impl Seed<'_> {
             {
                 self.demote(old).await?;
             }
+            // The bus heals: the old primary hears of the new epoch and
+            // rejoins as a replica of its shard's primary.
+            (FaultKind::ShardFailover, FaultTarget::Redis(old)) => {
+                self.deployment()?.cut_off_bus(old, false);
+            }
             _ => {}
         }
         self.record_fault(fault, target, Phase::End);
         Ok(())
     }
 
-    /// Promotes the most up-to-date replica. Without a stale window the
-    /// old primary dies now; with one it stays up and writable, its
-    /// clients still connected, until [`Self::demote`].
+    /// Promotes the most up-to-date replica and records the failover.
+    /// Without a stale window the old primary dies now, silently (see
+    /// [`Self::silence`]); with one it stays up and writable, its clients
+    /// still connected, until [`Self::demote`].
     async fn failover(
         &mut self,
         old: usize,
         window: Option<Duration>,
         procs: &mut Processes,
     ) -> Result<(), ChaosError> {
+        let old_owner = key_owner(self.deployment()?.nodes[old].port).await;
+        if window.is_none() {
+            self.silence(old);
+        }
         let deployment = self.deployment()?;
         if window.is_none()
             && let Some(id) = deployment.nodes[old].proc.take()
@@ -655,6 +705,7 @@ impl Seed<'_> {
                 why: e.to_string(),
             })?;
         let new_port = deployment.nodes[new].port;
+        let new_reached = deployment.nodes[new].reached_at();
         for (index, node) in deployment.nodes.iter().enumerate() {
             if index == new || index == old || node.proc.is_none() {
                 continue;
@@ -662,7 +713,7 @@ impl Seed<'_> {
             if let Ok(mut conn) = admin(node.port).await {
                 let _: redis::RedisResult<redis::Value> = redis::cmd("REPLICAOF")
                     .arg("127.0.0.1")
-                    .arg(new_port)
+                    .arg(new_reached)
                     .query_async(&mut conn)
                     .await;
             }
@@ -671,10 +722,20 @@ impl Seed<'_> {
         for client in 0..self.clients.len() {
             self.command(client, ClientCommand::Primary { node: new });
         }
+        let new_owner = key_owner(new_port).await;
+        self.recorder.record(
+            Process::Controller,
+            Op::Failover {
+                old_primary: old,
+                new_primary: new,
+                old_owner,
+                new_owner,
+            },
+        );
         Ok(())
     }
 
-    /// Sentinel: without a stale window the primary is killed and the
+    /// Sentinel: without a stale window the primary dies silently and the
     /// sentinels fail it over when they notice (`down-after-milliseconds`);
     /// with one, `SENTINEL FAILOVER` promotes a replica while the old
     /// primary is up, and whatever stale window follows is Sentinel's own.
@@ -684,6 +745,9 @@ impl Seed<'_> {
         window: Option<Duration>,
         procs: &mut Processes,
     ) -> Result<(), ChaosError> {
+        if window.is_none() {
+            self.silence(old);
+        }
         let deployment = self.deployment()?;
         if window.is_none() {
             if let Some(id) = deployment.nodes[old].proc.take() {
@@ -691,7 +755,16 @@ impl Seed<'_> {
             }
             return Ok(());
         }
-        for &sentinel in &deployment.sentinels {
+        // The sentinel asked leads the failover and announces the new
+        // primary at once; the others adopt it when its hello reaches
+        // them. Clients follow the first sentinel, so which one leads is
+        // drawn among them, as the simulator draws it (always asking the
+        // first would announce every failover to the clients at once).
+        let count = deployment.sentinels.len();
+        let first = self.rng.between(0, count.saturating_sub(1) as u64) as usize;
+        let deployment = self.deployment()?;
+        for turn in 0..count {
+            let sentinel = deployment.sentinels[(first + turn) % count];
             let Ok(mut conn) = admin(sentinel).await else {
                 continue;
             };
@@ -712,8 +785,9 @@ impl Seed<'_> {
 
     /// Cluster: a replica of the shard owning the lock key's slot takes
     /// over (`CLUSTER FAILOVER TAKEOVER`: no agreement from the old
-    /// primary or the others); without a stale window the old primary is
-    /// killed first.
+    /// primary or the others), and the failover is recorded; without a
+    /// stale window the old primary is killed first, with one it is cut
+    /// off the cluster bus first, until the fault's end heals it.
     async fn shard_failover(
         &mut self,
         window: Option<Duration>,
@@ -723,11 +797,22 @@ impl Seed<'_> {
         let Some((old_port, replicas)) = cluster_owner(deployment).await else {
             return Ok(());
         };
-        if window.is_none()
-            && let Some(node) = deployment.nodes.iter_mut().find(|n| n.port == old_port)
-            && let Some(id) = node.proc.take()
-        {
-            procs.kill(id);
+        let old = deployment.nodes.iter().position(|n| n.port == old_port);
+        let old_owner = key_owner(old_port).await;
+        let deployment = self.deployment()?;
+        match (window, old) {
+            (None, Some(old)) => {
+                if let Some(id) = deployment.nodes[old].proc.take() {
+                    procs.kill(id);
+                }
+            }
+            // The stale window: the old primary is cut off the cluster bus
+            // first, so the takeover's news cannot reach it; it keeps
+            // serving its clients and believing it owns its slots until
+            // the window ends and the bus heals (or, past the node
+            // timeout, it finds itself cut off and stops).
+            (Some(_), Some(old)) => deployment.cut_off_bus(old, true),
+            (_, None) => {}
         }
         for port in replicas {
             let Ok(mut conn) = admin(port).await else {
@@ -739,8 +824,20 @@ impl Seed<'_> {
                 .query_async(&mut conn)
                 .await;
             if done.is_ok() {
-                if let Some(index) = deployment.nodes.iter().position(|n| n.port == port) {
-                    deployment.primary = index;
+                if let Some(new) = deployment.nodes.iter().position(|n| n.port == port) {
+                    deployment.primary = new;
+                    if let Some(old) = old {
+                        let new_owner = key_owner(port).await;
+                        self.recorder.record(
+                            Process::Controller,
+                            Op::Failover {
+                                old_primary: old,
+                                new_primary: new,
+                                old_owner,
+                                new_owner,
+                            },
+                        );
+                    }
                 }
                 return Ok(());
             }
@@ -752,7 +849,7 @@ impl Seed<'_> {
     /// new one (its clients stay connected and meet `READONLY`).
     async fn demote(&mut self, old: usize) -> Result<(), ChaosError> {
         let deployment = self.deployment()?;
-        let primary_port = deployment.nodes[deployment.primary].port;
+        let primary_port = deployment.nodes[deployment.primary].reached_at();
         if deployment.nodes[old].proc.is_some()
             && let Ok(mut conn) = admin(deployment.nodes[old].port).await
         {
@@ -818,6 +915,18 @@ async fn cluster_owner(deployment: &Deployment) -> Option<(u16, Vec<u16>)> {
         return Some((owner.1, replicas));
     }
     None
+}
+
+/// The lock key's owner on the node at `port` now (`None` if absent or
+/// the node does not answer).
+async fn key_owner(port: u16) -> Option<String> {
+    let mut conn = admin(port).await.ok()?;
+    redis::cmd("GET")
+        .arg(lock_key())
+        .query_async::<Option<String>>(&mut conn)
+        .await
+        .ok()
+        .flatten()
 }
 
 /// Makes the node on `port` answer BUSY for `duration`: a script that
