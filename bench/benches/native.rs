@@ -43,37 +43,37 @@ enum Case {
 }
 
 impl Case {
-    const ALL: [Case; 5] = [
-        Case::ScriptLone,
-        Case::NativeLone,
-        Case::ScriptBatch,
-        Case::NativeBatch,
-        Case::ScriptRelease,
+    const ALL: [Self; 5] = [
+        Self::ScriptLone,
+        Self::NativeLone,
+        Self::ScriptBatch,
+        Self::NativeBatch,
+        Self::ScriptRelease,
     ];
 
     fn name(self) -> &'static str {
         match self {
-            Case::ScriptLone => "lone renewal, script (EVALSHA renew)",
-            Case::NativeLone => "lone renewal, native (SET IFEQ PX)",
-            Case::ScriptBatch => "16 renewals, script (one EVALSHA of 16)",
-            Case::NativeBatch => "16 renewals, native (pipeline of 16 SET IFEQ)",
-            Case::ScriptRelease => "release + re-set, script (EVALSHA release, SET)",
+            Self::ScriptLone => "lone renewal, script (EVALSHA renew)",
+            Self::NativeLone => "lone renewal, native (SET IFEQ PX)",
+            Self::ScriptBatch => "16 renewals, script (one EVALSHA of 16)",
+            Self::NativeBatch => "16 renewals, native (pipeline of 16 SET IFEQ)",
+            Self::ScriptRelease => "release + re-set, script (EVALSHA release, SET)",
         }
     }
 
     /// The commands whose server time the case costs.
     fn commands(self) -> &'static [&'static str] {
         match self {
-            Case::ScriptLone | Case::ScriptBatch => &["evalsha"],
-            Case::NativeLone | Case::NativeBatch => &["set"],
-            Case::ScriptRelease => &["evalsha"],
+            Self::ScriptLone | Self::ScriptBatch => &["evalsha"],
+            Self::NativeLone | Self::NativeBatch => &["set"],
+            Self::ScriptRelease => &["evalsha"],
         }
     }
 
     /// Renewals (or releases) one call performs.
     fn ops_per_call(self) -> usize {
         match self {
-            Case::ScriptBatch | Case::NativeBatch => BATCH,
+            Self::ScriptBatch | Self::NativeBatch => BATCH,
             _ => 1,
         }
     }
