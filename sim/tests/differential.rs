@@ -16,7 +16,7 @@ use lock_core::{
     scripts::{self, op},
 };
 use redis::Value;
-use sim::redis::{NodeConfig, NodeHandle};
+use sim::redis::{Flavour, NodeConfig, NodeHandle};
 
 #[derive(Debug, Clone)]
 enum Step {
@@ -173,6 +173,9 @@ fn sequences() -> Vec<(&'static str, Vec<Step>)> {
                 cmd(&["INCR", "k"]),
                 cmd(&["DEL", "k", "k", "nothing"]),
                 cmd(&["PEXPIRE", "nothing", "100"]),
+                // Valkey's option: a syntax error on Redis 7.0.
+                cmd(&["SET", "k", "1", "IFEQ", "1", "PX", "100"]),
+                cmd(&["SET", "nothing", "1", "IFEQ", "1"]),
             ]),
         ),
     ]);
@@ -187,6 +190,53 @@ fn sequences() -> Vec<(&'static str, Vec<Step>)> {
         ],
     ));
     out
+}
+
+/// The sequences for a server with `SET … IFEQ` (Valkey 8.1): the native
+/// renewal the lock sends there, beside the script's renew it replaces.
+fn valkey_sequences() -> Vec<(&'static str, Vec<Step>)> {
+    let load = cmd(&["SCRIPT", "LOAD", scripts::LOCK.source]);
+    vec![
+        (
+            "SET IFEQ renews only an equal string, as the script's renew",
+            vec![
+                load,
+                cmd(&["SET", "{l}", "a", "IFEQ", "a", "PX", "1000"]),
+                cmd(&["EXISTS", "{l}"]),
+                eval(&["{l}"], &["r", "a", "1000"]),
+                cmd(&["SET", "{l}", "a", "PX", "100"]),
+                cmd(&["SET", "{l}", "a", "IFEQ", "a", "PX", "1000"]),
+                cmd(&["PTTL", "{l}"]),
+                cmd(&["SET", "{l}", "b", "IFEQ", "b", "PX", "5000"]),
+                eval(&["{l}"], &["r", "b", "5000"]),
+                cmd(&["GET", "{l}"]),
+                eval(&["{l}"], &["r", "a", "1000"]),
+                cmd(&["SET", "{l}", "c", "IFEQ", "a", "GET"]),
+                cmd(&["PTTL", "{l}"]),
+                cmd(&["set", "{l}", "a", "ifeq", "c", "px", "60"]),
+                Step::Sleep(150),
+                cmd(&["SET", "{l}", "a", "IFEQ", "a", "PX", "1000"]),
+                cmd(&["EXISTS", "{l}"]),
+            ],
+        ),
+        (
+            "SET IFEQ: wrong types and bad arguments",
+            vec![
+                cmd(&["LPUSH", "{w}", "x"]),
+                cmd(&["SET", "{w}", "a", "IFEQ", "a", "PX", "1000"]),
+                cmd(&["SET", "{w}", "a", "IFEQ", "a", "GET"]),
+                cmd(&["SET", "k", "a"]),
+                cmd(&["SET", "k", "a", "IFEQ"]),
+                cmd(&["SET", "k", "a", "IFEQ", "a", "NX"]),
+                cmd(&["SET", "k", "a", "XX", "IFEQ", "a"]),
+                cmd(&["SET", "k", "a", "IFEQ", "a", "IFEQ", "a"]),
+                cmd(&["SET", "k", "a", "IFEQ", "a", "PX", "0"]),
+                cmd(&["SET", "k", "a", "IFEQ", "a", "PX", "soon"]),
+                cmd(&["GET", "k"]),
+                cmd(&["PTTL", "k"]),
+            ],
+        ),
+    ]
 }
 
 /// Makes replies comparable: fences issued from server time become
@@ -249,7 +299,7 @@ fn real_replies(port: u16, steps: &[Step]) -> Vec<String> {
     replies
 }
 
-fn sim_replies(steps: &[Step]) -> Vec<String> {
+fn sim_replies(steps: &[Step], flavour: Flavour) -> Vec<String> {
     let replies = Rc::new(RefCell::new(Vec::new()));
     let mut builder = turmoil::Builder::new();
     builder
@@ -266,6 +316,7 @@ fn sim_replies(steps: &[Step]) -> Vec<String> {
         replica_of: None,
         replication_lag: None,
         seed: 1,
+        flavour,
     });
     sim.host("redis-0", move || sim::redis::serve(node.clone()));
     let (steps, out) = (steps.to_vec(), Rc::clone(&replies));
@@ -305,13 +356,17 @@ impl Drop for RealRedis {
 
 fn start_real_redis() -> RealRedis {
     let binary = std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".into());
+    start_server(&binary)
+}
+
+fn start_server(binary: &str) -> RealRedis {
     let port = TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port")
         .port();
     let dir = std::env::temp_dir().join(format!("redis-lock-diff-{port}"));
     std::fs::create_dir_all(&dir).expect("scratch dir");
-    let child = Command::new(&binary)
+    let child = Command::new(binary)
         .args([
             "--port",
             &port.to_string(),
@@ -341,15 +396,89 @@ fn start_real_redis() -> RealRedis {
     RealRedis { port, child }
 }
 
+/// The two comparisons start their servers one at a time: a free port
+/// picked by one could otherwise be taken by the other's server before it
+/// binds it.
+static ONE_SERVER_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn simulated_redis_answers_like_redis_server() {
+    let _serial = ONE_SERVER_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let real = start_real_redis();
     for (name, steps) in sequences() {
         let expected = real_replies(real.port, &steps);
-        let actual = sim_replies(&steps);
+        let actual = sim_replies(&steps, Flavour::Redis7);
         assert_eq!(
             actual, expected,
             "sequence {name:?} differs (left: sim, right: redis-server)"
+        );
+    }
+}
+
+/// Where a Valkey 8.1+ server binary is: `VALKEY_SERVER_BIN`, else a
+/// `valkey-server` or `redis-server` on `PATH` that says it is Valkey
+/// (`scripts/valkey.sh` prints a directory whose `redis-server` is).
+fn valkey_binary() -> Option<String> {
+    let is_valkey = |binary: &str| {
+        let Ok(out) = Command::new(binary).arg("--version").output() else {
+            return false;
+        };
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let Some(version) = text.strip_prefix("Valkey server v=") else {
+            return false;
+        };
+        let mut parts = version
+            .split(['.', ' '])
+            .map(|part| part.parse::<u32>().ok());
+        matches!(
+            (parts.next().flatten(), parts.next().flatten()),
+            (Some(major), Some(minor)) if (major, minor) >= (8, 1)
+        )
+    };
+    if let Ok(binary) = std::env::var("VALKEY_SERVER_BIN") {
+        assert!(
+            is_valkey(&binary),
+            "VALKEY_SERVER_BIN={binary} is not a Valkey 8.1+ server"
+        );
+        return Some(binary);
+    }
+    ["valkey-server", "redis-server"]
+        .into_iter()
+        .find(|binary| is_valkey(binary))
+        .map(str::to_owned)
+}
+
+/// The simulated node presenting as Valkey 8.1 answers `SET … IFEQ` as a
+/// real Valkey 8.1 does. Runs where a Valkey binary is found; without one
+/// it says so and passes, unless `LOCK_REQUIRE_VALKEY=1` (CI's setting
+/// where Valkey must be there), which fails it.
+#[test]
+fn simulated_valkey_answers_like_valkey_server() {
+    let Some(binary) = valkey_binary() else {
+        assert_ne!(
+            std::env::var("LOCK_REQUIRE_VALKEY").as_deref(),
+            Ok("1"),
+            "LOCK_REQUIRE_VALKEY=1 but no Valkey 8.1+ server found: set VALKEY_SERVER_BIN, or put \
+             the directory `bash scripts/valkey.sh` prints first on PATH"
+        );
+        eprintln!(
+            "SKIPPED simulated_valkey_answers_like_valkey_server: no Valkey 8.1+ server \
+             (VALKEY_SERVER_BIN, or scripts/valkey.sh's directory on PATH)"
+        );
+        return;
+    };
+    let _serial = ONE_SERVER_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let real = start_server(&binary);
+    for (name, steps) in valkey_sequences() {
+        let expected = real_replies(real.port, &steps);
+        let actual = sim_replies(&steps, Flavour::Valkey81);
+        assert_eq!(
+            actual, expected,
+            "sequence {name:?} differs (left: sim as Valkey 8.1, right: {binary})"
         );
     }
 }

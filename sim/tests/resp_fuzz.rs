@@ -344,6 +344,7 @@ fn node(replica: bool) -> NodeHandle {
         replica_of: replica.then(|| "redis-1".to_owned()),
         replication_lag: None,
         seed: 7,
+        flavour: sim::redis::Flavour::default(),
     })
 }
 

@@ -23,6 +23,7 @@ mod keyspace;
 mod late_reply;
 mod lifecycle;
 mod lost;
+mod native_renewal;
 mod redlock;
 mod renewal;
 mod rwlock_script;

@@ -163,6 +163,7 @@ impl ClusterHandle {
                     replica_of: (primary != index).then(|| redis_host(primary)),
                     replication_lag: None,
                     seed: 1,
+                    flavour: super::Flavour::default(),
                 })
             })
             .collect();

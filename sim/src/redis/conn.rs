@@ -12,7 +12,7 @@ use tokio::{
 use turmoil::net::TcpStream;
 
 use super::{
-    NodeHandle, Role,
+    Flavour, NodeHandle, Role,
     bus::deliver,
     cluster, db,
     frame::{bulk, error, next_command, ok, parse_i64, to_bytes},
@@ -198,6 +198,16 @@ pub async fn dispatch_in(
 
 fn data(node: &NodeHandle, args: &[Vec<u8>]) -> Frame {
     let mut state = node.0.borrow_mut();
+    // `SET … IFEQ` is Valkey 8.1's: Redis 7.0 knows no such option.
+    if state.flavour == Flavour::Redis7
+        && args[0].eq_ignore_ascii_case(b"SET")
+        && args
+            .iter()
+            .skip(3)
+            .any(|option| option.eq_ignore_ascii_case(b"IFEQ"))
+    {
+        return error("ERR syntax error");
+    }
     if db::is_write(&args[0]) && state.role != Role::Primary {
         return error(scripts::READONLY);
     }
@@ -236,6 +246,11 @@ fn role(node: &NodeHandle) -> Frame {
 /// a current server (`SET … NX … GET`).
 pub const VERSION: &str = "7.0.15";
 
+/// The lines a node of [`Flavour::Valkey81`] answers instead (Valkey 8.1.8's:
+/// the Redis release it forked from, then its own).
+pub const VALKEY_VERSION_LINES: &str =
+    "redis_version:7.2.4\r\nserver_name:valkey\r\nvalkey_version:8.1.8\r\n";
+
 fn info(node: &NodeHandle, section: Option<&[u8]>) -> Frame {
     let state = node.0.borrow();
     let role = match state.role {
@@ -245,7 +260,13 @@ fn info(node: &NodeHandle, section: Option<&[u8]>) -> Frame {
     let section = section.map(<[u8]>::to_ascii_lowercase);
     let mut text = String::new();
     if section.as_deref().is_none_or(|s| s == b"server") {
-        text.push_str(&format!("# Server\r\nredis_version:{VERSION}\r\n"));
+        match state.flavour {
+            Flavour::Redis7 => text.push_str(&format!("# Server\r\nredis_version:{VERSION}\r\n")),
+            Flavour::Valkey81 => {
+                text.push_str("# Server\r\n");
+                text.push_str(VALKEY_VERSION_LINES);
+            }
+        }
     }
     if section.as_deref().is_none_or(|s| s == b"replication") {
         text.push_str(&format!(

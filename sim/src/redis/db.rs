@@ -347,12 +347,20 @@ impl Db {
                     return Some(wrong_args());
                 }
                 let (mut nx, mut xx, mut get, mut expires_at) = (false, false, false, None);
+                // `IFEQ value` (Valkey 8.1): set only if the key holds a
+                // string equal to `value`. The connection refuses it on a
+                // node that presents as Redis 7.
+                let mut if_equal: Option<&[u8]> = None;
                 let mut options = args[3..].iter();
                 while let Some(option) = options.next() {
                     match option.to_ascii_uppercase().as_slice() {
                         b"NX" => nx = true,
                         b"XX" => xx = true,
                         b"GET" => get = true,
+                        b"IFEQ" => match options.next() {
+                            Some(value) if if_equal.is_none() => if_equal = Some(value.as_slice()),
+                            _ => return Some((error("ERR syntax error"), Vec::new())),
+                        },
                         unit @ (b"PX" | b"EX") => {
                             let Some(amount) = options.next().and_then(|a| parse_i64(a)) else {
                                 return Some(not_integer());
@@ -377,9 +385,20 @@ impl Db {
                         _ => return Some((error("ERR syntax error"), Vec::new())),
                     }
                 }
-                if nx && xx {
+                // IFEQ excludes NX and XX (Valkey 8.1.8 answers a syntax
+                // error to either).
+                if (nx && xx) || (if_equal.is_some() && (nx || xx)) {
                     return Some((error("ERR syntax error"), Vec::new()));
                 }
+                // IFEQ reads the key as a string: WRONGTYPE, setting
+                // nothing, for another type (with or without GET).
+                let current_matches = match if_equal {
+                    None => true,
+                    Some(expected) => match self.get(&args[1], now) {
+                        Ok(current) => current == Some(expected),
+                        Err(frame) => return Some((frame, Vec::new())),
+                    },
+                };
                 // SET … GET answers the old value (nil if none) instead of
                 // OK, and fails with WRONGTYPE, setting nothing, if the old
                 // value is not a string (Redis 7 also allows it with NX).
@@ -398,7 +417,7 @@ impl Db {
                     None => Frame::Null,
                 };
                 let exists = self.live(&args[1], now).is_some();
-                if (nx && exists) || (xx && !exists) {
+                if (nx && exists) || (xx && !exists) || !current_matches {
                     return Some((reply(false), Vec::new()));
                 }
                 let effect = self.set(&args[1], &args[2], expires_at);
@@ -588,6 +607,40 @@ mod tests {
             run(&mut db, &["SET", "k", "b", "NX", "PX", "100"], 1_100),
             ok()
         );
+    }
+
+    #[test]
+    fn set_ifeq_sets_only_over_an_equal_string() {
+        let mut db = Db::default();
+        let renew = ["SET", "k", "a", "IFEQ", "a", "PX", "500"];
+        assert_eq!(run(&mut db, &renew, 0), Frame::Null, "no key: nothing set");
+        assert_eq!(run(&mut db, &["EXISTS", "k"], 0), Frame::Integer(0));
+        run(&mut db, &["SET", "k", "a", "PX", "100"], 0);
+        assert_eq!(run(&mut db, &renew, 50), ok());
+        assert_eq!(run(&mut db, &["PTTL", "k"], 50), Frame::Integer(500));
+        let theirs = ["SET", "k", "b", "IFEQ", "b", "PX", "900"];
+        assert_eq!(run(&mut db, &theirs, 60), Frame::Null);
+        assert_eq!(run(&mut db, &["GET", "k"], 60), bulk(b"a"));
+        assert_eq!(run(&mut db, &["PTTL", "k"], 60), Frame::Integer(490));
+        assert_eq!(
+            run(&mut db, &["SET", "k", "c", "IFEQ", "a", "GET"], 70),
+            bulk(b"a")
+        );
+        assert_eq!(run(&mut db, &["PTTL", "k"], 70), Frame::Integer(-1));
+        assert_eq!(run(&mut db, &renew, 600), Frame::Null, "c is not a");
+        run(&mut db, &["LPUSH", "l", "x"], 0);
+        assert_eq!(
+            run(&mut db, &["SET", "l", "a", "IFEQ", "a"], 0),
+            error(WRONGTYPE)
+        );
+        for bad in [
+            &["SET", "k", "a", "IFEQ"][..],
+            &["SET", "k", "a", "IFEQ", "a", "NX"],
+            &["SET", "k", "a", "XX", "IFEQ", "a"],
+            &["SET", "k", "a", "IFEQ", "a", "IFEQ", "a"],
+        ] {
+            assert_eq!(run(&mut db, bad, 0), error("ERR syntax error"), "{bad:?}");
+        }
     }
 
     #[test]

@@ -53,6 +53,21 @@ pub struct NodeConfig {
     pub replication_lag: Option<DurationRange>,
     /// The seed of its lag draws.
     pub seed: u64,
+    /// The server it presents as (its `INFO server`, and the commands it
+    /// knows beyond Redis 7's).
+    pub flavour: Flavour,
+}
+
+/// The server a simulated node presents as.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Flavour {
+    /// Redis 7.0 (`redis_version:7.0.15`): the lock sends its scripts and
+    /// `SET … NX … GET`. `SET … IFEQ` is a syntax error, as on Redis 7.0.
+    #[default]
+    Redis7,
+    /// Valkey 8.1 (`valkey_version:8.1.8`, `redis_version:7.2.4`): `SET …
+    /// IFEQ` too, so the lock renews natively.
+    Valkey81,
 }
 
 /// A node's role.
@@ -120,6 +135,8 @@ pub struct Node {
     /// Script calls that carried several operations (group commit; an
     /// observation for the reports, never reset).
     pub(crate) batched_calls: u64,
+    /// The server it presents as.
+    pub(crate) flavour: Flavour,
 }
 
 /// How many cluster redirections a node answered, by kind.
@@ -185,6 +202,7 @@ impl NodeHandle {
             redirects: Redirects::default(),
             bus: None,
             batched_calls: 0,
+            flavour: config.flavour,
         })))
     }
 
@@ -518,6 +536,7 @@ mod tests {
             replica_of: replica_of.map(str::to_owned),
             replication_lag: None,
             seed: 1,
+            flavour: Flavour::default(),
         })
     }
 

@@ -326,6 +326,7 @@ impl World<'_> {
                 replica_of,
                 replication_lag,
                 seed: Rng::fork(seed, 0x2ED1 + index as u64).next_u64(),
+                flavour: crate::redis::Flavour::default(),
             });
             let host = redis_host(index);
             let serving = node.clone();

@@ -201,7 +201,23 @@ impl Watchdog {
                 }
             }
         }
-        for ((node, generation, wait), (live, ops)) in groups {
+        for ((node, generation, wait), (live, mut ops)) in groups {
+            // A renewal alone goes as a native `SET … IFEQ` where the server
+            // has one (codec::encode), not as a script batch of one.
+            if let [(_, _, Command::Renew { .. })] = ops.as_slice()
+                && live.dialect().set_ifeq
+                && let Some((cell, id, command)) = ops.pop()
+            {
+                let out = Outgoing {
+                    node,
+                    id,
+                    command,
+                    live: Some(live),
+                };
+                let call = dispatch::start(session, &cell, out, now);
+                self.adopt(&cell, call, now);
+                continue;
+            }
             for chunk in ops.chunks(MAX_BATCH) {
                 let batch: Vec<BatchOp<'_>> = chunk
                     .iter()
@@ -211,7 +227,7 @@ impl Watchdog {
                         command,
                     })
                     .collect();
-                let cmd = codec::encode_batch(&batch, live.dialect);
+                let cmd = codec::encode_batch(&batch, live.dialect());
                 let kinds: Vec<OpKind> = chunk.iter().map(|(_, _, c)| OpKind::of(c)).collect();
                 let wait_cmd = wait.map(|(replicas, timeout)| {
                     let mut wait = redis::cmd("WAIT");

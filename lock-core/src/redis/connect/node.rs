@@ -16,12 +16,15 @@ use redis::{RedisConnectionInfo, aio::MultiplexedConnection};
 
 use super::{connector::Connector, error::ConnectError, sentinel::Current};
 
-/// Where a Redis server is and how to greet it.
 /// What a server supports, read once per connection (`INFO server`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Dialect {
     /// `SET … NX … GET` is accepted (Redis 7.0 and later).
     pub(crate) set_nx_get: bool,
+    /// `SET … IFEQ` is accepted (Valkey 8.1 and later): a lone renewal is
+    /// `SET key token IFEQ token PX ttl`, with no script (see
+    /// [`codec::encode`](crate::redis::wire::codec::encode)).
+    pub(crate) set_ifeq: bool,
     /// Releases do not announce themselves on the lock's channel (a
     /// Redlock node: nobody subscribes there). Set by the session, not read
     /// from the server.
@@ -31,18 +34,50 @@ pub(crate) struct Dialect {
 impl Dialect {
     /// The dialect of a server whose `INFO server` reply is `info`. An
     /// unreadable version means the oldest dialect, which works everywhere.
+    ///
+    /// Valkey answers `redis_version:7.2.4` (the Redis release it forked
+    /// from) and its own release in `valkey_version`: only that field turns
+    /// `SET … IFEQ` on. Redis 8.4 has `SET … IFEQ` too, but no Redis 8.4 runs
+    /// in the test matrix, so Redis keeps the script.
     pub(crate) fn from_info(info: &str) -> Self {
-        let version = info
-            .lines()
-            .find_map(|line| line.strip_prefix("redis_version:"))
-            .map(str::trim);
-        let major = version
-            .and_then(|version| version.split('.').next())
-            .and_then(|major| major.parse::<u32>().ok());
+        let version = |field: &str| {
+            info.lines()
+                .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+                .map(|version| {
+                    let mut parts = version
+                        .trim()
+                        .split('.')
+                        .map(|part| part.parse::<u32>().ok());
+                    (parts.next().flatten(), parts.next().flatten())
+                })
+        };
+        let redis_major = version("redis_version").and_then(|(major, _)| major);
+        let valkey = version("valkey_version");
         Self {
-            set_nx_get: major.is_some_and(|major| major >= 7),
+            set_nx_get: redis_major.is_some_and(|major| major >= 7),
+            set_ifeq: valkey.is_some_and(|version| match version {
+                (Some(major), Some(minor)) => (major, minor) >= (8, 1),
+                (Some(major), None) => major > 8,
+                _ => false,
+            }),
             quiet_release: false,
         }
+    }
+}
+
+/// Whether a connection's server refused a native command once (a server
+/// that claims a release with `SET … IFEQ` but rejects it: a proxy, a
+/// renamed command): from then on the connection sends the script.
+#[derive(Debug, Default)]
+pub(crate) struct Refusals {
+    set_ifeq: std::sync::atomic::AtomicBool,
+}
+
+impl Refusals {
+    /// Remembers that the server refused `SET … IFEQ`.
+    pub(crate) fn refuse_set_ifeq(&self) {
+        self.set_ifeq
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -58,6 +93,24 @@ pub(crate) struct Live {
     pub(crate) conn: MultiplexedConnection,
     pub(crate) generation: u64,
     pub(crate) dialect: Dialect,
+    /// Native commands this connection's server refused.
+    pub(crate) refusals: Arc<Refusals>,
+}
+
+impl Live {
+    /// The dialect to encode the next command in: what the server
+    /// announced, less the native commands it has refused since.
+    pub(crate) fn dialect(&self) -> Dialect {
+        let mut dialect = self.dialect;
+        if self
+            .refusals
+            .set_ifeq
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            dialect.set_ifeq = false;
+        }
+        dialect
+    }
 }
 
 /// A freshly opened connection and redis-rs's task that drives its socket.
@@ -204,6 +257,7 @@ pub(crate) async fn open(
                 conn,
                 generation,
                 dialect,
+                refusals: Arc::default(),
             },
             task,
         })

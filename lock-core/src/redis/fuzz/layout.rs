@@ -159,9 +159,10 @@ proptest! {
     fn batches_decode_back_into_their_operations(
         ops in vec(operation(), 0..8),
         set_nx_get in any::<bool>(),
+        set_ifeq in any::<bool>(),
         quiet_release in any::<bool>(),
     ) {
-        let dialect = Dialect { set_nx_get, quiet_release };
+        let dialect = Dialect { set_nx_get, set_ifeq, quiet_release };
         let batch: Vec<BatchOp<'_>> = ops
             .iter()
             .map(|(keys, token, command)| BatchOp { keys, token, command })
@@ -175,15 +176,17 @@ proptest! {
     }
 
     /// A single command goes out as `SET NX PX GET` exactly when it is an
-    /// unfenced acquire on Redis 7+, else as one operation of the script;
-    /// a `WAIT` follows whenever an acquire or a renewal asks for one.
+    /// unfenced acquire on Redis 7+, as `SET … IFEQ` exactly when it is a
+    /// renewal on Valkey 8.1+, else as one operation of the script; a
+    /// `WAIT` follows whenever an acquire or a renewal asks for one.
     #[test]
     fn single_commands_encode_as_planned(
         (keys, token, command) in operation(),
         set_nx_get in any::<bool>(),
+        set_ifeq in any::<bool>(),
         quiet_release in any::<bool>(),
     ) {
-        let dialect = Dialect { set_nx_get, quiet_release };
+        let dialect = Dialect { set_nx_get, set_ifeq, quiet_release };
         let encoded = wire::encode(&keys, &token, &command, dialect);
         let plain = matches!(command, Command::Acquire { fencing: Fencing::None, .. })
             && set_nx_get;
@@ -193,6 +196,14 @@ proptest! {
             let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).to_string();
             let expected: Vec<&[u8]> = vec![
                 b"SET", keys.lock.as_bytes(), token.as_bytes(), b"NX", b"PX", ms.as_bytes(), b"GET",
+            ];
+            prop_assert_eq!(args_of(&encoded.call), expected);
+        } else if let (Command::Renew { ttl, .. }, true) = (&command, set_ifeq) {
+            prop_assert_eq!(encoded.plan, Plan::SetIfEq);
+            let ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).to_string();
+            let expected: Vec<&[u8]> = vec![
+                b"SET", keys.lock.as_bytes(), token.as_bytes(), b"IFEQ", token.as_bytes(),
+                b"PX", ms.as_bytes(),
             ];
             prop_assert_eq!(args_of(&encoded.call), expected);
         } else {

@@ -125,15 +125,10 @@ pub(crate) fn start(
         ))
     } else {
         let in_flight = batcher.enter();
-        let encoded = codec::encode(&cell.names, &cell.token, &command, live.dialect);
-        let ttl = match command {
-            crate::Command::Acquire { ttl, .. } => ttl,
-            _ => Duration::ZERO,
-        };
         let cell = Arc::clone(cell);
         Box::pin(async move {
             let _in_flight = in_flight;
-            single(live, encoded, cell, ttl).await
+            single(live, command, cell).await
         })
     };
     PendingCall {
@@ -158,11 +153,50 @@ fn batchable(command: &Command) -> bool {
     }
 }
 
-async fn single(live: Live, encoded: Encoded, cell: Arc<LockCell>, ttl: Duration) -> Reply {
-    let mut conn = live.conn;
-    match exchange(&mut conn, &encoded.call, encoded.wait.as_ref(), false).await {
+async fn single(live: Live, command: Command, cell: Arc<LockCell>) -> Reply {
+    let mut encoded = codec::encode(&cell.names, &cell.token, &command, live.dialect());
+    let mut conn = live.conn.clone();
+    let ttl = acquire_ttl(&command);
+    match send_encoded(&live, &mut conn, &mut encoded, &command, &cell, false).await {
         Ok((value, waited)) => finish(&encoded, &value, waited, &mut conn, &cell, ttl).await,
         Err(error) => Reply::Failed(codec::failure_of(&error)),
+    }
+}
+
+/// The ttl of an acquire (for the refresh after `SET NX GET` found our own
+/// key); zero for other commands, which never need it.
+fn acquire_ttl(command: &Command) -> Duration {
+    match command {
+        Command::Acquire { ttl, .. } => *ttl,
+        _ => Duration::ZERO,
+    }
+}
+
+/// Sends `encoded` on `conn` (a connection of `live`). A native command the
+/// server refuses (see [`codec::refuses_native`]) changed nothing: the
+/// script's operation goes in its place, `encoded` becomes that, and a
+/// refusal for good turns the native command off on the connection.
+async fn send_encoded(
+    live: &Live,
+    conn: &mut MultiplexedConnection,
+    encoded: &mut Encoded,
+    command: &Command,
+    cell: &LockCell,
+    asking: bool,
+) -> Result<(Value, Option<Value>), redis::RedisError> {
+    let result = exchange(conn, &encoded.call, encoded.wait.as_ref(), asking).await;
+    match result {
+        Err(error) if encoded.plan == Plan::SetIfEq && codec::refuses_native(&error) => {
+            tracing::debug!(%error, "SET IFEQ refused: renewing with the script");
+            if codec::refuses_for_good(&error) {
+                live.refusals.refuse_set_ifeq();
+            }
+            let mut dialect = live.dialect();
+            dialect.set_ifeq = false;
+            *encoded = codec::encode(&cell.names, &cell.token, command, dialect);
+            exchange(conn, &encoded.call, encoded.wait.as_ref(), asking).await
+        }
+        result => result,
     }
 }
 
@@ -177,6 +211,7 @@ async fn finish(
 ) -> Reply {
     let reply = match encoded.plan {
         Plan::Script(kind) => single_op(value, kind),
+        Plan::SetIfEq => codec::decode_set_ifeq(value),
         Plan::SetNxGet => match codec::decode_set_nx_get(value, &cell.token) {
             Ok(SetNxGet::Granted) => Reply::Granted {
                 fence: 0,
@@ -202,10 +237,7 @@ async fn cluster(
     current: Arc<Mutex<Option<(NodeAddress, u64)>>>,
 ) -> Reply {
     let slot = slot_of(&cell.names.lock);
-    let ttl = match command {
-        Command::Acquire { ttl, .. } => ttl,
-        _ => Duration::ZERO,
-    };
+    let ttl = acquire_ttl(&command);
     let mut asking: Option<NodeAddress> = None;
     let mut last = Failure::Moved;
     for attempt in 0..=route::MAX_REDIRECTS {
@@ -227,10 +259,10 @@ async fn cluster(
         };
         *current.lock().unwrap_or_else(PoisonError::into_inner) =
             Some((address.clone(), live.generation));
-        let encoded = codec::encode(&cell.names, &cell.token, &command, live.dialect);
-        let mut conn = live.conn;
+        let mut encoded = codec::encode(&cell.names, &cell.token, &command, live.dialect());
+        let mut conn = live.conn.clone();
         let asked = asking.take().is_some();
-        match exchange(&mut conn, &encoded.call, encoded.wait.as_ref(), asked).await {
+        match send_encoded(&live, &mut conn, &mut encoded, &command, &cell, asked).await {
             Ok((value, waited)) => {
                 return finish(&encoded, &value, waited, &mut conn, &cell, ttl).await;
             }

@@ -395,7 +395,7 @@ fn seal(items: Vec<Item>, live: Live) -> SendFuture {
         })
         .collect();
     let kinds: Vec<OpKind> = items.iter().map(|item| OpKind::of(&item.command)).collect();
-    let cmd = codec::encode_batch(&ops, live.dialect);
+    let cmd = codec::encode_batch(&ops, live.dialect());
     Box::pin(call::batch(live, cmd, None, kinds))
 }
 

@@ -34,6 +34,8 @@ impl OpKind {
 pub(crate) enum Plan {
     /// `SET lock token NX PX ttl GET`: an unfenced acquire on Redis 7+.
     SetNxGet,
+    /// `SET lock token IFEQ token PX ttl`: a lone renewal on Valkey 8.1+.
+    SetIfEq,
     /// One operation of the lock script.
     Script(OpKind),
 }
@@ -62,8 +64,49 @@ fn wait_cmd(wait_replicas: Option<(u32, Duration)>) -> Option<Cmd> {
 }
 
 /// Encodes one machine command for one lock.
+///
+/// A renewal on a server with `SET … IFEQ` (Valkey 8.1+) is
+/// `SET lock token IFEQ token PX ttl` instead of the script's renew
+/// operation. The lock key is a plain string holding the owner's token and
+/// nothing else (the fence lives in its own key, which a renewal never
+/// touches), so the two are the same operation: both compare the stored
+/// value with the token byte for byte; when it matches, the native `SET`
+/// writes the same token back with the new ttl (the script's `PEXPIRE`
+/// sets that ttl alone) and answers `OK` (the script: 1); when the key is
+/// missing, expired or another owner's, neither writes and the `SET`
+/// answers nil (the script: 0); a key of another type is `WRONGTYPE` for
+/// both, and a replica's `READONLY`, a cluster's redirections and `BUSY`
+/// come before either runs. A `WAIT` pipelined behind counts either write.
+///
+/// They differ where the server refuses the `SET` and would have run the
+/// script: `SET` is a `denyoom` command and `PEXPIRE` is not, so on a
+/// server above `maxmemory` under `noeviction` the `SET` fails with `OOM`
+/// while the script still renews (checked on Valkey 8.1.8); and a server
+/// that announces Valkey 8.1 but rejects the option (a proxy) answers a
+/// syntax error. A refused native command changed nothing, so the caller
+/// sends the script's renewal in its place ([`refuses_native`]): the
+/// outcome is always the script's.
+///
+/// Releases stay in the script: `DELIFEQ` (Valkey 9) and `DELEX … IFEQ`
+/// (Redis 8.4) would replace the unannounced release, but no such server
+/// runs in the test matrix, and the announced release also publishes.
 pub(crate) fn encode(keys: &KeyNames, token: &str, command: &Command, dialect: Dialect) -> Encoded {
     match command {
+        Command::Renew { ttl, wait_replicas } if dialect.set_ifeq => {
+            let mut call = Cmd::with_capacity(7, keys.lock.len() + token.len() * 2 + 24);
+            call.arg("SET")
+                .arg(&keys.lock)
+                .arg(token)
+                .arg("IFEQ")
+                .arg(token)
+                .arg("PX")
+                .arg(millis(*ttl));
+            Encoded {
+                call,
+                plan: Plan::SetIfEq,
+                wait: wait_cmd(*wait_replicas),
+            }
+        }
         Command::Acquire {
             ttl,
             fencing: Fencing::None,
@@ -237,6 +280,35 @@ pub(crate) fn decode_set_nx_get(value: &Value, token: &str) -> Result<SetNxGet, 
         Value::ServerError(error) => Err(failure_of_code(error.code(), error.details())),
         _ => Err(Failure::Protocol),
     }
+}
+
+/// Decodes the answer to `SET lock token IFEQ token PX ttl`: `OK` when the
+/// key was ours and its ttl is reset, nil when it is not ours.
+pub(crate) fn decode_set_ifeq(value: &Value) -> Reply {
+    match value {
+        Value::Okay => Reply::Renewed { replicas: None },
+        Value::SimpleString(text) if text == "OK" => Reply::Renewed { replicas: None },
+        Value::Nil => Reply::NotOwner,
+        Value::ServerError(error) => Reply::Failed(failure_of_code(error.code(), error.details())),
+        _ => Reply::Failed(Failure::Protocol),
+    }
+}
+
+/// Whether a native command's error reply is a refusal the script would
+/// not meet (see [`encode`]): `OOM`, a syntax error, an unknown command or
+/// option, an ACL refusal. An error the script meets too (`WRONGTYPE`,
+/// `READONLY`, `LOADING`, `BUSY`, a redirection, ...) is the outcome
+/// itself. A refused command changed nothing, so sending the script's
+/// operation after it is safe.
+pub(crate) fn refuses_native(error: &RedisError) -> bool {
+    error.code().is_some() && failure_of(error) == Failure::Other
+}
+
+/// Whether a refusal of `SET … IFEQ` says the server will never take it
+/// (a syntax error, an unknown command, an ACL rule), rather than not now
+/// (`OOM`).
+pub(crate) fn refuses_for_good(error: &RedisError) -> bool {
+    error.code() != Some("OOM")
 }
 
 /// Decodes a whole script reply: one entry per operation, in order (a
@@ -494,6 +566,87 @@ mod tests {
         assert!(Dialect::from_info("# Server\r\nredis_version:7.0.15\r\n").set_nx_get);
         assert!(!Dialect::from_info("redis_version:6.2.14\r\n").set_nx_get);
         assert!(!Dialect::from_info("garbage").set_nx_get);
+    }
+
+    #[test]
+    fn set_ifeq_only_from_valkey_8_1() {
+        let valkey = |version: &str| {
+            Dialect::from_info(&format!(
+                "# Server\r\nredis_version:7.2.4\r\nserver_name:valkey\r\nvalkey_version:{version}\r\n"
+            ))
+        };
+        assert!(valkey("8.1.8").set_ifeq);
+        assert!(valkey("8.1.0").set_ifeq);
+        assert!(valkey("9.0.0").set_ifeq);
+        assert!(valkey("10").set_ifeq);
+        assert!(valkey("8.1.8").set_nx_get);
+        assert!(!valkey("8.0.4").set_ifeq);
+        assert!(!valkey("7.2.9").set_ifeq);
+        assert!(!valkey("8").set_ifeq);
+        assert!(!valkey("x.1").set_ifeq);
+        // Redis, even Redis 8, keeps the script.
+        assert!(!Dialect::from_info("redis_version:8.4.0\r\n").set_ifeq);
+        assert!(!Dialect::from_info("redis_version:7.0.15\r\n").set_ifeq);
+        // A field whose name only starts the same is not the version.
+        assert!(!Dialect::from_info("valkey_version_x:9.0.0\r\n").set_ifeq);
+    }
+
+    #[test]
+    fn set_ifeq_replies_decode() {
+        assert_eq!(
+            decode_set_ifeq(&Value::Okay),
+            Reply::Renewed { replicas: None }
+        );
+        assert_eq!(
+            decode_set_ifeq(&Value::SimpleString("OK".into())),
+            Reply::Renewed { replicas: None }
+        );
+        assert_eq!(decode_set_ifeq(&Value::Nil), Reply::NotOwner);
+        assert_eq!(
+            decode_set_ifeq(&Value::Int(1)),
+            Reply::Failed(Failure::Protocol)
+        );
+        assert_eq!(
+            decode_set_ifeq(&bulk("t")),
+            Reply::Failed(Failure::Protocol)
+        );
+    }
+
+    #[test]
+    fn refusals_of_a_native_command_are_told_from_outcomes() {
+        let error = |line: &str| match redis::parse_redis_value(format!("-{line}\r\n").as_bytes()) {
+            Ok(Value::ServerError(error)) => RedisError::from(error),
+            other => panic!("{line:?} parsed as {other:?}"),
+        };
+        // Valkey 8.1.8's own answers: refusals the script would not meet.
+        let oom = error("OOM command not allowed when used memory > 'maxmemory'.");
+        assert!(refuses_native(&oom));
+        assert!(!refuses_for_good(&oom));
+        for line in [
+            "ERR syntax error",
+            "ERR unknown command 'SET', with args beginning with: ",
+            "NOPERM User u has no permissions to run the 'set' command",
+        ] {
+            let refused = error(line);
+            assert!(refuses_native(&refused), "{line}");
+            assert!(refuses_for_good(&refused), "{line}");
+        }
+        // Outcomes the script meets alike.
+        for line in [
+            "WRONGTYPE Operation against a key holding the wrong kind of value",
+            "READONLY You can't write against a read only replica.",
+            "MOVED 12 127.0.0.1:7001",
+            "BUSY Redis is busy running a script.",
+            "LOADING Redis is loading the dataset in memory",
+            "NOREPLICAS Not enough good replicas to write.",
+        ] {
+            assert!(!refuses_native(&error(line)), "{line}");
+        }
+        let io = RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "x",
+        ));
+        assert!(!refuses_native(&io));
     }
 
     #[test]

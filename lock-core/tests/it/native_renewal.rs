@@ -1,0 +1,209 @@
+//! Which command a renewal sends is chosen at connect time from the
+//! server's `INFO server`: on Valkey 8.1 and later a lone renewal is a
+//! native `SET key token IFEQ token PX ttl`, and no `EVALSHA` goes out for
+//! it; on Redis 7 it stays the lock script's renew operation. Read from the
+//! server's own `INFO commandstats`, on whichever server the fixture starts
+//! (`scripts/test.sh` runs this file against Redis 7.0 and Valkey 8.1).
+//!
+//! On a full Valkey (above `maxmemory`, `noeviction`) `SET` is refused with
+//! `OOM` where the script's `PEXPIRE` still renews: the renewal falls back
+//! to the script and the lock stays held; once memory is back, renewals are
+//! native again.
+
+#![cfg(feature = "redis")]
+
+use crate::support;
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use lock_core::{Event, LockGuard, LockOptions, Locker, LockerBuilder};
+use support::RedisServer;
+
+/// The fixture's server family, read from its own `INFO server`.
+#[derive(Debug, PartialEq, Eq)]
+enum Family {
+    /// Valkey 8.1 or later: `SET … IFEQ` is there.
+    Valkey81,
+    /// Redis 7 (Debian's 7.0.15 in the matrix).
+    Redis7,
+}
+
+fn family(server: &RedisServer) -> Family {
+    let info: String = server.query(&["INFO", "server"]);
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+            .map(|value| value.trim().to_owned())
+    };
+    match field("valkey_version") {
+        Some(version) => {
+            let mut parts = version.split('.').map(|part| part.parse::<u32>().ok());
+            let release = (parts.next().flatten(), parts.next().flatten());
+            assert!(
+                matches!(release, (Some(major), Some(minor)) if (major, minor) >= (8, 1)),
+                "the matrix runs Valkey 8.1 or later, this is {version}"
+            );
+            Family::Valkey81
+        }
+        None => {
+            let version = field("redis_version").expect("INFO server has redis_version");
+            assert!(
+                version.starts_with("7."),
+                "the matrix runs Redis 7, this is {version}"
+            );
+            Family::Redis7
+        }
+    }
+}
+
+/// `calls` and `rejected_calls` of one command in `INFO commandstats`
+/// (zero for a command not run since the last `CONFIG RESETSTAT`).
+fn command_stats(server: &RedisServer, command: &str) -> (u64, u64) {
+    let stats: String = server.query(&["INFO", "commandstats"]);
+    let prefix = format!("cmdstat_{command}:");
+    let Some(line) = stats.lines().find_map(|line| line.strip_prefix(&prefix)) else {
+        return (0, 0);
+    };
+    let number = |name: &str| {
+        line.split(',')
+            .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))
+            .and_then(|value| value.trim().parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("{name} in {line:?}"))
+    };
+    (number("calls"), number("rejected_calls"))
+}
+
+/// A locker on `server` and its count of renewals.
+async fn locker(server: &RedisServer) -> (Locker, Arc<AtomicU64>) {
+    let renewals = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&renewals);
+    let locker = LockerBuilder::from_url(&server.url())
+        .expect("url")
+        .observer(move |observed| {
+            if matches!(observed.event, Event::Renewed { .. }) {
+                counted.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+        .spawn()
+        .await
+        .expect("connect");
+    (locker, renewals)
+}
+
+/// Holds `guard` for `window`, checking it stays held, and returns how
+/// many renewals happened meanwhile.
+async fn hold(guard: &LockGuard, renewals: &AtomicU64, window: Duration) -> u64 {
+    let before = renewals.load(Ordering::Relaxed);
+    let started = tokio::time::Instant::now();
+    while started.elapsed() < window {
+        assert!(guard.is_held(), "the lock was lost while held");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(guard.is_held(), "the lock was lost while held");
+    renewals.load(Ordering::Relaxed) - before
+}
+
+/// ttl 300 ms, renewed every 100 ms: about ten renewals a second.
+fn options() -> LockOptions {
+    LockOptions::new(Duration::from_millis(300)).renew_every(Duration::from_millis(100))
+}
+
+#[tokio::test]
+async fn renewals_are_native_on_valkey_and_the_script_on_redis() {
+    let server = RedisServer::start();
+    let family = family(&server);
+    let (locker, renewals) = locker(&server).await;
+    let guard = locker.acquire("native", &options()).await.expect("acquire");
+    // Count from here: the acquire (a script call, fenced) is behind us.
+    let _: String = server.query(&["CONFIG", "RESETSTAT"]);
+    let renewed = hold(&guard, &renewals, Duration::from_millis(1_200)).await;
+    let (evalsha, _) = command_stats(&server, "evalsha");
+    let (set, set_rejected) = command_stats(&server, "set");
+    guard.release().await.expect("release");
+    assert!(renewed >= 5, "only {renewed} renewals in 1.2 s");
+    match family {
+        Family::Valkey81 => {
+            assert_eq!(
+                evalsha, 0,
+                "Valkey 8.1: {renewed} renewals sent {evalsha} EVALSHA (expected native SET IFEQ)"
+            );
+            assert!(
+                set >= renewed,
+                "Valkey 8.1: {renewed} renewals but only {set} SET calls"
+            );
+            assert_eq!(set_rejected, 0);
+        }
+        Family::Redis7 => {
+            assert_eq!(
+                set, 0,
+                "Redis 7 has no SET IFEQ, yet {set} SET calls went out"
+            );
+            assert!(
+                evalsha >= renewed,
+                "Redis 7: {renewed} renewals but only {evalsha} EVALSHA"
+            );
+        }
+    }
+    assert_eq!(
+        support::pttl(&server, "{lock:native}"),
+        -2,
+        "release deletes the key"
+    );
+}
+
+#[tokio::test]
+async fn a_full_valkey_refuses_set_and_the_script_renews_in_its_place() {
+    let server = RedisServer::start();
+    let family = family(&server);
+    let (locker, renewals) = locker(&server).await;
+    let guard = locker.acquire("full", &options()).await.expect("acquire");
+    let _: String = server.query(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+    // Any dataset is above one byte: every denyoom command is refused.
+    let _: String = server.query(&["CONFIG", "SET", "maxmemory", "1"]);
+    let _: String = server.query(&["CONFIG", "RESETSTAT"]);
+    let renewed = hold(&guard, &renewals, Duration::from_millis(800)).await;
+    let (evalsha, _) = command_stats(&server, "evalsha");
+    let (set, set_rejected) = command_stats(&server, "set");
+    assert!(
+        renewed >= 3,
+        "only {renewed} renewals in 0.8 s on a full server"
+    );
+    assert!(
+        evalsha >= renewed,
+        "{renewed} renewals on a full server, {evalsha} by the script"
+    );
+    match family {
+        Family::Valkey81 => {
+            // Each renewal tried SET first, was refused (OOM), then the script.
+            assert!(
+                set_rejected >= renewed,
+                "{renewed} renewals, {set_rejected} SET refused"
+            );
+            // `calls` counts the commands that ran, `rejected_calls` the refused.
+            assert_eq!(set, 0, "a SET ran on a full server");
+        }
+        Family::Redis7 => assert_eq!(set, 0, "Redis 7 never sends SET for a renewal"),
+    }
+
+    // Memory back: OOM was not a refusal for good, renewals go native again.
+    let _: String = server.query(&["CONFIG", "SET", "maxmemory", "0"]);
+    let _: String = server.query(&["CONFIG", "RESETSTAT"]);
+    let renewed = hold(&guard, &renewals, Duration::from_millis(800)).await;
+    let (evalsha, _) = command_stats(&server, "evalsha");
+    let (set, set_rejected) = command_stats(&server, "set");
+    assert!(renewed >= 3, "only {renewed} renewals in 0.8 s");
+    if family == Family::Valkey81 {
+        assert_eq!(evalsha, 0, "native again after OOM, yet {evalsha} EVALSHA");
+        assert!(
+            set >= renewed && set_rejected == 0,
+            "{set} SET, {set_rejected} refused"
+        );
+    }
+    guard.release().await.expect("release");
+}
