@@ -17,7 +17,7 @@ use tokio::sync::Notify;
 
 use super::{
     error::{AcquireError, ReleaseError},
-    machines::Machine,
+    machines::AnyMachine,
     metrics::LockTimes,
     shared::Shared,
 };
@@ -62,7 +62,7 @@ pub(crate) struct LockCell {
 }
 
 pub(crate) struct CellState {
-    pub(crate) machine: Machine,
+    pub(crate) machine: AnyMachine,
     pub(crate) status: Status,
     pub(crate) fence: u64,
     /// The loss, once the machine reported it.
@@ -94,7 +94,7 @@ impl LockCell {
     pub(crate) fn new(
         id: u64,
         key: String,
-        machine: Machine,
+        machine: AnyMachine,
         opts: &crate::LockOptions,
         span: tracing::Span,
         now: Instant,
