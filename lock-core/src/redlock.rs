@@ -216,7 +216,7 @@ impl RedlockMachine {
         deadlines.get(self.quorum() - 1).copied()
     }
 
-    /// Collects per-node events and moves the quorum's phase on.
+    /// Collects per-node events and moves the quorum's step on.
     fn settle(&mut self, now: Instant) {
         let mut node_events = Vec::new();
         for node in &mut self.nodes {
@@ -236,152 +236,143 @@ impl RedlockMachine {
             })
             .count();
         match self.step {
-            Step::Trying { give_up_at } => {
-                let granted = self
-                    .quorum_deadline(now)
-                    .filter(|valid_until| now < *valid_until);
-                let pending = self
-                    .nodes
-                    .iter()
-                    .filter(|node| matches!(node.phase(), Phase::Acquiring | Phase::Releasing))
-                    .count();
-                if pending > 0 && granted.is_none() {
-                    return;
-                }
-                match granted {
-                    Some(valid_until) => {
-                        self.fence = self
-                            .nodes
-                            .iter()
-                            .filter_map(LockMachine::fence)
-                            .max()
-                            .unwrap_or(0);
-                        self.step = Step::Held { valid_until };
-                        self.events.push_back(Event::Acquired {
-                            fence: self.fence,
-                            valid_until,
-                        });
-                    }
-                    _ => {
-                        // No majority (or no validity left): undo everywhere.
-                        let failure = node_events.iter().find_map(|event| match event {
-                            Event::AcquireFailed(AcquireFailure::Failed(f)) => {
-                                Some(AcquireFailure::Failed(*f))
-                            }
-                            _ => None,
-                        });
-                        self.step = Step::Undoing {
-                            give_up_at,
-                            failure,
-                        };
-                        for node in &mut self.nodes {
-                            if node.phase() == Phase::Held {
-                                node.release(now);
-                            }
-                        }
-                        self.settle(now);
-                    }
-                }
-            }
+            Step::Trying { give_up_at } => self.settle_round(now, give_up_at, &node_events),
             Step::Undoing {
                 give_up_at,
                 failure,
-            } => {
-                let busy = self.nodes.iter().any(|node| !node.is_released());
-                if busy {
-                    return;
-                }
-                self.attempts += 1;
-                if let Some(failure) = failure {
-                    self.step = Step::Released;
-                    self.events.push_back(Event::AcquireFailed(failure));
-                } else if now >= give_up_at {
-                    self.step = Step::Released;
-                    self.events
-                        .push_back(Event::AcquireFailed(AcquireFailure::TimedOut {
-                            last_failure: None,
-                        }));
-                } else {
-                    let retry_at = (now + self.backoff()).min(give_up_at);
-                    self.step = Step::BackingOff {
-                        give_up_at,
-                        retry_at,
-                    };
-                    self.events.push_back(Event::Contended { retry_at });
-                }
-            }
-            Step::Held { valid_until } => {
-                // Each node's failed renewal is reported as it happens;
-                // whether the lock survives it is the quorum's to say.
-                self.events.extend(
-                    node_events
-                        .iter()
-                        .filter(|event| matches!(event, Event::RenewFailed(_)))
-                        .cloned(),
-                );
-                match self.quorum_deadline(now) {
-                    Some(deadline) if now < deadline => {
-                        if deadline != valid_until {
-                            self.step = Step::Held {
-                                valid_until: deadline,
-                            };
-                            self.events.push_back(Event::Renewed {
-                                valid_until: deadline,
-                            });
-                        }
-                    }
-                    _ => {
-                        // Timing rule 3 for the quorum: fewer than a majority
-                        // remain valid, so the lock is gone.
-                        let reason = if node_events.iter().any(|e| {
-                            matches!(
-                                e,
-                                Event::Lost {
-                                    reason: LostReason::MaxHold
-                                }
-                            )
-                        }) {
-                            LostReason::MaxHold
-                        } else if node_events.iter().any(|e| {
-                            matches!(
-                                e,
-                                Event::Lost {
-                                    reason: LostReason::NotOwner
-                                }
-                            )
-                        }) {
-                            LostReason::NotOwner
-                        } else {
-                            LostReason::Expired
-                        };
-                        self.step = Step::Lost;
-                        if !self.lost_emitted {
-                            self.lost_emitted = true;
-                            self.events.push_back(Event::Lost { reason });
-                        }
-                    }
-                }
-            }
-            Step::Releasing => {
-                // Deleted is certain once a majority deleted the key: the
-                // lock is free for others, whatever the rest answer. Until
-                // every node has answered the phase stays, so the driver
-                // keeps the rest going.
-                let settled = self.nodes.iter().all(|node| node.is_released());
-                if !self.release_reported && (settled || self.deleted >= self.quorum()) {
-                    self.release_reported = true;
-                    let outcome = if self.deleted >= self.quorum() {
-                        ReleaseOutcome::Deleted
-                    } else {
-                        ReleaseOutcome::Unknown
-                    };
-                    self.events.push_back(Event::Released { outcome });
-                }
-                if settled {
-                    self.step = Step::Released;
-                }
-            }
+            } => self.settle_undo(now, give_up_at, failure),
+            Step::Held { valid_until } => self.settle_hold(now, valid_until, &node_events),
+            Step::Releasing => self.settle_release(),
             Step::Idle | Step::BackingOff { .. } | Step::Lost | Step::Released => {}
+        }
+    }
+
+    /// A round is out: grant once a majority holds with validity left;
+    /// once every node has answered without one, undo the round everywhere.
+    fn settle_round(&mut self, now: Instant, give_up_at: Instant, node_events: &[Event]) {
+        let granted = self
+            .quorum_deadline(now)
+            .filter(|valid_until| now < *valid_until);
+        let pending = self
+            .nodes
+            .iter()
+            .filter(|node| matches!(node.phase(), Phase::Acquiring | Phase::Releasing))
+            .count();
+        if pending > 0 && granted.is_none() {
+            return;
+        }
+        if let Some(valid_until) = granted {
+            self.fence = self
+                .nodes
+                .iter()
+                .filter_map(LockMachine::fence)
+                .max()
+                .unwrap_or(0);
+            self.step = Step::Held { valid_until };
+            self.events.push_back(Event::Acquired {
+                fence: self.fence,
+                valid_until,
+            });
+            return;
+        }
+        // No majority (or no validity left): undo everywhere.
+        let failure = node_events.iter().find_map(|event| match event {
+            Event::AcquireFailed(AcquireFailure::Failed(f)) => Some(AcquireFailure::Failed(*f)),
+            _ => None,
+        });
+        self.step = Step::Undoing {
+            give_up_at,
+            failure,
+        };
+        for node in &mut self.nodes {
+            if node.phase() == Phase::Held {
+                node.release(now);
+            }
+        }
+        self.settle(now);
+    }
+
+    /// A failed round is being undone: once every node is done, fail, give
+    /// up, or back off before the next round.
+    fn settle_undo(&mut self, now: Instant, give_up_at: Instant, failure: Option<AcquireFailure>) {
+        let busy = self.nodes.iter().any(|node| !node.is_released());
+        if busy {
+            return;
+        }
+        self.attempts += 1;
+        if let Some(failure) = failure {
+            self.step = Step::Released;
+            self.events.push_back(Event::AcquireFailed(failure));
+        } else if now >= give_up_at {
+            self.step = Step::Released;
+            self.events
+                .push_back(Event::AcquireFailed(AcquireFailure::TimedOut {
+                    last_failure: None,
+                }));
+        } else {
+            let retry_at = (now + self.backoff()).min(give_up_at);
+            self.step = Step::BackingOff {
+                give_up_at,
+                retry_at,
+            };
+            self.events.push_back(Event::Contended { retry_at });
+        }
+    }
+
+    /// Held: follow the quorum deadline as the nodes renew, and lose the
+    /// lock once fewer than a majority remain valid.
+    fn settle_hold(&mut self, now: Instant, valid_until: Instant, node_events: &[Event]) {
+        // Each node's failed renewal is reported as it happens; whether the
+        // lock survives it is the quorum's to say.
+        self.events.extend(
+            node_events
+                .iter()
+                .filter(|event| matches!(event, Event::RenewFailed(_)))
+                .cloned(),
+        );
+        match self.quorum_deadline(now) {
+            Some(deadline) if now < deadline => {
+                if deadline != valid_until {
+                    self.step = Step::Held {
+                        valid_until: deadline,
+                    };
+                    self.events.push_back(Event::Renewed {
+                        valid_until: deadline,
+                    });
+                }
+            }
+            _ => {
+                // Timing rule 3 for the quorum: fewer than a majority remain
+                // valid, so the lock is gone.
+                self.step = Step::Lost;
+                if !self.lost_emitted {
+                    self.lost_emitted = true;
+                    self.events.push_back(Event::Lost {
+                        reason: lost_reason(node_events),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Releasing: report once a majority deleted the key (or every node
+    /// answered), and finish once every node has.
+    fn settle_release(&mut self) {
+        // Deleted is certain once a majority deleted the key: the lock is
+        // free for others, whatever the rest answer. Until every node has
+        // answered the step stays, so the driver keeps the rest going.
+        let settled = self.nodes.iter().all(Machine::is_released);
+        if !self.release_reported && (settled || self.deleted >= self.quorum()) {
+            self.release_reported = true;
+            let outcome = if self.deleted >= self.quorum() {
+                ReleaseOutcome::Deleted
+            } else {
+                ReleaseOutcome::Unknown
+            };
+            self.events.push_back(Event::Released { outcome });
+        }
+        if settled {
+            self.step = Step::Released;
         }
     }
 
@@ -579,6 +570,19 @@ impl Machine for RedlockMachine {
 
     fn token(&self) -> &str {
         &self.token
+    }
+}
+
+/// Why the quorum lost the lock, from the per-node events of the pass that
+/// lost it: a node's cap or a node's key gone decides, else expiry.
+fn lost_reason(node_events: &[Event]) -> LostReason {
+    let any = |reason: LostReason| node_events.contains(&Event::Lost { reason });
+    if any(LostReason::MaxHold) {
+        LostReason::MaxHold
+    } else if any(LostReason::NotOwner) {
+        LostReason::NotOwner
+    } else {
+        LostReason::Expired
     }
 }
 
