@@ -149,10 +149,10 @@ impl Locker {
             // A fresh machine is idle, so acquire cannot be refused.
             let _ = state.machine.acquire(now);
             let mut outgoing = Vec::new();
-            let deadline = cell.drain(&mut state, session, &mut outgoing);
+            let deadline = cell.drain(&mut state, session, now, &mut outgoing);
             (outgoing, deadline)
         };
-        run(session, &cell, outgoing, deadline, |state| {
+        run(session, &cell, now, outgoing, deadline, |state| {
             state.acquire_result.is_some()
         })
         .await;
