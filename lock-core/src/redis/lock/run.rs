@@ -147,6 +147,39 @@ impl Drop for Running<'_> {
     }
 }
 
+/// Waits for the first of: a reply to one of `calls`, a release announced
+/// on the lock's channel since `seen_epoch` (while `ticket` waits on it),
+/// and `timer`.
+async fn wait(
+    calls: &mut [PendingCall],
+    ticket: Option<&WaitTicket>,
+    seen_epoch: u64,
+    timer: &mut DeadlineTimer,
+) -> Woke {
+    let notified = ticket.map(|ticket| ticket.waiting.notify.notified());
+    let mut notified = std::pin::pin!(notified);
+    std::future::poll_fn(|cx| {
+        for (index, call) in calls.iter_mut().enumerate() {
+            if let Poll::Ready(reply) = call.future.as_mut().poll(cx) {
+                return Poll::Ready(Woke::Reply(index, reply));
+            }
+        }
+        if let (Some(ticket), Some(notified)) = (ticket, notified.as_mut().as_pin_mut()) {
+            if ticket.waiting.epoch.load(Ordering::Acquire) != seen_epoch {
+                return Poll::Ready(Woke::Wakeup);
+            }
+            if notified.poll(cx).is_ready() {
+                return Poll::Ready(Woke::Wakeup);
+            }
+        }
+        if timer.poll_expired(cx) {
+            return Poll::Ready(Woke::Timer);
+        }
+        Poll::Pending
+    })
+    .await
+}
+
 /// Drives `cell` from the calling task: sends `outgoing` (drained after
 /// the input the caller just gave at `now`), then feeds replies, timeouts
 /// and wake-ups until `done` holds. Calls still in flight then (a Redlock
@@ -188,34 +221,7 @@ pub(crate) async fn run(
             ticket = Some(entered);
         }
         timer.arm(deadline, now);
-        let woke = {
-            let notified = ticket
-                .as_ref()
-                .map(|ticket| ticket.waiting.notify.notified());
-            let mut notified = std::pin::pin!(notified);
-            std::future::poll_fn(|cx| {
-                for (index, call) in running.calls.iter_mut().enumerate() {
-                    if let Poll::Ready(reply) = call.future.as_mut().poll(cx) {
-                        return Poll::Ready(Woke::Reply(index, reply));
-                    }
-                }
-                if let (Some(ticket), Some(notified)) =
-                    (ticket.as_ref(), notified.as_mut().as_pin_mut())
-                {
-                    if ticket.waiting.epoch.load(Ordering::Acquire) != seen_epoch {
-                        return Poll::Ready(Woke::Wakeup);
-                    }
-                    if notified.poll(cx).is_ready() {
-                        return Poll::Ready(Woke::Wakeup);
-                    }
-                }
-                if timer.poll_expired(cx) {
-                    return Poll::Ready(Woke::Timer);
-                }
-                Poll::Pending
-            })
-            .await
-        };
+        let woke = wait(&mut running.calls, ticket.as_ref(), seen_epoch, &mut timer).await;
         now = session.clock.now();
         let mut state = cell.lock();
         match woke {
