@@ -6,7 +6,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use bench::api::{Command, LockMachine, LockOptions, Reply};
+use bench::api::{Command, LockMachine, LockOptions, Machine, Reply};
 use criterion::{Criterion, criterion_group, criterion_main};
 
 fn cycle(opts: &LockOptions, t0: Instant) -> usize {

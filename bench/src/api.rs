@@ -13,6 +13,7 @@ pub use lock_core::{
     LockOptions,
     Locker,
     LockerBuilder,
+    Machine,
     Reply,
     // The lock script, for the raw baselines that send the same Redis work.
     scripts,

@@ -16,8 +16,8 @@ impl fmt::Display for CommandId {
 }
 
 /// A request for Redis. The key names and the owner token are the machine's
-/// own ([`LockMachine::keys`](crate::LockMachine::keys),
-/// [`LockMachine::token`](crate::LockMachine::token)).
+/// own ([`Machine::keys`](crate::Machine::keys),
+/// [`Machine::token`](crate::Machine::token)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Command {

@@ -5,7 +5,7 @@ use std::{fmt, time::Instant};
 use crate::Failure;
 
 /// Something the lock's user should learn, polled with
-/// [`LockMachine::poll_event`](crate::LockMachine::poll_event).
+/// [`Machine::poll_event`](crate::Machine::poll_event).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Event {

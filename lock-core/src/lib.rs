@@ -15,7 +15,7 @@
 //!
 //! ```
 //! use std::time::{Duration, Instant};
-//! use lock_core::{Command, Event, LockMachine, LockOptions, Reply};
+//! use lock_core::{Command, Event, LockMachine, LockOptions, Machine, Reply};
 //!
 //! let opts = LockOptions::new(Duration::from_secs(30));
 //! let mut machine = LockMachine::new(&opts, "orders:42", "token-1".into(), 7)?;
@@ -31,8 +31,10 @@
 //! ```
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
+#![warn(clippy::too_many_lines)]
 
 mod command;
+mod contract;
 mod event;
 mod jitter;
 pub mod machine;
@@ -41,8 +43,9 @@ pub mod redlock;
 pub mod scripts;
 
 pub use command::{Command, CommandId, Failure, Reply};
+pub use contract::{Machine, Phase, UsageError};
 pub use event::{AcquireFailure, Event, LostReason, ReleaseOutcome, RenewFailure};
-pub use machine::{LockMachine, State, UsageError};
+pub use machine::LockMachine;
 pub use options::{DRIFT_FLOOR, Fencing, LockOptions, OptionsError};
 pub use redlock::{RedlockError, RedlockMachine};
 

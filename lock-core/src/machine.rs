@@ -5,7 +5,10 @@
 //! performs no I/O, reads no clock and draws no randomness of its own: every
 //! input carries `now`, and the backoff jitter comes from a seed the caller
 //! passes in. A driver (the Redis adapter, a simulator, a test) moves
-//! commands to Redis and replies back.
+//! commands to Redis and replies back, through the [`Machine`] trait or the
+//! single-node [`LockMachine::handle_reply`] and [`LockMachine::poll_command`].
+//! The state is private: the driver reads it through the trait's queries
+//! ([`Machine::phase`], [`Machine::is_held`], [`Machine::fence`], ...).
 //!
 //! # The drain rule
 //!
@@ -13,9 +16,9 @@
 //! `handle_timeout`, `handle_wakeup`) the driver must
 //! 1. send every command from [`LockMachine::poll_command`] until it
 //!    returns `None`,
-//! 2. deliver every event from [`LockMachine::poll_event`] until it returns
+//! 2. deliver every event from [`Machine::poll_event`] until it returns
 //!    `None`, and
-//! 3. re-arm its timer to [`LockMachine::poll_timeout`] (none if `None`).
+//! 3. re-arm its timer to [`Machine::poll_timeout`] (none if `None`).
 //!
 //! # The timing rules
 //!
@@ -28,7 +31,7 @@
 //!    outcomes never do.
 //! 3. **Lost fires on the deadline**: at `valid_until`, `handle_timeout`
 //!    emits `Lost(Expired)` whether or not Redis answered, and
-//!    [`LockMachine::is_held`] is false for every `now ≥ valid_until`.
+//!    [`Machine::is_held`] is false for every `now ≥ valid_until`.
 //! 4. **Renewals run on a timer** every `renew_every`; a failed one is retried
 //!    while validity remains, with at most one command in flight. A reply to
 //!    any command but the one in flight is ignored.
@@ -47,101 +50,17 @@ use std::{
 };
 
 use crate::{
-    AcquireFailure, Command, CommandId, Event, Failure, LockOptions, LostReason, OptionsError,
-    ReleaseOutcome, RenewFailure, Reply, jitter::Jitter, scripts::KeyNames,
+    AcquireFailure, Command, CommandId, Event, Failure, LockOptions, LostReason, Machine,
+    OptionsError, Phase, ReleaseOutcome, RenewFailure, Reply, UsageError, jitter::Jitter,
+    scripts::KeyNames,
 };
+
+mod state;
+
+use state::{Acquiring, AfterRelease, Hold, Releasing, State};
 
 /// How many times a release is sent before its outcome is left unknown.
 const RELEASE_ATTEMPTS: u32 = 3;
-
-/// The lock's lifecycle, each state carrying what it needs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum State {
-    /// Created; `acquire` not called yet.
-    Idle,
-    /// Trying to get the key: an attempt in flight or a retry scheduled.
-    Acquiring(Acquiring),
-    /// Held, no renewal in flight.
-    Held(Hold),
-    /// Held, a renewal in flight.
-    Renewing(Hold),
-    /// An owner-checked release is in flight or scheduled.
-    Releasing(Releasing),
-    /// Done: nothing is held and nothing more will be sent.
-    Released,
-    /// The lock was lost while held; only a release may follow.
-    Lost {
-        /// Why it was lost.
-        reason: LostReason,
-    },
-}
-
-impl State {
-    /// Returns true while the lock is held or being renewed (ignoring time).
-    pub fn is_holding(&self) -> bool {
-        matches!(self, Self::Held(_) | Self::Renewing(_))
-    }
-
-    /// Returns true once the machine will never send anything again.
-    pub fn is_released(&self) -> bool {
-        matches!(self, Self::Released)
-    }
-
-    /// Returns true after the lock was lost and before any release.
-    pub fn is_lost(&self) -> bool {
-        matches!(self, Self::Lost { .. })
-    }
-}
-
-/// Progress of an acquisition.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Acquiring {
-    /// After this instant no new attempt starts.
-    pub give_up_at: Instant,
-    /// Attempts answered so far (contended or failed).
-    pub attempts: u32,
-    /// True if an attempt's outcome is unknown, so the key may be ours.
-    pub maybe_set: bool,
-    /// The last error seen, cleared by a contended answer.
-    pub last_failure: Option<Failure>,
-}
-
-/// A held lock.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Hold {
-    /// The fencing token of this grant.
-    pub fence: u64,
-    /// The send instant of the granted acquire.
-    pub acquired_at: Instant,
-    /// The first instant at which the lock is no longer held.
-    pub valid_until: Instant,
-    /// `acquired_at + max_hold`, if capped.
-    pub cap: Option<Instant>,
-    /// Renewals failed since the last success.
-    pub renew_failures: u32,
-}
-
-/// Progress of a release.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Releasing {
-    /// Releases sent so far.
-    pub attempts: u32,
-    /// What happens once the release is done.
-    pub then: AfterRelease,
-    /// Whether the release began from a hold whose loss was never reported.
-    pub from_hold: bool,
-}
-
-/// What a release leads to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AfterRelease {
-    /// The user released: report `Released`.
-    Finish,
-    /// A grant was refused (its reply came too late): try again.
-    Retry(Acquiring),
-    /// A grant or attempt is being undone: report this failure.
-    Fail(AcquireFailure),
-}
 
 /// The timers, indexing a small table; the next timeout is the earliest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -206,17 +125,10 @@ struct Timing {
     validity_from_reply: bool,
 }
 
-/// Misuse of the machine by its driver.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum UsageError {
-    /// `acquire` was called on a machine that already started.
-    #[error("acquire called twice on the same lock machine")]
-    AlreadyStarted,
-}
-
 /// The state machine of one lock: see the [module docs](self) for the drain
-/// rule and the timing rules it enforces.
+/// rule and the timing rules it enforces. Driven through [`Machine`]; its
+/// own [`handle_reply`](Self::handle_reply) and
+/// [`poll_command`](Self::poll_command) leave the node out.
 #[derive(Debug, Clone)]
 pub struct LockMachine {
     timing: Timing,
@@ -285,16 +197,6 @@ impl LockMachine {
         })
     }
 
-    /// The Redis names this lock uses.
-    pub fn keys(&self) -> &KeyNames {
-        &self.keys
-    }
-
-    /// The owner token stored as the lock key's value.
-    pub fn token(&self) -> &str {
-        &self.token
-    }
-
     /// The key names and the token, shared (an adapter encodes commands
     /// with them without holding the machine).
     #[cfg(feature = "redis")]
@@ -302,111 +204,9 @@ impl LockMachine {
         (Arc::clone(&self.keys), Arc::clone(&self.token))
     }
 
-    /// The current state.
-    pub fn state(&self) -> &State {
-        &self.state
-    }
-
-    /// Returns true iff the lock is held and `now` is before its deadline.
-    pub fn is_held(&self, now: Instant) -> bool {
-        match &self.state {
-            // Timing rule 3: false for every now ≥ valid_until, even before
-            // the driver delivers the timeout.
-            State::Held(hold) | State::Renewing(hold) => now < hold.valid_until,
-            _ => false,
-        }
-    }
-
-    /// The deadline of the current hold, if the lock is held.
-    pub fn valid_until(&self) -> Option<Instant> {
-        match &self.state {
-            State::Held(hold) | State::Renewing(hold) => Some(hold.valid_until),
-            _ => None,
-        }
-    }
-
-    /// The fencing token of the current hold, if the lock is held.
-    pub fn fence(&self) -> Option<u64> {
-        match &self.state {
-            State::Held(hold) | State::Renewing(hold) => Some(hold.fence),
-            _ => None,
-        }
-    }
-
     /// The ttl this machine sends with every acquire and renewal.
     pub fn ttl(&self) -> Duration {
         self.timing.ttl
-    }
-
-    /// Starts acquiring; the first attempt is sent at once.
-    pub fn acquire(&mut self, now: Instant) -> Result<(), UsageError> {
-        if self.state != State::Idle {
-            return Err(UsageError::AlreadyStarted);
-        }
-        self.state = State::Acquiring(Acquiring {
-            give_up_at: now + self.timing.wait,
-            attempts: 0,
-            maybe_set: false,
-            last_failure: None,
-        });
-        self.send(now, Kind::Acquire);
-        Ok(())
-    }
-
-    /// Releases the lock (owner-checked), or cancels an acquisition.
-    ///
-    /// Harmless in any state: after Lost it still sends the owner-checked
-    /// release, which never touches another owner's key (timing rule 7).
-    pub fn release(&mut self, now: Instant) {
-        self.expire_if_due(now);
-        match std::mem::replace(&mut self.state, State::Released) {
-            State::Idle => self.events.push_back(Event::Released {
-                outcome: ReleaseOutcome::NotOwner,
-            }),
-            State::Acquiring(acquiring) => {
-                let in_flight = self.in_flight.is_some_and(|f| f.kind == Kind::Acquire);
-                if in_flight || acquiring.maybe_set {
-                    self.start_release(now, AfterRelease::Fail(AcquireFailure::Cancelled), false);
-                } else {
-                    self.clear_timers();
-                    self.events
-                        .push_back(Event::AcquireFailed(AcquireFailure::Cancelled));
-                }
-            }
-            State::Held(_) | State::Renewing(_) => {
-                self.start_release(now, AfterRelease::Finish, true);
-            }
-            State::Lost { .. } => self.start_release(now, AfterRelease::Finish, false),
-            releasing @ State::Releasing(_) => self.state = releasing,
-            State::Released => {}
-        }
-    }
-
-    /// When the watchdog's next renewal is scheduled, if the lock is held
-    /// and nothing is in flight.
-    ///
-    /// A driver that batches renewals reads it to find the locks whose
-    /// renewal falls due soon, and sends them early with
-    /// [`renew_early`](Self::renew_early).
-    pub fn renewal_due(&self) -> Option<Instant> {
-        match self.state {
-            State::Held(_) if self.in_flight.is_none() => self.timers[Timer::Renew as usize],
-            _ => None,
-        }
-    }
-
-    /// Sends the scheduled renewal now instead of at its timer, so that it
-    /// can share one call with others (group commit).
-    ///
-    /// Renewing early is always safe: the renewal still extends validity
-    /// only from its own send (timing rules 1 and 2). Does nothing unless a
-    /// renewal is scheduled ([`renewal_due`](Self::renewal_due) is `Some`).
-    pub fn renew_early(&mut self, now: Instant) {
-        self.expire_if_due(now);
-        if self.renewal_due().is_some() {
-            self.timers[Timer::Renew as usize] = None;
-            self.send(now, Kind::Renew);
-        }
     }
 
     /// The command whose reply the machine waits for, if any.
@@ -418,15 +218,8 @@ impl LockMachine {
         self.in_flight.map(|in_flight| in_flight.id)
     }
 
-    /// Retries a contended acquire at once (a release was announced).
-    pub fn handle_wakeup(&mut self, now: Instant) {
-        if matches!(self.state, State::Acquiring(_)) && self.in_flight.is_none() {
-            self.timers[Timer::Retry as usize] = None;
-            self.send(now, Kind::Acquire);
-        }
-    }
-
-    /// Feeds Redis's answer to command `id`; answers to any other id are ignored.
+    /// Feeds Redis's answer to command `id`; answers to any other id are
+    /// ignored. ([`Machine::handle_reply`] with the node left out.)
     pub fn handle_reply(&mut self, now: Instant, id: CommandId, reply: Reply) {
         // Timing rule 3: a deadline that passed before this reply arrived
         // has already ended the hold, whatever the reply says.
@@ -452,55 +245,11 @@ impl LockMachine {
         }
     }
 
-    /// Fires every timer due at `now`.
-    pub fn handle_timeout(&mut self, now: Instant) {
-        for timer in Timer::ORDER {
-            let due = self.timers[timer as usize].is_some_and(|at| at <= now);
-            if !due {
-                continue;
-            }
-            self.timers[timer as usize] = None;
-            match timer {
-                Timer::CommandTimeout => {
-                    if let Some(in_flight) = self.in_flight {
-                        self.handle_reply(now, in_flight.id, Reply::Failed(Failure::Timeout));
-                    }
-                }
-                Timer::Expiry => self.expire_if_due(now),
-                Timer::Renew => {
-                    if matches!(self.state, State::Held(_)) && self.in_flight.is_none() {
-                        self.send(now, Kind::Renew);
-                    }
-                }
-                Timer::Retry => match self.state {
-                    State::Acquiring(_) if self.in_flight.is_none() => {
-                        self.send(now, Kind::Acquire);
-                    }
-                    State::Releasing(_) if self.in_flight.is_none() => {
-                        self.send(now, Kind::Release);
-                    }
-                    _ => {}
-                },
-            }
-        }
-    }
-
     /// Returns the next command to send, with the id its reply must carry.
+    /// ([`Machine::poll_command`] with the node left out.)
     #[must_use]
     pub fn poll_command(&mut self) -> Option<(CommandId, Command)> {
         self.commands.pop_front()
-    }
-
-    /// Returns the next event for the lock's user.
-    #[must_use]
-    pub fn poll_event(&mut self) -> Option<Event> {
-        self.events.pop_front()
-    }
-
-    /// Returns the next time at which `handle_timeout` should be called.
-    #[must_use]
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        self.timers.iter().flatten().min().copied()
     }
 
     fn send(&mut self, now: Instant, kind: Kind) {
@@ -825,6 +574,167 @@ impl LockMachine {
         let cap = (self.timing.renew_every / 2).max(Duration::from_millis(1));
         self.jitter
             .backoff(self.timing.retry_min.min(cap), cap, failures)
+    }
+}
+
+impl Machine for LockMachine {
+    fn acquire(&mut self, now: Instant) -> Result<(), UsageError> {
+        if self.state != State::Idle {
+            return Err(UsageError::AlreadyStarted);
+        }
+        self.state = State::Acquiring(Acquiring {
+            give_up_at: now + self.timing.wait,
+            attempts: 0,
+            maybe_set: false,
+            last_failure: None,
+        });
+        self.send(now, Kind::Acquire);
+        Ok(())
+    }
+
+    /// Harmless in any state: after Lost it still sends the owner-checked
+    /// release, which never touches another owner's key (timing rule 7).
+    fn release(&mut self, now: Instant) {
+        self.expire_if_due(now);
+        match std::mem::replace(&mut self.state, State::Released) {
+            State::Idle => self.events.push_back(Event::Released {
+                outcome: ReleaseOutcome::NotOwner,
+            }),
+            State::Acquiring(acquiring) => {
+                let in_flight = self.in_flight.is_some_and(|f| f.kind == Kind::Acquire);
+                if in_flight || acquiring.maybe_set {
+                    self.start_release(now, AfterRelease::Fail(AcquireFailure::Cancelled), false);
+                } else {
+                    self.clear_timers();
+                    self.events
+                        .push_back(Event::AcquireFailed(AcquireFailure::Cancelled));
+                }
+            }
+            State::Held(_) | State::Renewing(_) => {
+                self.start_release(now, AfterRelease::Finish, true);
+            }
+            State::Lost { .. } => self.start_release(now, AfterRelease::Finish, false),
+            releasing @ State::Releasing(_) => self.state = releasing,
+            State::Released => {}
+        }
+    }
+
+    /// Retries a contended acquire at once (a release was announced).
+    fn handle_wakeup(&mut self, now: Instant) {
+        if matches!(self.state, State::Acquiring(_)) && self.in_flight.is_none() {
+            self.timers[Timer::Retry as usize] = None;
+            self.send(now, Kind::Acquire);
+        }
+    }
+
+    /// The node index is ignored: see [`LockMachine::handle_reply`].
+    fn handle_reply(&mut self, now: Instant, _node: usize, id: CommandId, reply: Reply) {
+        Self::handle_reply(self, now, id, reply);
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        for timer in Timer::ORDER {
+            let due = self.timers[timer as usize].is_some_and(|at| at <= now);
+            if !due {
+                continue;
+            }
+            self.timers[timer as usize] = None;
+            match timer {
+                Timer::CommandTimeout => {
+                    if let Some(in_flight) = self.in_flight {
+                        self.handle_reply(now, in_flight.id, Reply::Failed(Failure::Timeout));
+                    }
+                }
+                Timer::Expiry => self.expire_if_due(now),
+                Timer::Renew => {
+                    if matches!(self.state, State::Held(_)) && self.in_flight.is_none() {
+                        self.send(now, Kind::Renew);
+                    }
+                }
+                Timer::Retry => match self.state {
+                    State::Acquiring(_) if self.in_flight.is_none() => {
+                        self.send(now, Kind::Acquire);
+                    }
+                    State::Releasing(_) if self.in_flight.is_none() => {
+                        self.send(now, Kind::Release);
+                    }
+                    _ => {}
+                },
+            }
+        }
+    }
+
+    /// Every command goes to node 0: see [`LockMachine::poll_command`].
+    fn poll_command(&mut self) -> Option<(usize, CommandId, Command)> {
+        Self::poll_command(self).map(|(id, command)| (0, id, command))
+    }
+
+    fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.timers.iter().flatten().min().copied()
+    }
+
+    fn awaits(&self, _node: usize, id: CommandId) -> bool {
+        self.in_flight() == Some(id)
+    }
+
+    /// A driver that batches renewals reads it to find the locks whose
+    /// renewal falls due soon, and sends them early with
+    /// [`renew_early`](Machine::renew_early).
+    fn renewal_due(&self) -> Option<Instant> {
+        match self.state {
+            State::Held(_) if self.in_flight.is_none() => self.timers[Timer::Renew as usize],
+            _ => None,
+        }
+    }
+
+    /// Renewing early is always safe: the renewal still extends validity
+    /// only from its own send (timing rules 1 and 2). Does nothing unless a
+    /// renewal is scheduled ([`renewal_due`](Machine::renewal_due) is `Some`).
+    fn renew_early(&mut self, now: Instant) {
+        self.expire_if_due(now);
+        if self.renewal_due().is_some() {
+            self.timers[Timer::Renew as usize] = None;
+            self.send(now, Kind::Renew);
+        }
+    }
+
+    fn phase(&self) -> Phase {
+        self.state.phase()
+    }
+
+    fn is_held(&self, now: Instant) -> bool {
+        match &self.state {
+            // Timing rule 3: false for every now ≥ valid_until, even before
+            // the driver delivers the timeout.
+            State::Held(hold) | State::Renewing(hold) => now < hold.valid_until,
+            _ => false,
+        }
+    }
+
+    fn valid_until(&self) -> Option<Instant> {
+        match &self.state {
+            State::Held(hold) | State::Renewing(hold) => Some(hold.valid_until),
+            _ => None,
+        }
+    }
+
+    fn fence(&self) -> Option<u64> {
+        match &self.state {
+            State::Held(hold) | State::Renewing(hold) => Some(hold.fence),
+            _ => None,
+        }
+    }
+
+    fn keys(&self) -> &KeyNames {
+        &self.keys
+    }
+
+    fn token(&self) -> &str {
+        &self.token
     }
 }
 

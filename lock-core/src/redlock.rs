@@ -23,7 +23,7 @@
 //!   that one node, a minority, until its ttl.)
 //! - **A release is reported once a majority deleted the key**; the other
 //!   nodes' releases finish afterwards, and the machine is
-//!   [`is_released`](RedlockMachine::is_released) only once they have.
+//!   [`is_released`](Machine::is_released) only once they have.
 //! - **Renewal needs a majority**: each node renews on its own timer; the
 //!   lock is lost (reason Expired) once fewer than a majority remain valid,
 //!   at the deadline, whether or not any node answers (timing rule 3).
@@ -46,8 +46,8 @@ use std::{
 };
 
 use crate::{
-    AcquireFailure, Command, CommandId, Event, LockMachine, LockOptions, LostReason, OptionsError,
-    ReleaseOutcome, Reply, State, jitter::Jitter, scripts::KeyNames,
+    AcquireFailure, Command, CommandId, Event, LockMachine, LockOptions, LostReason, Machine,
+    OptionsError, Phase, ReleaseOutcome, Reply, UsageError, jitter::Jitter, scripts::KeyNames,
 };
 
 /// Why a Redlock could not be set up.
@@ -67,8 +67,9 @@ pub enum RedlockError {
 const ROUND_SHIFT: u32 = 40;
 const INNER_MASK: u64 = (1 << ROUND_SHIFT) - 1;
 
+/// The quorum's own progress, private: [`Machine::phase`] reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
+enum Step {
     Idle,
     /// A round is out: waiting for a majority to grant, or for every node
     /// to settle.
@@ -105,7 +106,7 @@ pub struct RedlockMachine {
     keys: Arc<KeyNames>,
     token: Arc<str>,
     nodes: Vec<LockMachine>,
-    phase: Phase,
+    step: Step,
     round: u64,
     attempts: u32,
     events: VecDeque<Event>,
@@ -137,7 +138,7 @@ impl RedlockMachine {
             keys: Arc::new(KeyNames::new(opts.key_namespace(), key)),
             token: token.into(),
             nodes: Vec::new(),
-            phase: Phase::Idle,
+            step: Step::Idle,
             round: 0,
             attempts: 0,
             events: VecDeque::new(),
@@ -178,70 +179,10 @@ impl RedlockMachine {
         self.nodes.len()
     }
 
-    /// The owner token, the same on every node.
-    pub fn token(&self) -> &str {
-        &self.token
-    }
-
-    /// The per-node machine of `node` (its key names, state).
-    pub fn node(&self, node: usize) -> Option<&LockMachine> {
-        self.nodes.get(node)
-    }
-
-    /// Returns true iff a majority holds and `now` is before the deadline.
-    pub fn is_held(&self, now: Instant) -> bool {
-        matches!(self.phase, Phase::Held { valid_until } if now < valid_until)
-    }
-
-    /// The quorum deadline while held.
-    pub fn valid_until(&self) -> Option<Instant> {
-        match self.phase {
-            Phase::Held { valid_until } => Some(valid_until),
-            _ => None,
-        }
-    }
-
-    /// The fence of the current grant (see the module docs for its limits).
-    pub fn fence(&self) -> Option<u64> {
-        matches!(self.phase, Phase::Held { .. }).then_some(self.fence)
-    }
-
-    /// Returns true once nothing more will be sent.
-    pub fn is_released(&self) -> bool {
-        self.phase == Phase::Released
-    }
-
-    /// Returns true while acquiring (a round out, between rounds, or undoing
-    /// a failed round), and not yet cancelled.
-    pub fn is_acquiring(&self) -> bool {
-        match self.phase {
-            Phase::Trying { .. } | Phase::BackingOff { .. } => true,
-            Phase::Undoing { failure, .. } => failure != Some(AcquireFailure::Cancelled),
-            Phase::Idle | Phase::Held { .. } | Phase::Releasing | Phase::Lost | Phase::Released => {
-                false
-            }
-        }
-    }
-
-    /// The Redis key names, the same on every node.
-    pub fn keys(&self) -> &KeyNames {
-        &self.keys
-    }
-
     /// The key names and the token, shared.
     #[cfg(feature = "redis")]
     pub(crate) fn shared_names(&self) -> (Arc<KeyNames>, Arc<str>) {
         (Arc::clone(&self.keys), Arc::clone(&self.token))
-    }
-
-    /// Starts acquiring: the first round goes to every node at once.
-    pub fn acquire(&mut self, now: Instant) -> Result<(), crate::UsageError> {
-        if self.phase != Phase::Idle {
-            return Err(crate::UsageError::AlreadyStarted);
-        }
-        let give_up_at = now + self.opts.effective_wait();
-        self.start_round(now, give_up_at);
-        Ok(())
     }
 
     fn start_round(&mut self, now: Instant, give_up_at: Instant) {
@@ -252,148 +193,12 @@ impl RedlockMachine {
             }
         }
         self.round += 1;
-        self.phase = Phase::Trying { give_up_at };
+        self.step = Step::Trying { give_up_at };
         // Redlock: T1 is this `now`, shared by every node's first send.
         for node in &mut self.nodes {
             let _ = node.acquire(now);
         }
         self.settle(now);
-    }
-
-    /// Releases on every node (owner-checked), or cancels an acquisition.
-    ///
-    /// A hold whose deadline has passed is lost first (reason Expired), as
-    /// on a single node: the release then reports it.
-    pub fn release(&mut self, now: Instant) {
-        if let Phase::Held { valid_until } = self.phase
-            && now >= valid_until
-        {
-            self.settle(now);
-        }
-        match self.phase {
-            Phase::Released | Phase::Releasing => return,
-            Phase::Idle => {
-                self.phase = Phase::Released;
-                self.events.push_back(Event::Released {
-                    outcome: ReleaseOutcome::NotOwner,
-                });
-                return;
-            }
-            Phase::Trying { .. } | Phase::BackingOff { .. } | Phase::Undoing { .. } => {
-                self.phase = Phase::Undoing {
-                    give_up_at: now,
-                    failure: Some(AcquireFailure::Cancelled),
-                };
-            }
-            Phase::Held { .. } | Phase::Lost => self.phase = Phase::Releasing,
-        }
-        self.deleted = 0;
-        self.release_reported = false;
-        for node in &mut self.nodes {
-            node.release(now);
-        }
-        self.settle(now);
-    }
-
-    /// Ignores release announcements: every failed round releases the
-    /// nodes it won, so under contention the announcements come from
-    /// competitors undoing partial grants, and retrying on each one makes
-    /// a herd that keeps every round failing. Rounds retry on the jittered
-    /// backoff only.
-    pub fn handle_wakeup(&mut self, now: Instant) {
-        let _ = now;
-    }
-
-    /// Feeds node `node`'s answer to its command `id`. Answers to an
-    /// earlier round's commands are ignored (that round's machines are gone).
-    pub fn handle_reply(&mut self, now: Instant, node: usize, id: CommandId, reply: Reply) {
-        if id.0 >> ROUND_SHIFT == self.round_tag()
-            && let Some(machine) = self.nodes.get_mut(node)
-        {
-            machine.handle_reply(now, CommandId(id.0 & INNER_MASK), reply);
-        }
-        self.settle(now);
-    }
-
-    /// Fires every timer due at `now`, on every node and the quorum's own.
-    pub fn handle_timeout(&mut self, now: Instant) {
-        for machine in &mut self.nodes {
-            if machine.poll_timeout().is_some_and(|at| at <= now) {
-                machine.handle_timeout(now);
-            }
-        }
-        if let Phase::BackingOff {
-            give_up_at,
-            retry_at,
-        } = self.phase
-            && retry_at <= now
-        {
-            self.start_round(now, give_up_at);
-            return;
-        }
-        self.settle(now);
-    }
-
-    /// Returns true if node `node` still waits for the reply to command
-    /// `id` (see [`LockMachine::in_flight`]).
-    pub fn awaits(&self, node: usize, id: CommandId) -> bool {
-        id.0 >> ROUND_SHIFT == self.round_tag()
-            && self
-                .nodes
-                .get(node)
-                .and_then(LockMachine::in_flight)
-                .is_some_and(|inner| inner.0 == id.0 & INNER_MASK)
-    }
-
-    /// The earliest scheduled renewal over the nodes that hold the lock
-    /// (see [`LockMachine::renewal_due`]).
-    pub fn renewal_due(&self) -> Option<Instant> {
-        match self.phase {
-            Phase::Held { .. } => self.nodes.iter().filter_map(LockMachine::renewal_due).min(),
-            _ => None,
-        }
-    }
-
-    /// Sends every node's scheduled renewal now (see
-    /// [`LockMachine::renew_early`]).
-    pub fn renew_early(&mut self, now: Instant) {
-        if matches!(self.phase, Phase::Held { .. }) {
-            for node in &mut self.nodes {
-                node.renew_early(now);
-            }
-        }
-        self.settle(now);
-    }
-
-    /// Returns the next command: `(node, id, command)`.
-    #[must_use]
-    pub fn poll_command(&mut self) -> Option<(usize, CommandId, Command)> {
-        let round = self.round_tag() << ROUND_SHIFT;
-        self.nodes.iter_mut().enumerate().find_map(|(index, node)| {
-            node.poll_command()
-                .map(|(id, c)| (index, CommandId(round | (id.0 & INNER_MASK)), c))
-        })
-    }
-
-    /// Returns the next event for the lock's user.
-    #[must_use]
-    pub fn poll_event(&mut self) -> Option<Event> {
-        self.events.pop_front()
-    }
-
-    /// Returns the next time at which `handle_timeout` should be called.
-    #[must_use]
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        let own = match self.phase {
-            Phase::BackingOff { retry_at, .. } => Some(retry_at),
-            Phase::Held { valid_until } => Some(valid_until),
-            _ => None,
-        };
-        self.nodes
-            .iter()
-            .filter_map(LockMachine::poll_timeout)
-            .chain(own)
-            .min()
     }
 
     /// The latest instant at which at least a quorum of nodes is valid.
@@ -411,7 +216,7 @@ impl RedlockMachine {
         deadlines.get(self.quorum() - 1).copied()
     }
 
-    /// Collects per-node events and moves the quorum's phase on.
+    /// Collects per-node events and moves the quorum's step on.
     fn settle(&mut self, now: Instant) {
         let mut node_events = Vec::new();
         for node in &mut self.nodes {
@@ -430,155 +235,144 @@ impl RedlockMachine {
                 )
             })
             .count();
-        match self.phase {
-            Phase::Trying { give_up_at } => {
-                let granted = self
-                    .quorum_deadline(now)
-                    .filter(|valid_until| now < *valid_until);
-                let pending = self
-                    .nodes
-                    .iter()
-                    .filter(|node| {
-                        matches!(node.state(), State::Acquiring(_) | State::Releasing(_))
-                    })
-                    .count();
-                if pending > 0 && granted.is_none() {
-                    return;
-                }
-                match granted {
-                    Some(valid_until) => {
-                        self.fence = self
-                            .nodes
-                            .iter()
-                            .filter_map(LockMachine::fence)
-                            .max()
-                            .unwrap_or(0);
-                        self.phase = Phase::Held { valid_until };
-                        self.events.push_back(Event::Acquired {
-                            fence: self.fence,
-                            valid_until,
-                        });
-                    }
-                    _ => {
-                        // No majority (or no validity left): undo everywhere.
-                        let failure = node_events.iter().find_map(|event| match event {
-                            Event::AcquireFailed(AcquireFailure::Failed(f)) => {
-                                Some(AcquireFailure::Failed(*f))
-                            }
-                            _ => None,
-                        });
-                        self.phase = Phase::Undoing {
-                            give_up_at,
-                            failure,
-                        };
-                        for node in &mut self.nodes {
-                            if node.state().is_holding() {
-                                node.release(now);
-                            }
-                        }
-                        self.settle(now);
-                    }
-                }
-            }
-            Phase::Undoing {
+        match self.step {
+            Step::Trying { give_up_at } => self.settle_round(now, give_up_at, &node_events),
+            Step::Undoing {
                 give_up_at,
                 failure,
-            } => {
-                let busy = self.nodes.iter().any(|node| !node.state().is_released());
-                if busy {
-                    return;
-                }
-                self.attempts += 1;
-                if let Some(failure) = failure {
-                    self.phase = Phase::Released;
-                    self.events.push_back(Event::AcquireFailed(failure));
-                } else if now >= give_up_at {
-                    self.phase = Phase::Released;
-                    self.events
-                        .push_back(Event::AcquireFailed(AcquireFailure::TimedOut {
-                            last_failure: None,
-                        }));
-                } else {
-                    let retry_at = (now + self.backoff()).min(give_up_at);
-                    self.phase = Phase::BackingOff {
-                        give_up_at,
-                        retry_at,
+            } => self.settle_undo(now, give_up_at, failure),
+            Step::Held { valid_until } => self.settle_hold(now, valid_until, &node_events),
+            Step::Releasing => self.settle_release(),
+            Step::Idle | Step::BackingOff { .. } | Step::Lost | Step::Released => {}
+        }
+    }
+
+    /// A round is out: grant once a majority holds with validity left;
+    /// once every node has answered without one, undo the round everywhere.
+    fn settle_round(&mut self, now: Instant, give_up_at: Instant, node_events: &[Event]) {
+        let granted = self
+            .quorum_deadline(now)
+            .filter(|valid_until| now < *valid_until);
+        let pending = self
+            .nodes
+            .iter()
+            .filter(|node| matches!(node.phase(), Phase::Acquiring | Phase::Releasing))
+            .count();
+        if pending > 0 && granted.is_none() {
+            return;
+        }
+        if let Some(valid_until) = granted {
+            self.fence = self
+                .nodes
+                .iter()
+                .filter_map(LockMachine::fence)
+                .max()
+                .unwrap_or(0);
+            self.step = Step::Held { valid_until };
+            self.events.push_back(Event::Acquired {
+                fence: self.fence,
+                valid_until,
+            });
+            return;
+        }
+        // No majority (or no validity left): undo everywhere.
+        let failure = node_events.iter().find_map(|event| match event {
+            Event::AcquireFailed(AcquireFailure::Failed(f)) => Some(AcquireFailure::Failed(*f)),
+            _ => None,
+        });
+        self.step = Step::Undoing {
+            give_up_at,
+            failure,
+        };
+        for node in &mut self.nodes {
+            if node.phase() == Phase::Held {
+                node.release(now);
+            }
+        }
+        self.settle(now);
+    }
+
+    /// A failed round is being undone: once every node is done, fail, give
+    /// up, or back off before the next round.
+    fn settle_undo(&mut self, now: Instant, give_up_at: Instant, failure: Option<AcquireFailure>) {
+        let busy = self.nodes.iter().any(|node| !node.is_released());
+        if busy {
+            return;
+        }
+        self.attempts += 1;
+        if let Some(failure) = failure {
+            self.step = Step::Released;
+            self.events.push_back(Event::AcquireFailed(failure));
+        } else if now >= give_up_at {
+            self.step = Step::Released;
+            self.events
+                .push_back(Event::AcquireFailed(AcquireFailure::TimedOut {
+                    last_failure: None,
+                }));
+        } else {
+            let retry_at = (now + self.backoff()).min(give_up_at);
+            self.step = Step::BackingOff {
+                give_up_at,
+                retry_at,
+            };
+            self.events.push_back(Event::Contended { retry_at });
+        }
+    }
+
+    /// Held: follow the quorum deadline as the nodes renew, and lose the
+    /// lock once fewer than a majority remain valid.
+    fn settle_hold(&mut self, now: Instant, valid_until: Instant, node_events: &[Event]) {
+        // Each node's failed renewal is reported as it happens; whether the
+        // lock survives it is the quorum's to say.
+        self.events.extend(
+            node_events
+                .iter()
+                .filter(|event| matches!(event, Event::RenewFailed(_)))
+                .cloned(),
+        );
+        match self.quorum_deadline(now) {
+            Some(deadline) if now < deadline => {
+                if deadline != valid_until {
+                    self.step = Step::Held {
+                        valid_until: deadline,
                     };
-                    self.events.push_back(Event::Contended { retry_at });
+                    self.events.push_back(Event::Renewed {
+                        valid_until: deadline,
+                    });
                 }
             }
-            Phase::Held { valid_until } => {
-                // Each node's failed renewal is reported as it happens;
-                // whether the lock survives it is the quorum's to say.
-                self.events.extend(
-                    node_events
-                        .iter()
-                        .filter(|event| matches!(event, Event::RenewFailed(_)))
-                        .cloned(),
-                );
-                match self.quorum_deadline(now) {
-                    Some(deadline) if now < deadline => {
-                        if deadline != valid_until {
-                            self.phase = Phase::Held {
-                                valid_until: deadline,
-                            };
-                            self.events.push_back(Event::Renewed {
-                                valid_until: deadline,
-                            });
-                        }
-                    }
-                    _ => {
-                        // Timing rule 3 for the quorum: fewer than a majority
-                        // remain valid, so the lock is gone.
-                        let reason = if node_events.iter().any(|e| {
-                            matches!(
-                                e,
-                                Event::Lost {
-                                    reason: LostReason::MaxHold
-                                }
-                            )
-                        }) {
-                            LostReason::MaxHold
-                        } else if node_events.iter().any(|e| {
-                            matches!(
-                                e,
-                                Event::Lost {
-                                    reason: LostReason::NotOwner
-                                }
-                            )
-                        }) {
-                            LostReason::NotOwner
-                        } else {
-                            LostReason::Expired
-                        };
-                        self.phase = Phase::Lost;
-                        if !self.lost_emitted {
-                            self.lost_emitted = true;
-                            self.events.push_back(Event::Lost { reason });
-                        }
-                    }
+            _ => {
+                // Timing rule 3 for the quorum: fewer than a majority remain
+                // valid, so the lock is gone.
+                self.step = Step::Lost;
+                if !self.lost_emitted {
+                    self.lost_emitted = true;
+                    self.events.push_back(Event::Lost {
+                        reason: lost_reason(node_events),
+                    });
                 }
             }
-            Phase::Releasing => {
-                // Deleted is certain once a majority deleted the key: the
-                // lock is free for others, whatever the rest answer. Until
-                // every node has answered the phase stays, so the driver
-                // keeps the rest going.
-                let settled = self.nodes.iter().all(|node| node.state().is_released());
-                if !self.release_reported && (settled || self.deleted >= self.quorum()) {
-                    self.release_reported = true;
-                    let outcome = if self.deleted >= self.quorum() {
-                        ReleaseOutcome::Deleted
-                    } else {
-                        ReleaseOutcome::Unknown
-                    };
-                    self.events.push_back(Event::Released { outcome });
-                }
-                if settled {
-                    self.phase = Phase::Released;
-                }
-            }
-            Phase::Idle | Phase::BackingOff { .. } | Phase::Lost | Phase::Released => {}
+        }
+    }
+
+    /// Releasing: report once a majority deleted the key (or every node
+    /// answered), and finish once every node has.
+    fn settle_release(&mut self) {
+        // Deleted is certain once a majority deleted the key: the lock is
+        // free for others, whatever the rest answer. Until every node has
+        // answered the step stays, so the driver keeps the rest going.
+        let settled = self.nodes.iter().all(Machine::is_released);
+        if !self.release_reported && (settled || self.deleted >= self.quorum()) {
+            self.release_reported = true;
+            let outcome = if self.deleted >= self.quorum() {
+                ReleaseOutcome::Deleted
+            } else {
+                ReleaseOutcome::Unknown
+            };
+            self.events.push_back(Event::Released { outcome });
+        }
+        if settled {
+            self.step = Step::Released;
         }
     }
 
@@ -590,6 +384,205 @@ impl RedlockMachine {
     fn backoff(&mut self) -> Duration {
         let (min, max) = self.opts.retry_delay;
         self.jitter.backoff(min, max, self.attempts)
+    }
+}
+
+impl Machine for RedlockMachine {
+    fn acquire(&mut self, now: Instant) -> Result<(), UsageError> {
+        if self.step != Step::Idle {
+            return Err(UsageError::AlreadyStarted);
+        }
+        let give_up_at = now + self.opts.effective_wait();
+        self.start_round(now, give_up_at);
+        Ok(())
+    }
+
+    /// Releases on every node (owner-checked), or cancels an acquisition.
+    ///
+    /// A hold whose deadline has passed is lost first (reason Expired), as
+    /// on a single node: the release then reports it.
+    fn release(&mut self, now: Instant) {
+        if let Step::Held { valid_until } = self.step
+            && now >= valid_until
+        {
+            self.settle(now);
+        }
+        match self.step {
+            Step::Released | Step::Releasing => return,
+            Step::Idle => {
+                self.step = Step::Released;
+                self.events.push_back(Event::Released {
+                    outcome: ReleaseOutcome::NotOwner,
+                });
+                return;
+            }
+            Step::Trying { .. } | Step::BackingOff { .. } | Step::Undoing { .. } => {
+                self.step = Step::Undoing {
+                    give_up_at: now,
+                    failure: Some(AcquireFailure::Cancelled),
+                };
+            }
+            Step::Held { .. } | Step::Lost => self.step = Step::Releasing,
+        }
+        self.deleted = 0;
+        self.release_reported = false;
+        for node in &mut self.nodes {
+            node.release(now);
+        }
+        self.settle(now);
+    }
+
+    /// Ignores release announcements: every failed round releases the
+    /// nodes it won, so under contention the announcements come from
+    /// competitors undoing partial grants, and retrying on each one makes
+    /// a herd that keeps every round failing. Rounds retry on the jittered
+    /// backoff only.
+    fn handle_wakeup(&mut self, now: Instant) {
+        let _ = now;
+    }
+
+    /// Feeds node `node`'s answer to its command `id`. Answers to an
+    /// earlier round's commands are ignored (that round's machines are gone).
+    fn handle_reply(&mut self, now: Instant, node: usize, id: CommandId, reply: Reply) {
+        if id.0 >> ROUND_SHIFT == self.round_tag()
+            && let Some(machine) = self.nodes.get_mut(node)
+        {
+            machine.handle_reply(now, CommandId(id.0 & INNER_MASK), reply);
+        }
+        self.settle(now);
+    }
+
+    /// Fires every timer due at `now`, on every node and the quorum's own.
+    fn handle_timeout(&mut self, now: Instant) {
+        for machine in &mut self.nodes {
+            if machine.poll_timeout().is_some_and(|at| at <= now) {
+                machine.handle_timeout(now);
+            }
+        }
+        if let Step::BackingOff {
+            give_up_at,
+            retry_at,
+        } = self.step
+            && retry_at <= now
+        {
+            self.start_round(now, give_up_at);
+            return;
+        }
+        self.settle(now);
+    }
+
+    /// Returns the next command: `(node, id, command)`.
+    fn poll_command(&mut self) -> Option<(usize, CommandId, Command)> {
+        let round = self.round_tag() << ROUND_SHIFT;
+        self.nodes.iter_mut().enumerate().find_map(|(index, node)| {
+            node.poll_command()
+                .map(|(id, c)| (index, CommandId(round | (id.0 & INNER_MASK)), c))
+        })
+    }
+
+    fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// Returns the next time at which `handle_timeout` should be called.
+    fn poll_timeout(&self) -> Option<Instant> {
+        let own = match self.step {
+            Step::BackingOff { retry_at, .. } => Some(retry_at),
+            Step::Held { valid_until } => Some(valid_until),
+            _ => None,
+        };
+        self.nodes
+            .iter()
+            .filter_map(LockMachine::poll_timeout)
+            .chain(own)
+            .min()
+    }
+
+    /// Returns true if node `node` still waits for the reply to command
+    /// `id` (see [`LockMachine::in_flight`]).
+    fn awaits(&self, node: usize, id: CommandId) -> bool {
+        id.0 >> ROUND_SHIFT == self.round_tag()
+            && self
+                .nodes
+                .get(node)
+                .and_then(LockMachine::in_flight)
+                .is_some_and(|inner| inner.0 == id.0 & INNER_MASK)
+    }
+
+    /// The earliest scheduled renewal over the nodes that hold the lock
+    /// (see [`LockMachine::renewal_due`]).
+    fn renewal_due(&self) -> Option<Instant> {
+        match self.step {
+            Step::Held { .. } => self.nodes.iter().filter_map(LockMachine::renewal_due).min(),
+            _ => None,
+        }
+    }
+
+    /// Sends every node's scheduled renewal now (see
+    /// [`LockMachine::renew_early`]).
+    fn renew_early(&mut self, now: Instant) {
+        if matches!(self.step, Step::Held { .. }) {
+            for node in &mut self.nodes {
+                node.renew_early(now);
+            }
+        }
+        self.settle(now);
+    }
+
+    fn phase(&self) -> Phase {
+        match self.step {
+            Step::Idle => Phase::Idle,
+            Step::Trying { .. } | Step::BackingOff { .. } => Phase::Acquiring,
+            Step::Undoing { failure, .. } => {
+                if failure == Some(AcquireFailure::Cancelled) {
+                    Phase::Releasing
+                } else {
+                    Phase::Acquiring
+                }
+            }
+            Step::Held { .. } => Phase::Held,
+            Step::Releasing => Phase::Releasing,
+            Step::Lost => Phase::Lost,
+            Step::Released => Phase::Released,
+        }
+    }
+
+    fn is_held(&self, now: Instant) -> bool {
+        matches!(self.step, Step::Held { valid_until } if now < valid_until)
+    }
+
+    /// The quorum deadline while held.
+    fn valid_until(&self) -> Option<Instant> {
+        match self.step {
+            Step::Held { valid_until } => Some(valid_until),
+            _ => None,
+        }
+    }
+
+    /// The fence of the current grant (see the module docs for its limits).
+    fn fence(&self) -> Option<u64> {
+        matches!(self.step, Step::Held { .. }).then_some(self.fence)
+    }
+
+    fn keys(&self) -> &KeyNames {
+        &self.keys
+    }
+
+    fn token(&self) -> &str {
+        &self.token
+    }
+}
+
+/// Why the quorum lost the lock, from the per-node events of the pass that
+/// lost it: a node's cap or a node's key gone decides, else expiry.
+fn lost_reason(node_events: &[Event]) -> LostReason {
+    let any = |reason: LostReason| node_events.contains(&Event::Lost { reason });
+    if any(LostReason::MaxHold) {
+        LostReason::MaxHold
+    } else if any(LostReason::NotOwner) {
+        LostReason::NotOwner
+    } else {
+        LostReason::Expired
     }
 }
 
@@ -908,7 +901,7 @@ mod tests {
         }
         let late = late.expect("node 2 was sent an acquire");
         // Its command times out; the round is undone and a retry is due.
-        while !matches!(m.phase, Phase::BackingOff { .. }) {
+        while !matches!(m.step, Step::BackingOff { .. }) {
             let now = m.poll_timeout().expect("a timer runs");
             m.handle_timeout(now);
             answer_all(&mut m, now, |_, _| Some(Reply::Released));
@@ -931,10 +924,15 @@ mod tests {
                 replicas: None,
             },
         );
+        let (_, own, _) = fresh
+            .iter()
+            .find(|(node, _, _)| *node == 2)
+            .expect("round 2 went to node 2");
         assert!(
-            matches!(m.node(2).map(LockMachine::state), Some(State::Acquiring(_))),
+            m.awaits(2, *own),
             "round 2's machine still waits for its own answer"
         );
+        assert_eq!(m.phase(), Phase::Acquiring);
         assert_eq!(m.fence(), None);
     }
 }

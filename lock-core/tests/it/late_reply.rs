@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use lock_core::{Command, Event, LockMachine, LockOptions, LostReason, Reply};
+use lock_core::{Command, Event, LockMachine, LockOptions, LostReason, Machine, Reply};
 
 #[test]
 fn a_renewal_answered_after_the_deadline_does_not_revive_the_hold() {

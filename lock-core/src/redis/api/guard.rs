@@ -131,17 +131,18 @@ impl LockGuard {
         self.released = true;
         let session = &self.session;
         let cell = &self.cell;
+        let now = session.clock.now();
         let (outgoing, deadline) = {
             let mut state = cell.lock();
-            state.machine.release(session.clock.now());
+            state.machine.release(now);
             let mut outgoing = Vec::new();
-            let deadline = cell.drain(&mut state, session, &mut outgoing);
+            let deadline = cell.drain(&mut state, session, now, &mut outgoing);
             if session.watchdog.rearm(cell, &mut state, deadline) {
                 session.wake_driver();
             }
             (outgoing, deadline)
         };
-        run(session, cell, outgoing, deadline, |state| {
+        run(session, cell, now, outgoing, deadline, |state| {
             state.release_result.is_some()
         })
         .await;

@@ -29,7 +29,7 @@ use crate::redis::{
         sentinel::{Current, SentinelConnector, SentinelResolver},
         upkeep::Tasks,
     },
-    lock::{cell::LockCell, error::AcquireError, machines::Machine, run::run, session::Session},
+    lock::{cell::LockCell, error::AcquireError, machines::AnyMachine, run::run, session::Session},
     wire::route::{self, AnyNodeConnector, ClusterRouter},
 };
 use crate::{LockOptions, scripts::KeyNames};
@@ -128,9 +128,9 @@ impl Locker {
             // one counter per namespace and slot.
             let mut names = KeyNames::new(opts.key_namespace(), key);
             names.counter = route::counter_key(opts.key_namespace(), &names.lock);
-            Machine::single_with_names(opts, names, token, session.entropy.next_u64())
+            AnyMachine::single_with_names(opts, names, token, session.entropy.next_u64())
         } else {
-            Machine::new(
+            AnyMachine::new(
                 session.redlock,
                 opts,
                 key,
@@ -146,12 +146,13 @@ impl Locker {
         let cell = Arc::new(LockCell::new(id, key.to_owned(), machine, opts, span, now));
         let (outgoing, deadline) = {
             let mut state = cell.lock();
-            state.machine.acquire(now);
+            // A fresh machine is idle, so acquire cannot be refused.
+            let _ = state.machine.acquire(now);
             let mut outgoing = Vec::new();
-            let deadline = cell.drain(&mut state, session, &mut outgoing);
+            let deadline = cell.drain(&mut state, session, now, &mut outgoing);
             (outgoing, deadline)
         };
-        run(session, &cell, outgoing, deadline, |state| {
+        run(session, &cell, now, outgoing, deadline, |state| {
             state.acquire_result.is_some()
         })
         .await;

@@ -17,6 +17,7 @@ use crate::redis::{
         slots::SlotMap,
         upkeep::{NodeUpkeep, Tasks},
     },
+    lock::timer::DeadlineTimer,
     wire::route::{
         ClusterNode, ClusterRouter, REFRESH_AT_MOST_EVERY, REFRESH_EVERY, fetch_map, read_map,
     },
@@ -30,8 +31,7 @@ pub(crate) struct ClusterUpkeep {
     nodes: BTreeMap<NodeAddress, NodeUpkeep>,
     refreshing: Option<BoxFuture<Result<SlotMap, ConnectError>>>,
     last_refresh: Option<Instant>,
-    timer: Pin<Box<tokio::time::Sleep>>,
-    armed: Option<Instant>,
+    timer: DeadlineTimer,
     timeout: Duration,
     tasks: Tasks,
 }
@@ -48,8 +48,7 @@ impl ClusterUpkeep {
             nodes: BTreeMap::new(),
             refreshing: None,
             last_refresh: Some(now),
-            timer: Box::pin(tokio::time::sleep(Duration::ZERO)),
-            armed: None,
+            timer: DeadlineTimer::new(),
             timeout,
             tasks,
         }
@@ -126,19 +125,7 @@ impl ClusterUpkeep {
         if changed {
             self.router.changed.notify_waiters();
         }
-        if next != self.armed {
-            if let Some(at) = next {
-                let wait = at.saturating_duration_since(now);
-                self.timer
-                    .as_mut()
-                    .reset(tokio::time::Instant::now() + wait);
-            }
-            self.armed = next;
-        }
-        if self.armed.is_some() && self.timer.as_mut().poll(cx).is_ready() {
-            self.armed = None;
-            cx.waker().wake_by_ref();
-        }
+        self.timer.poll_at(cx, next, now);
         reconnects
     }
 

@@ -26,7 +26,7 @@ use crate::redis::{
         node::{Endpoint, Opened},
         upkeep::{NodeUpkeep, Tasks},
     },
-    lock::session::Session,
+    lock::{session::Session, timer::DeadlineTimer},
 };
 
 /// Held by every [`Locker`](crate::Locker) and guard; the driver stops
@@ -53,8 +53,7 @@ pub(crate) struct DriverTask {
     tasks: Tasks,
     connect_timeout: Duration,
     nodes: Vec<NodeUpkeep>,
-    reconnect: Pin<Box<tokio::time::Sleep>>,
-    reconnect_armed: Option<Instant>,
+    reconnect: DeadlineTimer,
     subscriber: Option<Subscriber>,
     sentinel: Option<SentinelWatch>,
     cluster: Option<ClusterUpkeep>,
@@ -97,8 +96,7 @@ impl DriverTask {
             tasks,
             connect_timeout,
             nodes,
-            reconnect: Box::pin(tokio::time::sleep(Duration::ZERO)),
-            reconnect_armed: None,
+            reconnect: DeadlineTimer::new(),
             subscriber,
             sentinel: None,
             cluster: None,
@@ -124,8 +122,7 @@ impl DriverTask {
         self
     }
 
-    fn poll_nodes(&mut self, cx: &mut Context<'_>) {
-        let now = self.session.clock.now();
+    fn poll_nodes(&mut self, cx: &mut Context<'_>, now: Instant) {
         let mut next_reconnect: Option<Instant> = None;
         for (index, node) in self.nodes.iter_mut().enumerate() {
             let slot = &self.session.nodes[index];
@@ -137,19 +134,7 @@ impl DriverTask {
                 next_reconnect = Some(next_reconnect.map_or(at, |next| next.min(at)));
             }
         }
-        if next_reconnect != self.reconnect_armed {
-            if let Some(at) = next_reconnect {
-                let wait = at.saturating_duration_since(now);
-                self.reconnect
-                    .as_mut()
-                    .reset(tokio::time::Instant::now() + wait);
-            }
-            self.reconnect_armed = next_reconnect;
-        }
-        if self.reconnect_armed.is_some() && self.reconnect.as_mut().poll(cx).is_ready() {
-            self.reconnect_armed = None;
-            cx.waker().wake_by_ref();
-        }
+        self.reconnect.poll_at(cx, next_reconnect, now);
     }
 }
 
@@ -159,19 +144,22 @@ impl Future for DriverTask {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
         this.session.register_driver(cx.waker());
-        this.poll_nodes(cx);
+        // One reading of the injected clock for the whole pass: every
+        // part decides and arms its timer from it.
+        let now = this.session.clock.now();
+        this.poll_nodes(cx, now);
         if let Some(subscriber) = &mut this.subscriber {
             subscriber.poll(cx, &this.session);
         }
         if let Some(sentinel) = &mut this.sentinel {
-            sentinel.poll(cx, &this.session);
+            sentinel.poll(cx, &this.session, now);
         }
         if let Some(cluster) = &mut this.cluster {
-            for _ in 0..cluster.poll(cx, this.session.clock.now()) {
+            for _ in 0..cluster.poll(cx, now) {
                 this.session.metrics.reconnected();
             }
         }
-        this.watchdog.poll(cx, &this.session);
+        this.watchdog.poll(cx, &this.session, now);
         if this.alive.strong_count() == 0
             && this.session.watchdog.is_idle()
             && !this.watchdog.is_busy()

@@ -31,7 +31,7 @@ use crate::redis::{
         dial::{Dialer, NodeAddress},
         sentinel::{Current, SentinelError, SentinelResolver, SwitchMaster},
     },
-    lock::session::Session,
+    lock::{session::Session, timer::DeadlineTimer},
 };
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
@@ -51,7 +51,7 @@ pub(crate) struct SentinelWatch {
     /// Kept so the subscription stays open.
     _sink: Option<redis::aio::PubSubSink>,
     checking: Option<BoxFuture<Result<NodeAddress, SentinelError>>>,
-    timer: Pin<Box<tokio::time::Sleep>>,
+    timer: DeadlineTimer,
     /// When to retry subscribing, or ask the sentinels again.
     due: Option<Instant>,
     timeout: Duration,
@@ -73,7 +73,7 @@ impl SentinelWatch {
             stream: None,
             _sink: None,
             checking: None,
-            timer: Box::pin(tokio::time::sleep(Duration::ZERO)),
+            timer: DeadlineTimer::new(),
             due: None,
             timeout,
         }
@@ -94,8 +94,7 @@ impl SentinelWatch {
         }
     }
 
-    pub(crate) fn poll(&mut self, cx: &mut Context<'_>, session: &Session) {
-        let now = session.clock.now();
+    pub(crate) fn poll(&mut self, cx: &mut Context<'_>, session: &Session, now: Instant) {
         // Announcements on the subscription.
         let mut announced = Vec::new();
         if let Some(stream) = &mut self.stream {
@@ -159,15 +158,7 @@ impl SentinelWatch {
                 cx.waker().wake_by_ref();
             }
         }
-        if let Some(due) = self.due {
-            let wait = due.saturating_duration_since(now);
-            self.timer
-                .as_mut()
-                .reset(tokio::time::Instant::now() + wait);
-            if self.timer.as_mut().poll(cx).is_ready() {
-                cx.waker().wake_by_ref();
-            }
-        }
+        self.timer.poll_at(cx, self.due, now);
     }
 
     fn start_subscribing(&mut self) {

@@ -30,6 +30,7 @@ use crate::redis::{
         dispatch::{self, Link, PendingCall},
         registry::Work,
         session::Session,
+        timer::DeadlineTimer,
     },
     wire::{
         call,
@@ -61,16 +62,14 @@ struct InFlight {
 
 /// The watchdog's part of the driver.
 pub(crate) struct Watchdog {
-    sleep: Pin<Box<tokio::time::Sleep>>,
-    armed: Option<Instant>,
+    timer: DeadlineTimer,
     in_flight: Vec<InFlight>,
 }
 
 impl Watchdog {
     pub(crate) fn new() -> Self {
         Self {
-            sleep: Box::pin(tokio::time::sleep(Duration::ZERO)),
-            armed: None,
+            timer: DeadlineTimer::new(),
             in_flight: Vec::new(),
         }
     }
@@ -80,11 +79,11 @@ impl Watchdog {
         !self.in_flight.is_empty()
     }
 
-    /// Does everything that is due, sends what that produced, and arms the
-    /// timer for the next deadline.
-    pub(crate) fn poll(&mut self, cx: &mut Context<'_>, session: &Session) {
+    /// Does everything that is due at `now` (the driver's pass reading of
+    /// the clock), sends what that produced, and arms the timer for the
+    /// next deadline.
+    pub(crate) fn poll(&mut self, cx: &mut Context<'_>, session: &Session, now: Instant) {
         loop {
-            let now = session.clock.now();
             let mut outgoing: Vec<(Arc<LockCell>, Vec<Outgoing>)> = Vec::new();
             let (inbox, due, early) = {
                 let mut index = session.watchdog.index();
@@ -122,14 +121,14 @@ impl Watchdog {
                     Work::Release(cell) => {
                         let mut state = cell.lock();
                         state.machine.release(now);
-                        drain(session, &cell, &mut state, &mut outgoing);
+                        drain(session, &cell, &mut state, now, &mut outgoing);
                     }
                 }
             }
             for cell in due {
                 let mut state = cell.lock();
                 state.machine.handle_timeout(now);
-                drain(session, &cell, &mut state, &mut outgoing);
+                drain(session, &cell, &mut state, now, &mut outgoing);
             }
             for cell in early {
                 let mut state = cell.lock();
@@ -139,17 +138,17 @@ impl Watchdog {
                     .is_some_and(|at| at <= now + cell.renew_window)
                 {
                     state.machine.renew_early(now);
-                    drain(session, &cell, &mut state, &mut outgoing);
+                    drain(session, &cell, &mut state, now, &mut outgoing);
                 }
             }
             let sent = !outgoing.is_empty();
             self.send(session, outgoing, now);
-            let answered = self.poll_in_flight(cx, session);
+            let answered = self.poll_in_flight(cx, session, now);
             if !sent && !answered {
                 break;
             }
         }
-        self.arm(cx, session);
+        self.arm(cx, session, now);
     }
 
     fn adopt(&mut self, cell: &Arc<LockCell>, call: PendingCall, now: Instant) {
@@ -260,8 +259,7 @@ impl Watchdog {
     /// Feeds the answers of finished calls to their machines; drops calls
     /// that outlived their timeout and breaks their connections. Returns
     /// true if anything was answered or dropped.
-    fn poll_in_flight(&mut self, cx: &mut Context<'_>, session: &Session) -> bool {
-        let now = session.clock.now();
+    fn poll_in_flight(&mut self, cx: &mut Context<'_>, session: &Session, now: Instant) -> bool {
         let mut progressed = false;
         let mut index = 0;
         while index < self.in_flight.len() {
@@ -270,7 +268,7 @@ impl Watchdog {
                 Poll::Ready(replies) => {
                     let call = self.in_flight.swap_remove(index);
                     progressed = true;
-                    deliver(session, call, replies);
+                    deliver(session, call, replies, now);
                 }
                 Poll::Pending if now >= call.give_up_at => {
                     let call = self.in_flight.swap_remove(index);
@@ -284,7 +282,7 @@ impl Watchdog {
         progressed
     }
 
-    fn arm(&mut self, cx: &mut Context<'_>, session: &Session) {
+    fn arm(&mut self, cx: &mut Context<'_>, session: &Session, now: Instant) {
         let next_timer = {
             let mut index = session.watchdog.index();
             let next = index.timers.first().map(|(at, _)| *at);
@@ -293,23 +291,8 @@ impl Watchdog {
         };
         let give_up = self.in_flight.iter().map(|call| call.give_up_at).min();
         let next = [next_timer, give_up].into_iter().flatten().min();
-        let Some(at) = next else {
-            self.armed = None;
-            return;
-        };
-        if self.armed != Some(at) {
-            let now = session.clock.now();
-            let wait = at.saturating_duration_since(now);
-            self.sleep
-                .as_mut()
-                .reset(tokio::time::Instant::now() + wait);
-            self.armed = Some(at);
-        }
-        if self.sleep.as_mut().poll(cx).is_ready() {
-            // Already due: look again at once.
-            self.armed = None;
-            cx.waker().wake_by_ref();
-        }
+        // Already due: the driver looks again at once.
+        self.timer.poll_at(cx, next, now);
     }
 }
 
@@ -318,10 +301,11 @@ fn drain(
     session: &Session,
     cell: &Arc<LockCell>,
     state: &mut CellState,
+    now: Instant,
     outgoing: &mut Vec<(Arc<LockCell>, Vec<Outgoing>)>,
 ) {
     let mut outs = Vec::new();
-    let deadline = cell.drain(state, session, &mut outs);
+    let deadline = cell.drain(state, session, now, &mut outs);
     session.watchdog.rearm(cell, state, deadline);
     if !outs.is_empty() {
         outgoing.push((Arc::clone(cell), outs));
@@ -331,8 +315,7 @@ fn drain(
 /// Feeds a finished call's replies to the machines that sent it. Replies
 /// that arrive here never wake a caller: a sending task that still waits
 /// reads the outcome from the lock's state.
-fn deliver(session: &Session, call: InFlight, replies: Vec<Reply>) {
-    let now = session.clock.now();
+fn deliver(session: &Session, call: InFlight, replies: Vec<Reply>, now: Instant) {
     if replies
         .iter()
         .any(|reply| matches!(reply, Reply::Failed(f) if call::breaks_connection(*f)))
@@ -345,7 +328,7 @@ fn deliver(session: &Session, call: InFlight, replies: Vec<Reply>) {
         let mut state = cell.lock();
         state.machine.handle_reply(now, call.node, id, reply);
         let mut outs = Vec::new();
-        let deadline = cell.drain(&mut state, session, &mut outs);
+        let deadline = cell.drain(&mut state, session, now, &mut outs);
         session.watchdog.rearm(&cell, &mut state, deadline);
         if !outs.is_empty() {
             // A reply that produced a command (a retried release, a

@@ -138,33 +138,7 @@ pub(super) fn replication(
         });
     }
     if !behind.is_empty() {
-        // A replica that is not online never acknowledges a WAIT: if the
-        // others cannot make up the count, every grant is refused until it
-        // catches up. Otherwise it is one failover away from lost locks.
-        let starved = wait > in_sync && wait <= attached;
-        found.push(Finding {
-            kind: FindingKind::ReplicaNotInSync,
-            severity: if starved {
-                Severity::Unavailable
-            } else {
-                Severity::Warning
-            },
-            observed: format!(
-                "{} of {attached} replica(s) not in sync: {}; {in_sync} in sync, the locks WAIT \
-                 for {wait}",
-                behind.len(),
-                behind.join(", ")
-            ),
-            safety_row: row::FAILOVER,
-            fix: format!(
-                "find why the replica does not keep up: a replication backlog \
-                 (repl-backlog-size) too small for the write rate sends it through full resyncs \
-                 in a loop; a slow disk, network or host delays its acknowledgements (lag \
-                 allowed: {:?}); a replica in its first sync catches up once the snapshot is \
-                 loaded",
-                opts.max_replica_lag
-            ),
-        });
+        found.push(not_in_sync(&behind, attached, in_sync, wait, opts));
     }
     let mut unread = Vec::new();
     if let Some(error) = &replicas.online_only {
@@ -189,6 +163,43 @@ pub(super) fn replication(
     }
     if let Some(min_to_write) = min_to_write {
         min_replicas(server, min_to_write, in_sync, found);
+    }
+}
+
+/// The finding about replicas `behind` (not in sync), of `attached`.
+fn not_in_sync(
+    behind: &[String],
+    attached: usize,
+    in_sync: usize,
+    wait: usize,
+    opts: &CheckOptions,
+) -> Finding {
+    // A replica that is not online never acknowledges a WAIT: if the
+    // others cannot make up the count, every grant is refused until it
+    // catches up. Otherwise it is one failover away from lost locks.
+    let starved = wait > in_sync && wait <= attached;
+    Finding {
+        kind: FindingKind::ReplicaNotInSync,
+        severity: if starved {
+            Severity::Unavailable
+        } else {
+            Severity::Warning
+        },
+        observed: format!(
+            "{} of {attached} replica(s) not in sync: {}; {in_sync} in sync, the locks WAIT \
+             for {wait}",
+            behind.len(),
+            behind.join(", ")
+        ),
+        safety_row: row::FAILOVER,
+        fix: format!(
+            "find why the replica does not keep up: a replication backlog \
+             (repl-backlog-size) too small for the write rate sends it through full resyncs \
+             in a loop; a slow disk, network or host delays its acknowledgements (lag \
+             allowed: {:?}); a replica in its first sync catches up once the snapshot is \
+             loaded",
+            opts.max_replica_lag
+        ),
     }
 }
 

@@ -17,7 +17,7 @@ use tokio::sync::Notify;
 
 use super::{
     error::{AcquireError, ReleaseError},
-    machines::Machine,
+    machines::AnyMachine,
     metrics::LockTimes,
     shared::Shared,
 };
@@ -62,7 +62,7 @@ pub(crate) struct LockCell {
 }
 
 pub(crate) struct CellState {
-    pub(crate) machine: Machine,
+    pub(crate) machine: AnyMachine,
     pub(crate) status: Status,
     pub(crate) fence: u64,
     /// The loss, once the machine reported it.
@@ -94,7 +94,7 @@ impl LockCell {
     pub(crate) fn new(
         id: u64,
         key: String,
-        machine: Machine,
+        machine: AnyMachine,
         opts: &crate::LockOptions,
         span: tracing::Span,
         now: Instant,
@@ -134,17 +134,17 @@ impl LockCell {
 
     /// The drain rule: takes every command (encoded for its node's current
     /// connection) and every event (applied to what the guard sees, and
-    /// shown to the observer); returns the machine's next timeout.
+    /// shown to the observer, at `now`, the pass's clock reading); returns
+    /// the machine's next timeout.
     pub(crate) fn drain(
         &self,
         state: &mut CellState,
         session: &Shared,
+        now: Instant,
         outgoing: &mut Vec<Outgoing>,
     ) -> Option<Instant> {
         while let Some((node, id, command)) = state.machine.poll_command() {
-            session
-                .metrics
-                .on_command(&mut state.times, &command, session.clock.as_ref());
+            session.metrics.on_command(&mut state.times, &command, now);
             let live = session.nodes.get(node).and_then(|slot| slot.live());
             outgoing.push(Outgoing {
                 node,
@@ -160,12 +160,10 @@ impl LockCell {
                     key: &self.key,
                     token: &self.token,
                     event: &event,
-                    at: session.clock.now(),
+                    at: now,
                 });
             }
-            session
-                .metrics
-                .on_event(&mut state.times, &event, session.clock.as_ref());
+            session.metrics.on_event(&mut state.times, &event, now);
             if matches!(
                 event,
                 Event::Released {

@@ -25,9 +25,7 @@ mod on {
         describe_histogram, gauge, histogram,
     };
 
-    use crate::{
-        AcquireFailure, Command, Event, Failure, LostReason, ReleaseOutcome, redis::Clock,
-    };
+    use crate::{AcquireFailure, Command, Event, Failure, LostReason, ReleaseOutcome};
 
     const ACQUIRE_ATTEMPTS: &str = "redis_lock_acquire_attempts_total";
     const ACQUIRE_GRANTS: &str = "redis_lock_acquire_grants_total";
@@ -166,20 +164,14 @@ mod on {
 
         /// A lock machine handed out `command`.
         #[inline]
-        pub(crate) fn on_command(
-            &self,
-            times: &mut LockTimes,
-            command: &Command,
-            clock: &dyn Clock,
-        ) {
+        pub(crate) fn on_command(&self, times: &mut LockTimes, command: &Command, now: Instant) {
             if matches!(command, Command::Renew { .. }) {
-                times.renew_sent = Some(clock.now());
+                times.renew_sent = Some(now);
             }
         }
 
         /// A lock machine reported `event`.
-        pub(crate) fn on_event(&self, times: &mut LockTimes, event: &Event, clock: &dyn Clock) {
-            let now = clock.now();
+        pub(crate) fn on_event(&self, times: &mut LockTimes, event: &Event, now: Instant) {
             match event {
                 Event::Contended { .. } => {
                     if times.contended_since.is_none() {
@@ -350,7 +342,7 @@ mod on {
 mod off {
     use std::time::Instant;
 
-    use crate::{Command, Event, redis::connect::connector::Clock};
+    use crate::{Command, Event};
 
     /// Nothing: the `metrics` feature is off.
     pub(crate) struct Metrics;
@@ -379,10 +371,10 @@ mod off {
         pub(crate) fn invalid_options(&self) {}
 
         #[inline(always)]
-        pub(crate) fn on_command(&self, _: &mut LockTimes, _: &Command, _: &dyn Clock) {}
+        pub(crate) fn on_command(&self, _: &mut LockTimes, _: &Command, _: Instant) {}
 
         #[inline(always)]
-        pub(crate) fn on_event(&self, _: &mut LockTimes, _: &Event, _: &dyn Clock) {}
+        pub(crate) fn on_event(&self, _: &mut LockTimes, _: &Event, _: Instant) {}
 
         #[inline(always)]
         pub(crate) fn reconnected(&self) {}

@@ -13,4 +13,5 @@ pub(crate) mod registry;
 pub(crate) mod run;
 pub(crate) mod session;
 pub(crate) mod shared;
+pub(crate) mod timer;
 pub(crate) mod waiters;

@@ -18,7 +18,7 @@ use std::{
         atomic::{AtomicU64, Ordering},
     },
     task::Poll,
-    time::{Duration, Instant},
+    time::Instant,
 };
 
 use tokio::sync::Notify;
@@ -28,6 +28,7 @@ use super::{
     dispatch::{self, PendingCall},
     registry::Work,
     session::Session,
+    timer::DeadlineTimer,
     waiters::Waiting,
 };
 use crate::{Reply, redis::wire::call};
@@ -126,7 +127,9 @@ impl Drop for Running<'_> {
         if state.acquire_result.is_none() {
             state.machine.release(now);
         }
-        let deadline = self.cell.drain(&mut state, self.session, &mut outgoing);
+        let deadline = self
+            .cell
+            .drain(&mut state, self.session, now, &mut outgoing);
         self.session.watchdog.watch(self.cell, &mut state, deadline);
         drop(state);
         if !outgoing.is_empty() {
@@ -144,13 +147,50 @@ impl Drop for Running<'_> {
     }
 }
 
+/// Waits for the first of: a reply to one of `calls`, a release announced
+/// on the lock's channel since `seen_epoch` (while `ticket` waits on it),
+/// and `timer`.
+async fn wait(
+    calls: &mut [PendingCall],
+    ticket: Option<&WaitTicket>,
+    seen_epoch: u64,
+    timer: &mut DeadlineTimer,
+) -> Woke {
+    let notified = ticket.map(|ticket| ticket.waiting.notify.notified());
+    let mut notified = std::pin::pin!(notified);
+    std::future::poll_fn(|cx| {
+        for (index, call) in calls.iter_mut().enumerate() {
+            if let Poll::Ready(reply) = call.future.as_mut().poll(cx) {
+                return Poll::Ready(Woke::Reply(index, reply));
+            }
+        }
+        if let (Some(ticket), Some(notified)) = (ticket, notified.as_mut().as_pin_mut()) {
+            if ticket.waiting.epoch.load(Ordering::Acquire) != seen_epoch {
+                return Poll::Ready(Woke::Wakeup);
+            }
+            if notified.poll(cx).is_ready() {
+                return Poll::Ready(Woke::Wakeup);
+            }
+        }
+        if timer.poll_expired(cx) {
+            return Poll::Ready(Woke::Timer);
+        }
+        Poll::Pending
+    })
+    .await
+}
+
 /// Drives `cell` from the calling task: sends `outgoing` (drained after
-/// the input the caller just gave), then feeds replies, timeouts and
-/// wake-ups until `done` holds. Calls still in flight then (a Redlock
+/// the input the caller just gave at `now`), then feeds replies, timeouts
+/// and wake-ups until `done` holds. Calls still in flight then (a Redlock
 /// round's minority) go to the watchdog.
+///
+/// Each pass reads the injected clock once, when it wakes, and hands that
+/// `now` to the machine, the drain, the sends and the timer.
 pub(crate) async fn run(
     session: &Arc<Session>,
     cell: &Arc<LockCell>,
+    mut now: Instant,
     mut outgoing: Vec<Outgoing>,
     mut deadline: Option<Instant>,
     done: fn(&CellState) -> bool,
@@ -161,12 +201,10 @@ pub(crate) async fn run(
         calls: Vec::new(),
         done: false,
     };
-    let mut sleep = std::pin::pin!(tokio::time::sleep(Duration::ZERO));
-    let mut armed: Option<Instant> = None;
+    let mut timer = DeadlineTimer::new();
     let mut ticket: Option<WaitTicket> = None;
     let mut seen_epoch = 0;
     loop {
-        let now = session.clock.now();
         for out in outgoing.drain(..) {
             running.calls.push(dispatch::start(session, cell, out, now));
         }
@@ -182,42 +220,9 @@ pub(crate) async fn run(
             seen_epoch = entered.waiting.epoch.load(Ordering::Acquire);
             ticket = Some(entered);
         }
-        if deadline != armed {
-            if let Some(at) = deadline {
-                let wait = at.saturating_duration_since(now);
-                sleep.as_mut().reset(tokio::time::Instant::now() + wait);
-            }
-            armed = deadline;
-        }
-        let woke = {
-            let notified = ticket
-                .as_ref()
-                .map(|ticket| ticket.waiting.notify.notified());
-            let mut notified = std::pin::pin!(notified);
-            std::future::poll_fn(|cx| {
-                for (index, call) in running.calls.iter_mut().enumerate() {
-                    if let Poll::Ready(reply) = call.future.as_mut().poll(cx) {
-                        return Poll::Ready(Woke::Reply(index, reply));
-                    }
-                }
-                if let (Some(ticket), Some(notified)) =
-                    (ticket.as_ref(), notified.as_mut().as_pin_mut())
-                {
-                    if ticket.waiting.epoch.load(Ordering::Acquire) != seen_epoch {
-                        return Poll::Ready(Woke::Wakeup);
-                    }
-                    if notified.poll(cx).is_ready() {
-                        return Poll::Ready(Woke::Wakeup);
-                    }
-                }
-                if armed.is_some() && sleep.as_mut().poll(cx).is_ready() {
-                    return Poll::Ready(Woke::Timer);
-                }
-                Poll::Pending
-            })
-            .await
-        };
-        let now = session.clock.now();
+        timer.arm(deadline, now);
+        let woke = wait(&mut running.calls, ticket.as_ref(), seen_epoch, &mut timer).await;
+        now = session.clock.now();
         let mut state = cell.lock();
         match woke {
             Woke::Reply(index, reply) => {
@@ -230,7 +235,6 @@ pub(crate) async fn run(
                 state.machine.handle_reply(now, call.node, call.id, reply);
             }
             Woke::Timer => {
-                armed = None;
                 state.machine.handle_timeout(now);
                 // Calls the machine gave up on are dropped; one that
                 // outlived the command timeout may have wedged its stream.
@@ -249,7 +253,7 @@ pub(crate) async fn run(
                 state.machine.handle_wakeup(now);
             }
         }
-        deadline = cell.drain(&mut state, session, &mut outgoing);
+        deadline = cell.drain(&mut state, session, now, &mut outgoing);
         if session.watchdog.rearm(cell, &mut state, deadline) {
             session.wake_driver();
         }

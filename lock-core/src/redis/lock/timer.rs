@@ -1,0 +1,121 @@
+//! Tokio timers armed from deadlines on the locker's injected clock.
+//!
+//! Every deadline the adapter keeps (a machine's next timeout, a
+//! reconnect, a slot-table refresh, a sentinel re-check) is an instant of
+//! the injected [`Clock`](crate::redis::Clock). A loop reads that clock
+//! once per pass and passes the reading down; a [`DeadlineTimer`] turns a
+//! deadline into a tokio sleep of `deadline − now` from that one reading.
+//! A skewed or simulated clock thus decides every wake-up: tokio's clock is
+//! read only here, as the base the sleep counts from.
+
+use std::{
+    future::Future,
+    pin::Pin,
+    task::{Context, Poll},
+    time::{Duration, Instant},
+};
+
+use tokio::time::Sleep;
+
+/// One tokio sleep, re-armed to the next deadline only when it changes.
+pub(crate) struct DeadlineTimer {
+    sleep: Pin<Box<Sleep>>,
+    /// The deadline the sleep runs to, on the injected clock.
+    armed: Option<Instant>,
+}
+
+impl DeadlineTimer {
+    /// A timer with nothing armed.
+    pub(crate) fn new() -> Self {
+        Self {
+            sleep: Box::pin(tokio::time::sleep(Duration::ZERO)),
+            armed: None,
+        }
+    }
+
+    /// Arms the timer to `deadline` (`None` disarms it), where `now` is the
+    /// pass's reading of the injected clock: the sleep lasts
+    /// `deadline − now`. An unchanged deadline keeps the running sleep.
+    pub(crate) fn arm(&mut self, deadline: Option<Instant>, now: Instant) {
+        if deadline == self.armed {
+            return;
+        }
+        if let Some(at) = deadline {
+            let wait = at.saturating_duration_since(now);
+            self.sleep
+                .as_mut()
+                .reset(tokio::time::Instant::now() + wait);
+        }
+        self.armed = deadline;
+    }
+
+    /// Returns true once the armed deadline's sleep has run out, and
+    /// disarms the timer then; otherwise registers `cx` to be woken.
+    pub(crate) fn poll_expired(&mut self, cx: &mut Context<'_>) -> bool {
+        if self.armed.is_some() && self.sleep.as_mut().poll(cx) == Poll::Ready(()) {
+            self.armed = None;
+            return true;
+        }
+        false
+    }
+
+    /// [`arm`](Self::arm), then [`poll_expired`](Self::poll_expired); on
+    /// expiry `cx` is woken, so that the owner's next pass looks again.
+    pub(crate) fn poll_at(
+        &mut self,
+        cx: &mut Context<'_>,
+        deadline: Option<Instant>,
+        now: Instant,
+    ) {
+        self.arm(deadline, now);
+        if self.poll_expired(cx) {
+            cx.waker().wake_by_ref();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn noop_cx() -> Context<'static> {
+        Context::from_waker(std::task::Waker::noop())
+    }
+
+    /// The sleep counts from the pass's reading of the injected clock, not
+    /// from tokio's: a deadline 50 ms after the injected `now` expires 50 ms
+    /// of tokio time later, whatever instant the injected clock shows.
+    #[tokio::test(start_paused = true)]
+    async fn sleeps_the_distance_from_the_injected_now() {
+        let mut cx = noop_cx();
+        let mut timer = DeadlineTimer::new();
+        // An injected clock an hour ahead of tokio's.
+        let now = tokio::time::Instant::now().into_std() + Duration::from_secs(3_600);
+        timer.arm(Some(now + Duration::from_millis(50)), now);
+        assert!(!timer.poll_expired(&mut cx));
+        tokio::time::advance(Duration::from_millis(49)).await;
+        assert!(!timer.poll_expired(&mut cx));
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert!(timer.poll_expired(&mut cx), "due after 50 ms");
+        assert!(!timer.poll_expired(&mut cx), "disarmed once it fired");
+    }
+
+    /// An unchanged deadline keeps the running sleep; a new one re-arms.
+    #[tokio::test(start_paused = true)]
+    async fn rearms_only_on_a_new_deadline() {
+        let mut cx = noop_cx();
+        let mut timer = DeadlineTimer::new();
+        let t0 = tokio::time::Instant::now().into_std();
+        timer.arm(Some(t0 + Duration::from_millis(10)), t0);
+        tokio::time::advance(Duration::from_millis(5)).await;
+        // The same deadline, read 5 ms later: still due at 10 ms.
+        timer.arm(
+            Some(t0 + Duration::from_millis(10)),
+            t0 + Duration::from_millis(5),
+        );
+        tokio::time::advance(Duration::from_millis(5)).await;
+        assert!(timer.poll_expired(&mut cx));
+        timer.arm(None, t0);
+        assert!(!timer.poll_expired(&mut cx), "nothing armed");
+    }
+}
