@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use bench::api::{Fencing, LockOptions, Locker, scripts};
+use bench::api::{Fencing, LockOptions, Locker};
 use bench::{
     raw::{fresh_key, release, runtime, set_nx_px},
     raw_connection, redis_for_bench,
@@ -24,12 +24,7 @@ fn main() {
     let (locker, conn, rslock) = rt.block_on(async {
         let locker = Locker::connect(&url).await.expect("locker");
         let mut conn = raw_connection(&url).await;
-        let _: String = redis::cmd("SCRIPT")
-            .arg("LOAD")
-            .arg(scripts::LOCK.source)
-            .query_async(&mut conn)
-            .await
-            .expect("SCRIPT LOAD");
+        bench::raw::load_lock_script(&mut conn).await;
         (locker, conn, rslock::LockManager::new(vec![url.clone()]))
     });
     let fenced = LockOptions::new(Duration::from_secs(30));

@@ -113,12 +113,7 @@ fn main() {
             );
             return;
         };
-        let _: String = redis::cmd("SCRIPT")
-            .arg("LOAD")
-            .arg(scripts::LOCK.source)
-            .query_async(&mut conn)
-            .await
-            .expect("SCRIPT LOAD");
+        bench::raw::load_lock_script(&mut conn).await;
         let rounds = if quick { 4 } else { 12 };
         println!(
             "# native: Valkey {version} at {url}, {rounds} rounds x {PER_ROUND} calls per case, \

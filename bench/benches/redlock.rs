@@ -21,7 +21,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use bench::api::{Fencing, LockOptions, Locker, scripts};
+use bench::api::{Fencing, LockOptions, Locker};
 use bench::{
     raw::{fresh_key, release, runtime, set_nx_px},
     raw_connection, redis_nodes_for_bench,
@@ -134,12 +134,7 @@ fn main() {
         let mut conns = Vec::new();
         for url in &urls {
             let mut conn = raw_connection(url).await;
-            let _: String = redis::cmd("SCRIPT")
-                .arg("LOAD")
-                .arg(scripts::LOCK.source)
-                .query_async(&mut conn)
-                .await
-                .expect("SCRIPT LOAD");
+            bench::raw::load_lock_script(&mut conn).await;
             conns.push(conn);
         }
         let mut lockers = Vec::new();

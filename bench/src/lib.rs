@@ -245,6 +245,16 @@ pub mod raw {
             .expect("SET NX PX");
     }
 
+    /// `SCRIPT LOAD` of lock-core's lock script, so [`evalsha`] finds it.
+    pub async fn load_lock_script(conn: &mut MultiplexedConnection) {
+        let _: String = redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(scripts::LOCK.source)
+            .query_async(conn)
+            .await
+            .expect("SCRIPT LOAD");
+    }
+
     /// `EVALSHA` of lock-core's script with `keys` and `args` (the script
     /// must be loaded): the same Redis work as the lock's own call.
     pub async fn evalsha(conn: &mut MultiplexedConnection, keys: &[&str], args: &[&str]) {

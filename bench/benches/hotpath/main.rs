@@ -33,7 +33,7 @@ mod throughput;
 use std::time::Duration;
 
 use bench::{
-    api::{Fencing, LockOptions, Locker, scripts},
+    api::{Fencing, LockOptions, Locker},
     loopback_redis_for_bench,
     raw::runtime,
     raw_connection,
@@ -109,12 +109,7 @@ fn main() {
         let locker = Locker::connect(&url).await.expect("locker");
         let conn = raw_connection(&url).await;
         let mut load = conn.clone();
-        let _: String = redis::cmd("SCRIPT")
-            .arg("LOAD")
-            .arg(scripts::LOCK.source)
-            .query_async(&mut load)
-            .await
-            .expect("SCRIPT LOAD");
+        bench::raw::load_lock_script(&mut load).await;
         let fenced = LockOptions::new(Duration::from_secs(30));
         let unfenced = fenced.clone().fencing(Fencing::None);
         let (version, redis_pid) = server_facts(&conn).await;
