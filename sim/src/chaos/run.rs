@@ -722,6 +722,20 @@ impl Seed<'_> {
         for client in 0..self.clients.len() {
             self.command(client, ClientCommand::Primary { node: new });
         }
+        self.record_failover(old, new, new_port, old_owner).await;
+        Ok(())
+    }
+
+    /// Records a failover from node `old` to node `new` as the simulated
+    /// world does, with the lock key's owner read back from the new primary
+    /// (at `new_port`).
+    async fn record_failover(
+        &self,
+        old: usize,
+        new: usize,
+        new_port: u16,
+        old_owner: Option<String>,
+    ) {
         let new_owner = key_owner(new_port).await;
         self.recorder.record(
             Process::Controller,
@@ -732,7 +746,6 @@ impl Seed<'_> {
                 new_owner,
             },
         );
-        Ok(())
     }
 
     /// Sentinel: without a stale window the primary dies silently and the
@@ -827,16 +840,7 @@ impl Seed<'_> {
                 if let Some(new) = deployment.nodes.iter().position(|n| n.port == port) {
                     deployment.primary = new;
                     if let Some(old) = old {
-                        let new_owner = key_owner(port).await;
-                        self.recorder.record(
-                            Process::Controller,
-                            Op::Failover {
-                                old_primary: old,
-                                new_primary: new,
-                                old_owner,
-                                new_owner,
-                            },
-                        );
+                        self.record_failover(old, new, port, old_owner).await;
                     }
                 }
                 return Ok(());
