@@ -21,7 +21,7 @@
 //!   writes the script made ([`Effect`]s), not the script, so a replica
 //!   never re-runs it with its own clock.
 //!
-//! The differential test (sim/tests/differential.rs) runs the same command
+//! The differential test (sim/tests/sim_it/differential.rs) runs the same command
 //! sequences here and on a real `redis-server` and compares the replies:
 //! that is what holds this contract to Redis.
 //!

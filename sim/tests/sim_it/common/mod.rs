@@ -1,6 +1,8 @@
 //! Scenario builders shared by the simulation tests.
 #![allow(dead_code, unreachable_pub)] // each test binary uses a subset
 
+pub mod real_cluster;
+
 use std::time::Duration;
 
 use sim::{

@@ -1,6 +1,6 @@
 //! The same seed and schedule give the same history, byte for byte.
 
-mod common;
+use crate::common;
 
 use sim::{config::FaultKind, world};
 

@@ -8,8 +8,7 @@
 //! `CLUSTER SLOTS` maps. Both sides announce the simulator's host names;
 //! ports, ids, IPs, offsets and server-time fences are normalised.
 
-#[path = "common/real_cluster.rs"]
-mod real_cluster;
+use crate::common::real_cluster;
 
 use std::{cell::RefCell, rc::Rc, time::Duration};
 

@@ -4,7 +4,7 @@
 //! whose old primary stays up (its stale window) makes two holders without
 //! `WAIT` and none with it.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 
@@ -14,7 +14,7 @@ use sim::{
     world::{self, WorldOptions},
 };
 
-use common::load;
+use crate::common::load;
 
 /// Three shards with one replica each.
 fn cluster(name: &str) -> Scenario {

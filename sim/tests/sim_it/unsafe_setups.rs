@@ -2,7 +2,7 @@
 //! the violation the fault table predicts, and proptest shrinks the first
 //! one found to at most three faults.
 
-mod common;
+use crate::common;
 
 use proptest::prelude::*;
 use sim::{

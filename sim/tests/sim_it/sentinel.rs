@@ -4,7 +4,7 @@
 //! writable (its stale window) makes two holders without `WAIT` and none
 //! with it.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 
@@ -14,7 +14,7 @@ use sim::{
     world::{self, WorldOptions},
 };
 
-use common::load;
+use crate::common::load;
 
 /// Two replicas, three sentinels that all adopt a failover at once.
 fn sentinel(name: &str) -> Scenario {

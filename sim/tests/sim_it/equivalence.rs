@@ -5,14 +5,14 @@
 //!
 //! `SIM_EQUIVALENCE_SEEDS` sets the seeds per scenario (default 3).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 
 use sim::{
     config::FaultKind,
     history::Op,
-    scenario,
+    runner, scenario,
     world::{self, WorldOptions},
 };
 
@@ -37,19 +37,23 @@ fn every_scenario_gives_the_same_history_with_skipping_off_and_on() {
         "found only {} scenario files",
         files.len()
     );
+    let seeds: Vec<u64> = (0..seeds()).collect();
+    let jobs = runner::available_jobs();
     let mut differing = Vec::new();
     for file in &files {
         let scenario = scenario::load(file).expect("a valid scenario");
-        for seed in 0..seeds() {
-            let schedule = world::draw_schedule(&scenario, seed);
-            let run = |skip_idle| {
-                let options = WorldOptions {
-                    skip_idle,
-                    ..WorldOptions::default()
-                };
-                world::run_with(&scenario, seed, &schedule, options)
+        // Each seed with skipping off, then on, on every core: the runs
+        // are independent, and each is deterministic on its own thread.
+        let run = |skip_idle| {
+            let options = WorldOptions {
+                skip_idle,
+                ..WorldOptions::default()
             };
-            let (stepped, skipped) = (run(false), run(true));
+            runner::map_seeds(&scenario, &seeds, jobs, options, |outcome| outcome)
+        };
+        let (stepped_runs, skipped_runs) = (run(false), run(true));
+        for (stepped, skipped) in stepped_runs.iter().zip(&skipped_runs) {
+            let seed = stepped.seed;
             assert!(
                 stepped.history.entries.len() > 20,
                 "{} seed {seed}: the run did little",

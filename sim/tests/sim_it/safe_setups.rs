@@ -4,7 +4,7 @@
 //! proptest generates the fault schedules and would shrink any failure to
 //! the smallest schedule, printed in scenario-file form.
 
-mod common;
+use crate::common;
 
 use proptest::{prelude::*, test_runner::Config};
 use sim::{

@@ -2,7 +2,7 @@
 //! Redis evicts is a second holder waiting to happen, and the checkers must
 //! say so; without the fault, nothing is evicted and the same setup is safe.
 
-mod common;
+use crate::common;
 
 use proptest::prelude::*;
 use sim::{
