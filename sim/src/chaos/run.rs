@@ -1079,15 +1079,25 @@ async fn serve_storage(listener: TcpListener, recorder: Recorder) {
 const ORACLE_RTT: Duration = Duration::from_millis(5);
 
 /// Samples the authoritative view of the lock key every 2 ms, over direct
-/// connections (no proxy): single and primary-replica read the node that
-/// answers `role:master` with the key (the controller's primary), Redlock
-/// a majority. Each sample is stamped when it was sent, and kept only if
-/// the answer came within [`ORACLE_RTT`].
+/// connections (no proxy): single, primary-replica and Sentinel read the
+/// node that answers `role:master` (while a deposed primary says `master`
+/// too, the one last seen promoted from replica), Redlock a majority.
+/// Each sample is stamped when it was sent, and kept only if the answer
+/// came within [`ORACLE_RTT`].
 async fn oracle(topology: Topology, ports: Vec<u16>, recorder: Recorder) {
     let key = lock_key();
     let redlock = matches!(topology, Topology::Redlock { .. });
     let mut conns: Vec<Option<redis::aio::MultiplexedConnection>> = vec![None; ports.len()];
     let mut last: Option<(usize, Option<String>)> = None;
+    // Primary-replica and Sentinel: the node last seen turning from
+    // replica to master is the authority while a deposed primary still
+    // says master too (the stale window).
+    let follows_promotions = matches!(
+        topology,
+        Topology::PrimaryReplica { .. } | Topology::Sentinel { .. }
+    );
+    let mut was_master: Vec<Option<bool>> = vec![None; ports.len()];
+    let mut promoted: Option<usize> = None;
     loop {
         tokio::time::sleep(Duration::from_millis(2)).await;
         let sent = mono_ns();
@@ -1114,6 +1124,10 @@ async fn oracle(topology: Topology, ports: Vec<u16>, recorder: Recorder) {
                         Ok(Ok((owner, pttl, role))) => {
                             let master = matches!(&role, redis::Value::Array(items)
                                 if matches!(items.first(), Some(redis::Value::BulkString(b)) if b == b"master"));
+                            if master && was_master[index] == Some(false) {
+                                promoted = Some(index);
+                            }
+                            was_master[index] = Some(master);
                             (master || redlock).then_some((owner, pttl))
                         }
                         Ok(Err(_)) => {
@@ -1164,9 +1178,13 @@ async fn oracle(topology: Topology, ports: Vec<u16>, recorder: Recorder) {
                 [] => None,
                 [(index, (owner, pttl))] => Some((*index, owner.clone(), Some(*pttl))),
                 // Two masters (a stale window): the authority is the one
-                // clients are now sent to, which the controller knows; the
+                // promoted last, as the simulator's primary of record is
+                // from the promotion on; before any promotion was seen the
                 // oracle skips such samples rather than guess.
-                _ => None,
+                several => several
+                    .iter()
+                    .find(|(index, _)| follows_promotions && Some(*index) == promoted)
+                    .map(|(index, (owner, pttl))| (*index, owner.clone(), Some(*pttl))),
             }
         };
         let Some((primary, owner, pttl)) = sample else {

@@ -11,10 +11,10 @@
 //! as a replica, still says `master` to `ROLE`: a client that asks that
 //! sentinel is sent to the old primary, and stays there.
 //!
-//! The world plays the leader ([`SentinelHandle::switch_now`]) and hands
-//! each other sentinel the instant it adopts the failover
-//! ([`SentinelHandle::switch_at`]); the sentinel's host switches and
-//! announces at that instant. Commands answered: `SENTINEL
+//! The world plays the leader and hands each sentinel, the leader too, the
+//! instant it adopts the failover ([`SentinelHandle::switch_at`]; none
+//! before the promotion shows in the promoted replica's `INFO`, the leader
+//! last); the sentinel's host switches and announces at that instant. Commands answered: `SENTINEL
 //! GET-MASTER-ADDR-BY-NAME`, `PING`, `ROLE`, `SUBSCRIBE`/`UNSUBSCRIBE`,
 //! and `CLIENT` (the handshake's `SETINFO`).
 

@@ -151,9 +151,12 @@ impl World<'_> {
     /// A step of fault `index`: a migration moves one key, if its source
     /// and target are up (`MIGRATE` needs both) and the source is still a
     /// primary; a node still unreachable after the node timeout is marked
-    /// failed.
+    /// failed; a Sentinel failover re-points its other replicas.
     pub(super) fn step(&mut self, index: usize) {
         self.oracle_unchanged = None;
+        if let Some((old, new)) = self.reconfigs.remove(&index) {
+            self.reconfigure_replicas(old, new);
+        }
         if let Some(migration) = self.migrations.get(&index).copied() {
             self.migrate_key(migration);
         }

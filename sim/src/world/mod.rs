@@ -282,6 +282,9 @@ struct World<'a> {
     /// Cluster nodes made unreachable (down or partitioned), by schedule
     /// position: the node, and whether the node timeout has passed.
     unreachable: BTreeMap<usize, (usize, bool)>,
+    /// Sentinel failovers whose other replicas are not yet re-pointed at
+    /// the promoted one, by schedule position: (old primary, new primary).
+    reconfigs: BTreeMap<usize, (usize, usize)>,
     /// Steps the last action planned, for the run loop to queue.
     planned: Vec<(Duration, Action)>,
 }
@@ -407,6 +410,7 @@ impl World<'_> {
             migrations: BTreeMap::new(),
             deposed: BTreeMap::new(),
             unreachable: BTreeMap::new(),
+            reconfigs: BTreeMap::new(),
             planned: Vec::new(),
         }
     }
