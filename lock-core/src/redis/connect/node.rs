@@ -25,6 +25,12 @@ pub(crate) struct Dialect {
     /// `SET key token IFEQ token PX ttl`, with no script (see
     /// [`codec::encode`](crate::redis::wire::codec::encode)).
     pub(crate) set_ifeq: bool,
+    /// The server is known to lack `WAITAOF` (its version is below 7.2, or
+    /// it answered `unknown command`): a lock with `wait_aof` fails with
+    /// [`Failure::Unsupported`](crate::Failure::Unsupported) before
+    /// sending. An unreadable version leaves it false: the command is
+    /// sent, and its answer decides.
+    pub(crate) lacks_waitaof: bool,
     /// Releases do not announce themselves on the lock's channel (a
     /// Redlock node: nobody subscribes there). Set by the session, not read
     /// from the server.
@@ -51,10 +57,17 @@ impl Dialect {
                     (parts.next().flatten(), parts.next().flatten())
                 })
         };
-        let redis_major = version("redis_version").and_then(|(major, _)| major);
+        let redis = version("redis_version");
+        let redis_major = redis.and_then(|(major, _)| major);
         let valkey = version("valkey_version");
         Self {
             set_nx_get: redis_major.is_some_and(|major| major >= 7),
+            // WAITAOF came with Redis 7.2 (Valkey answers redis_version:7.2.4).
+            lacks_waitaof: match redis {
+                Some((Some(major), Some(minor))) => (major, minor) < (7, 2),
+                Some((Some(major), None)) => major < 7,
+                _ => false,
+            },
             set_ifeq: valkey.is_some_and(|version| match version {
                 (Some(major), Some(minor)) => (major, minor) >= (8, 1),
                 (Some(major), None) => major > 8,
@@ -71,9 +84,16 @@ impl Dialect {
 #[derive(Debug, Default)]
 pub(crate) struct Refusals {
     set_ifeq: std::sync::atomic::AtomicBool,
+    waitaof: std::sync::atomic::AtomicBool,
 }
 
 impl Refusals {
+    /// Remembers that the server answered `WAITAOF` with `unknown command`.
+    pub(crate) fn refuse_waitaof(&self) {
+        self.waitaof
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Remembers that the server refused `SET … IFEQ`.
     pub(crate) fn refuse_set_ifeq(&self) {
         self.set_ifeq
@@ -108,6 +128,13 @@ impl Live {
             .load(std::sync::atomic::Ordering::Relaxed)
         {
             dialect.set_ifeq = false;
+        }
+        if self
+            .refusals
+            .waitaof
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            dialect.lacks_waitaof = true;
         }
         dialect
     }
