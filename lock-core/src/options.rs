@@ -150,7 +150,10 @@ impl LockOptions {
     /// with [`wait_replicas`](Self::wait_replicas): `WAIT` is sent first,
     /// and the two timeouts together must stay below the command timeout.
     /// On a server older than 7.2 every acquire fails with
-    /// [`Failure::Unsupported`](crate::Failure::Unsupported).
+    /// [`Failure::Unsupported`](crate::Failure::Unsupported). Under
+    /// `appendfsync everysec` the server fsyncs for a waiting `WAITAOF` on
+    /// its next cron tick (Valkey 8.1.8: up to about 100 ms at `hz 10`):
+    /// give it a timeout above that.
     pub fn wait_aof(mut self, local: u32, replicas: u32, timeout: Duration) -> Self {
         self.wait_aof = Some(WaitAof {
             local,

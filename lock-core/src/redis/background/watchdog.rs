@@ -197,10 +197,11 @@ impl Watchdog {
             }
         }
         for ((node, generation, waits), (live, mut ops)) in groups {
-            // A renewal alone goes as a native `SET … IFEQ` where the server
-            // has one (codec::encode), not as a script batch of one.
-            if let [(_, _, Command::Renew { .. })] = ops.as_slice()
-                && live.dialect().set_ifeq
+            // A renewal alone goes as a native `SET … IFEQ`, an unannounced
+            // release alone as `DELIFEQ` / `DELEX … IFEQ`, where the server
+            // has them (codec::encode), not as a script batch of one.
+            if let [(_, _, command)] = ops.as_slice()
+                && codec::native_alone(command, live.dialect())
                 && let Some((cell, id, command)) = ops.pop()
             {
                 let out = Outgoing {

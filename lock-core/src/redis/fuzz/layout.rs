@@ -174,7 +174,14 @@ proptest! {
         set_ifeq in any::<bool>(),
         quiet_release in any::<bool>(),
     ) {
-        let dialect = Dialect { set_nx_get, set_ifeq, quiet_release, lacks_waitaof: false };
+        let dialect = Dialect {
+            set_nx_get,
+            set_ifeq,
+            quiet_release,
+            lacks_waitaof: false,
+            delifeq: false,
+            delex_ifeq: false,
+        };
         let batch: Vec<BatchOp<'_>> = ops
             .iter()
             .map(|(keys, token, command)| BatchOp { keys, token, command })
@@ -198,7 +205,14 @@ proptest! {
         set_ifeq in any::<bool>(),
         quiet_release in any::<bool>(),
     ) {
-        let dialect = Dialect { set_nx_get, set_ifeq, quiet_release, lacks_waitaof: false };
+        let dialect = Dialect {
+            set_nx_get,
+            set_ifeq,
+            quiet_release,
+            lacks_waitaof: false,
+            delifeq: false,
+            delex_ifeq: false,
+        };
         let encoded = wire::encode(&keys, &token, &command, dialect);
         let plain = matches!(command, Command::Acquire { fencing: Fencing::None, .. })
             && set_nx_get;

@@ -198,6 +198,17 @@ async fn send_encoded(
             *encoded = codec::encode(&cell.names, &cell.token, command, dialect);
             exchange(conn, &encoded.call, &encoded.waits.cmds(), asking).await
         }
+        Err(error) if encoded.plan == Plan::DelIfEq && codec::refuses_native(&error) => {
+            tracing::debug!(%error, "native release refused: releasing with the script");
+            if codec::refuses_for_good(&error) {
+                live.refusals.refuse_del_ifeq();
+            }
+            let mut dialect = live.dialect();
+            dialect.delifeq = false;
+            dialect.delex_ifeq = false;
+            *encoded = codec::encode(&cell.names, &cell.token, command, dialect);
+            exchange(conn, &encoded.call, &encoded.waits.cmds(), asking).await
+        }
         result => result,
     }
 }
@@ -215,6 +226,7 @@ async fn finish(
     let reply = match encoded.plan {
         Plan::Script(kind) => single_op(value, kind),
         Plan::SetIfEq => codec::decode_set_ifeq(value),
+        Plan::DelIfEq => codec::decode_del_if_eq(value),
         Plan::SetNxGet => match codec::decode_set_nx_get(value, &cell.token) {
             Ok(SetNxGet::Granted) => Reply::Granted {
                 fence: 0,

@@ -37,6 +37,9 @@ pub(crate) enum Plan {
     SetNxGet,
     /// `SET lock token IFEQ token PX ttl`: a lone renewal on Valkey 8.1+.
     SetIfEq,
+    /// `DELIFEQ lock token` (Valkey 9.0+) or `DELEX lock IFEQ token`
+    /// (Redis 8.4+): an unannounced release.
+    DelIfEq,
     /// One operation of the lock script.
     Script(OpKind),
 }
@@ -173,11 +176,32 @@ pub(crate) fn unsupported(command: &Command, dialect: Dialect) -> Option<Failure
 /// sends the script's renewal in its place ([`refuses_native`]): the
 /// outcome is always the script's.
 ///
-/// Releases stay in the script: `DELIFEQ` (Valkey 9) and `DELEX … IFEQ`
-/// (Redis 8.4) would replace the unannounced release, but no such server
-/// runs in the test matrix, and the announced release also publishes.
+/// An unannounced release (a Redlock node's: nobody subscribes there) is
+/// `DELIFEQ lock token` on Valkey 9.0+ and `DELEX lock IFEQ token` on
+/// Redis 8.4+: the script's quiet release compares the stored string with
+/// the token and deletes it on a match, answering 1, else 0; so do both
+/// commands (a key of another type is `WRONGTYPE` for all three). The
+/// announced release stays in the script: it also `PUBLISH`es the wake-up
+/// to the lock's waiters, and only when the key was ours, which no single
+/// native command does (a `PUBLISH` pipelined behind would announce
+/// releases that deleted nothing, and waiting for the answer first costs a
+/// round trip). Neither server runs in the test matrix: the native release
+/// is tested against the simulator's model of them only.
 pub(crate) fn encode(keys: &KeyNames, token: &str, command: &Command, dialect: Dialect) -> Encoded {
     match command {
+        Command::Release if dialect.quiet_release && (dialect.delifeq || dialect.delex_ifeq) => {
+            let mut call = Cmd::with_capacity(4, keys.lock.len() + token.len() + 16);
+            if dialect.delifeq {
+                call.arg("DELIFEQ").arg(&keys.lock).arg(token);
+            } else {
+                call.arg("DELEX").arg(&keys.lock).arg("IFEQ").arg(token);
+            }
+            Encoded {
+                call,
+                plan: Plan::DelIfEq,
+                waits: Waits::default(),
+            }
+        }
         Command::Renew { ttl, .. } if dialect.set_ifeq => {
             let mut call = Cmd::with_capacity(7, keys.lock.len() + token.len() * 2 + 24);
             call.arg("SET")
@@ -376,6 +400,28 @@ pub(crate) fn decode_set_ifeq(value: &Value) -> Reply {
             aof: None,
         },
         Value::Nil => Reply::NotOwner,
+        Value::ServerError(error) => Reply::Failed(failure_of_code(error.code(), error.details())),
+        _ => Reply::Failed(Failure::Protocol),
+    }
+}
+
+/// Whether `command` goes to a server of `dialect` as a native command when
+/// sent alone (a renewal as `SET … IFEQ`, an unannounced release as
+/// `DELIFEQ` or `DELEX … IFEQ`), rather than as a script operation.
+pub(crate) fn native_alone(command: &Command, dialect: Dialect) -> bool {
+    match command {
+        Command::Renew { .. } => dialect.set_ifeq,
+        Command::Release => dialect.quiet_release && (dialect.delifeq || dialect.delex_ifeq),
+        Command::Acquire { .. } => false,
+    }
+}
+
+/// Decodes the answer to `DELIFEQ lock token` or `DELEX lock IFEQ token`:
+/// 1 when our key was deleted, 0 when it was missing or not ours.
+pub(crate) fn decode_del_if_eq(value: &Value) -> Reply {
+    match value {
+        Value::Int(1) => Reply::Released,
+        Value::Int(0) => Reply::NotOwner,
         Value::ServerError(error) => Reply::Failed(failure_of_code(error.code(), error.details())),
         _ => Reply::Failed(Failure::Protocol),
     }
@@ -855,6 +901,67 @@ mod tests {
                 replicas: Some(0),
                 aof: Some(counts(0, 0))
             }
+        );
+    }
+
+    #[test]
+    fn native_release_only_unannounced_and_from_valkey_9_or_redis_8_4() {
+        let dialect = |info: &str, quiet: bool| {
+            let mut dialect = Dialect::from_info(info);
+            dialect.quiet_release = quiet;
+            dialect
+        };
+        let keys = KeyNames::new("lock", "k");
+        let release = |info: &str, quiet: bool| {
+            let encoded = encode(&keys, "t", &Command::Release, dialect(info, quiet));
+            (encoded.plan, encoded.call.get_packed_command())
+        };
+        let valkey9 = "redis_version:7.2.4\r\nvalkey_version:9.0.0\r\n";
+        let redis84 = "redis_version:8.4.0\r\n";
+        assert_eq!(
+            release(valkey9, true),
+            (
+                Plan::DelIfEq,
+                redis::cmd("DELIFEQ")
+                    .arg(&keys.lock)
+                    .arg("t")
+                    .get_packed_command()
+            )
+        );
+        assert_eq!(
+            release(redis84, true),
+            (
+                Plan::DelIfEq,
+                redis::cmd("DELEX")
+                    .arg(&keys.lock)
+                    .arg("IFEQ")
+                    .arg("t")
+                    .get_packed_command()
+            )
+        );
+        // The announced release publishes: it stays in the script.
+        assert_eq!(release(valkey9, false).0, Plan::Script(OpKind::Release));
+        assert_eq!(release(redis84, false).0, Plan::Script(OpKind::Release));
+        // Older servers keep the script.
+        for info in [
+            "redis_version:7.2.4\r\nvalkey_version:8.1.8\r\n",
+            "redis_version:8.2.0\r\n",
+            "redis_version:7.0.15\r\n",
+            // Valkey says redis_version:7.2.4; a Valkey that claimed 8.4 is
+            // still not Redis.
+            "redis_version:8.4.0\r\nvalkey_version:8.1.8\r\n",
+        ] {
+            assert_eq!(
+                release(info, true).0,
+                Plan::Script(OpKind::Release),
+                "{info}"
+            );
+        }
+        assert_eq!(decode_del_if_eq(&Value::Int(1)), Reply::Released);
+        assert_eq!(decode_del_if_eq(&Value::Int(0)), Reply::NotOwner);
+        assert_eq!(
+            decode_del_if_eq(&Value::Nil),
+            Reply::Failed(Failure::Protocol)
         );
     }
 
