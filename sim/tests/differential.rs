@@ -317,6 +317,7 @@ fn sim_replies(steps: &[Step], flavour: Flavour) -> Vec<String> {
         replication_lag: None,
         seed: 1,
         flavour,
+        persistence: sim::config::Persistence::None,
     });
     sim.host("redis-0", move || sim::redis::serve(node.clone()));
     let (steps, out) = (steps.to_vec(), Rc::clone(&replies));
