@@ -20,6 +20,7 @@ fn cycle(opts: &LockOptions, t0: Instant) -> usize {
         Reply::Granted {
             fence: 1,
             replicas: None,
+            aof: None,
         },
     );
     while machine.poll_event().is_some() {}
@@ -27,7 +28,14 @@ fn cycle(opts: &LockOptions, t0: Instant) -> usize {
     let at = machine.poll_timeout().expect("renewal timer");
     machine.handle_timeout(at);
     if let Some((id, Command::Renew { .. })) = machine.poll_command() {
-        machine.handle_reply(at, id, Reply::Renewed { replicas: None });
+        machine.handle_reply(
+            at,
+            id,
+            Reply::Renewed {
+                replicas: None,
+                aof: None,
+            },
+        );
         commands += 1;
     }
     while machine.poll_event().is_some() {}

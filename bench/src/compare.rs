@@ -189,6 +189,7 @@ fn scenario(config: &Config) -> Scenario {
         } else {
             Topology::Single
         },
+        server: sim::config::ServerConfig::default(),
         lock: LockConfig {
             ttl: config.ttl,
             renew_every: Some(config.renew_every),
@@ -200,6 +201,7 @@ fn scenario(config: &Config) -> Scenario {
                 FencingMode::TimeMixed
             },
             wait_replicas: 0,
+            wait_aof: None,
             wait: Some(config.ttl * 2),
         },
         clients: ClientsConfig {

@@ -23,7 +23,8 @@ impl fmt::Display for CommandId {
 pub enum Command {
     /// Set the key if free and issue a fence (the [`LOCK`](crate::scripts::LOCK)
     /// script's acquire, or `SET NX PX GET` without fencing); then, if
-    /// `wait_replicas` is set and the key was granted, `WAIT replicas timeout`.
+    /// `wait_replicas` is set and the key was granted, `WAIT replicas timeout`,
+    /// and if `wait_aof` is, `WAITAOF local replicas timeout`.
     /// Answer with [`Reply::Granted`] or [`Reply::Contended`].
     Acquire {
         /// The key's ttl, a whole number of milliseconds.
@@ -32,14 +33,18 @@ pub enum Command {
         fencing: crate::Fencing,
         /// `(replicas, timeout)` for a `WAIT` after a grant.
         wait_replicas: Option<(u32, Duration)>,
+        /// A `WAITAOF` after a grant (after the `WAIT`, if both are set).
+        wait_aof: Option<crate::WaitAof>,
     },
     /// Reset the key's ttl if it is ours (the script's renew); then, if set and renewed,
-    /// `WAIT`. Answer with [`Reply::Renewed`] or [`Reply::NotOwner`].
+    /// `WAIT` and `WAITAOF`. Answer with [`Reply::Renewed`] or [`Reply::NotOwner`].
     Renew {
         /// The new ttl, a whole number of milliseconds.
         ttl: Duration,
         /// `(replicas, timeout)` for a `WAIT` after a renewal.
         wait_replicas: Option<(u32, Duration)>,
+        /// A `WAITAOF` after a renewal (after the `WAIT`, if both are set).
+        wait_aof: Option<crate::WaitAof>,
     },
     /// Delete the key if it is ours and wake the waiters (the script's
     /// release). Answer with
@@ -58,6 +63,8 @@ pub enum Reply {
         fence: u64,
         /// Replicas that acknowledged, when `WAIT` was sent.
         replicas: Option<u32>,
+        /// What `WAITAOF` counted, when it was sent.
+        aof: Option<crate::AofCounts>,
     },
     /// Another owner holds the key; `pttl` is its remaining ttl if known.
     Contended {
@@ -68,6 +75,8 @@ pub enum Reply {
     Renewed {
         /// Replicas that acknowledged, when `WAIT` was sent.
         replicas: Option<u32>,
+        /// What `WAITAOF` counted, when it was sent.
+        aof: Option<crate::AofCounts>,
     },
     /// The release script deleted our key.
     Released,
@@ -116,6 +125,10 @@ pub enum Failure {
     /// `CROSSSLOT`: the keys of one call hash to different slots; nothing
     /// ran, and retrying cannot help.
     CrossSlot,
+    /// The server lacks a command the lock's options need (`WAITAOF`
+    /// before Redis 7.2, as its version or an `unknown command` answer
+    /// says); nothing was sent. Retrying cannot help.
+    Unsupported,
     /// Any other error reply; nothing ran.
     Other,
 }
@@ -131,7 +144,7 @@ impl Failure {
 
     /// Returns true if retrying cannot help (the key itself is unusable).
     pub fn is_permanent(self) -> bool {
-        matches!(self, Self::WrongType | Self::CrossSlot)
+        matches!(self, Self::WrongType | Self::CrossSlot | Self::Unsupported)
     }
 
     /// Returns true if the reply says another node owns the key now (a
@@ -160,6 +173,7 @@ impl fmt::Display for Failure {
             Self::TryAgain => "slot migration in progress",
             Self::ClusterDown => "cluster is down",
             Self::CrossSlot => "keys hash to different cluster slots",
+            Self::Unsupported => "the server lacks a command the lock's options need",
             Self::Other => "error reply",
         })
     }

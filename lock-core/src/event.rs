@@ -2,7 +2,7 @@
 
 use std::{fmt, time::Instant};
 
-use crate::Failure;
+use crate::{AofCounts, Failure};
 
 /// Something the lock's user should learn, polled with
 /// [`Machine::poll_event`](crate::Machine::poll_event).
@@ -89,6 +89,14 @@ pub enum AcquireFailure {
         /// Replicas required.
         wanted: u32,
     },
+    /// `WAITAOF` counted fewer fsyncs than required (the local AOF, or
+    /// replicas'); the grant was released.
+    NotDurable {
+        /// What `WAITAOF` counted.
+        acked: AofCounts,
+        /// What the options require.
+        wanted: AofCounts,
+    },
     /// `release` was called before the lock was granted.
     Cancelled,
 }
@@ -104,6 +112,11 @@ impl fmt::Display for AcquireFailure {
             Self::NotReplicated { acked, wanted } => {
                 write!(f, "{acked} of {wanted} replicas acknowledged the grant")
             }
+            Self::NotDurable { acked, wanted } => write!(
+                f,
+                "WAITAOF counted {}/{} local and {}/{} replica fsyncs of the grant",
+                acked.local, wanted.local, acked.replicas, wanted.replicas
+            ),
             Self::Cancelled => f.write_str("cancelled by release"),
         }
     }
@@ -122,6 +135,13 @@ pub enum RenewFailure {
         /// Replicas required.
         wanted: u32,
     },
+    /// `WAITAOF` counted fewer fsyncs than `wait_aof` asked for.
+    NotDurable {
+        /// What `WAITAOF` counted.
+        acked: AofCounts,
+        /// What the options require.
+        wanted: AofCounts,
+    },
     /// The command failed or went unanswered.
     Failed(Failure),
 }
@@ -133,6 +153,11 @@ impl fmt::Display for RenewFailure {
             Self::NotReplicated { acked, wanted } => {
                 write!(f, "{acked} of {wanted} replicas acknowledged the renewal")
             }
+            Self::NotDurable { acked, wanted } => write!(
+                f,
+                "WAITAOF counted {}/{} local and {}/{} replica fsyncs of the renewal",
+                acked.local, wanted.local, acked.replicas, wanted.replicas
+            ),
             Self::Failed(failure) => write!(f, "{failure}"),
         }
     }

@@ -23,7 +23,7 @@
 //! machine.acquire(t0)?;
 //! let (id, command) = machine.poll_command().expect("an acquire is sent at once");
 //! assert!(matches!(command, Command::Acquire { .. }));
-//! machine.handle_reply(t0 + Duration::from_millis(1), id, Reply::Granted { fence: 1, replicas: None });
+//! machine.handle_reply(t0 + Duration::from_millis(1), id, Reply::Granted { fence: 1, replicas: None, aof: None });
 //! assert!(matches!(machine.poll_event(), Some(Event::Acquired { fence: 1, .. })));
 //! // Validity counts from the send: 30 s − (30 s × 0.01 + 2 ms).
 //! assert_eq!(machine.valid_until(), Some(t0 + Duration::from_millis(29_698)));
@@ -46,7 +46,7 @@ pub use command::{Command, CommandId, Failure, Reply};
 pub use contract::{Machine, Phase, UsageError};
 pub use event::{AcquireFailure, Event, LostReason, ReleaseOutcome, RenewFailure};
 pub use machine::LockMachine;
-pub use options::{DRIFT_FLOOR, Fencing, LockOptions, OptionsError};
+pub use options::{AofCounts, DRIFT_FLOOR, Fencing, LockOptions, OptionsError, WaitAof};
 pub use redlock::{RedlockError, RedlockMachine};
 
 #[cfg(feature = "redis")]

@@ -109,6 +109,14 @@ fn fits(kind: Kind, reply: &Reply) -> bool {
     )
 }
 
+/// The counts a `WAITAOF` requirement asks for.
+fn counts(wait: crate::WaitAof) -> crate::AofCounts {
+    crate::AofCounts {
+        local: wait.local,
+        replicas: wait.replicas,
+    }
+}
+
 /// The durations the machine works with, derived once from validated options.
 #[derive(Debug, Clone)]
 struct Timing {
@@ -121,6 +129,7 @@ struct Timing {
     retry_min: Duration,
     retry_max: Duration,
     wait_replicas: Option<(u32, Duration)>,
+    wait_aof: Option<crate::WaitAof>,
     fencing: crate::Fencing,
     validity_from_reply: bool,
 }
@@ -179,6 +188,7 @@ impl LockMachine {
             retry_min: opts.retry_delay.0,
             retry_max: opts.retry_delay.1,
             wait_replicas: opts.replicas(),
+            wait_aof: opts.aof(),
             fencing: opts.fencing_mode(),
             validity_from_reply: opts.validity_from_reply,
         };
@@ -260,10 +270,12 @@ impl LockMachine {
                 ttl: self.timing.ttl,
                 fencing: self.timing.fencing,
                 wait_replicas: self.timing.wait_replicas,
+                wait_aof: self.timing.wait_aof,
             },
             Kind::Renew => Command::Renew {
                 ttl: self.timing.ttl,
                 wait_replicas: self.timing.wait_replicas,
+                wait_aof: self.timing.wait_aof,
             },
             Kind::Release => Command::Release,
         };
@@ -312,12 +324,28 @@ impl LockMachine {
             return;
         };
         match reply {
-            Reply::Granted { fence, replicas } => {
+            Reply::Granted {
+                fence,
+                replicas,
+                aof,
+            } => {
                 if let Some((wanted, _)) = self.timing.wait_replicas {
                     let acked = replicas.unwrap_or(0);
                     if acked < wanted {
                         // Not durable enough to count: undo it and say so.
                         let failure = AcquireFailure::NotReplicated { acked, wanted };
+                        self.start_release(now, AfterRelease::Fail(failure), false);
+                        return;
+                    }
+                }
+                if let Some(wanted) = self.timing.wait_aof {
+                    // Both counts: WAITAOF answers what it has on timeout too.
+                    let acked = aof.unwrap_or_default();
+                    if !acked.meet(wanted) {
+                        let failure = AcquireFailure::NotDurable {
+                            acked,
+                            wanted: counts(wanted),
+                        };
                         self.start_release(now, AfterRelease::Fail(failure), false);
                         return;
                     }
@@ -412,9 +440,13 @@ impl LockMachine {
             return;
         };
         let wanted = self.timing.wait_replicas.map_or(0, |(wanted, _)| wanted);
+        let wanted_aof = self.timing.wait_aof;
         let enough_replicas = |replicas: Option<u32>| replicas.unwrap_or(0) >= wanted;
+        let durable = |aof: Option<crate::AofCounts>| {
+            wanted_aof.is_none_or(|wanted| aof.unwrap_or_default().meet(wanted))
+        };
         match reply {
-            Reply::Renewed { replicas } if enough_replicas(replicas) => {
+            Reply::Renewed { replicas, aof } if enough_replicas(replicas) && durable(aof) => {
                 // Timing rule 2: a success moves validity to its own send
                 // instant + ttl − drift (rule 1), capped by max_hold (rule 5).
                 let anchor = self.anchor(sent_at, now);
@@ -451,9 +483,15 @@ impl LockMachine {
                 // renewal leaves validity alone. Rule 4: retry while it lasts.
                 let failure = match reply {
                     Reply::Failed(failure) => RenewFailure::Failed(failure),
-                    Reply::Renewed { replicas } => RenewFailure::NotReplicated {
-                        acked: replicas.unwrap_or(0),
-                        wanted,
+                    Reply::Renewed { replicas, .. } if !enough_replicas(replicas) => {
+                        RenewFailure::NotReplicated {
+                            acked: replicas.unwrap_or(0),
+                            wanted,
+                        }
+                    }
+                    Reply::Renewed { aof, .. } => RenewFailure::NotDurable {
+                        acked: aof.unwrap_or_default(),
+                        wanted: wanted_aof.map(counts).unwrap_or_default(),
                     },
                     // `fits` rewrote every other reply to a protocol failure.
                     _ => RenewFailure::Failed(Failure::Protocol),

@@ -32,6 +32,38 @@ impl Fencing {
     }
 }
 
+/// `WAITAOF numlocal numreplicas timeout` after each grant and renewal
+/// (Redis 7.2+, Valkey): the write counts only once it is fsynced to the
+/// append-only file of the primary (`local`, 0 or 1) and of at least
+/// `replicas` replicas. Set with [`LockOptions::wait_aof`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct WaitAof {
+    /// Local fsyncs required: 0 or 1 (`numlocal`).
+    pub local: u32,
+    /// Replicas that must have fsynced the write (`numreplicas`).
+    pub replicas: u32,
+    /// How long the server may block before answering (it answers the
+    /// counts it has even when they fall short).
+    pub timeout: Duration,
+}
+
+/// What `WAITAOF` answered: how many of the primary (0 or 1) and of its
+/// replicas fsynced every write of the connection before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct AofCounts {
+    /// The primary's own AOF (0 or 1).
+    pub local: u32,
+    /// Replicas whose AOF holds the writes.
+    pub replicas: u32,
+}
+
+impl AofCounts {
+    /// Whether these counts meet what `wanted` asks for (both of them).
+    pub fn meet(self, wanted: WaitAof) -> bool {
+        self.local >= wanted.local && self.replicas >= wanted.replicas
+    }
+}
+
 /// How long and how hard to hold a lock.
 ///
 /// Built with [`LockOptions::new`] and chainable setters. The setters never
@@ -45,6 +77,7 @@ pub struct LockOptions {
     pub(crate) max_hold: Option<Duration>,
     pub(crate) drift_factor: f64,
     pub(crate) wait_replicas: Option<(u32, Duration)>,
+    pub(crate) wait_aof: Option<WaitAof>,
     pub(crate) namespace: String,
     pub(crate) fencing: Fencing,
     pub(crate) command_timeout: Option<Duration>,
@@ -65,6 +98,7 @@ impl LockOptions {
             max_hold: None,
             drift_factor: 0.01,
             wait_replicas: None,
+            wait_aof: None,
             namespace: "lock".to_owned(),
             fencing: Fencing::TimeMixed,
             command_timeout: None,
@@ -102,6 +136,30 @@ impl LockOptions {
     /// (`WAIT replicas timeout`); fewer means no grant and no extension.
     pub fn wait_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
         self.wait_replicas = Some((replicas, timeout));
+        self
+    }
+
+    /// After acquire and each renewal, waits until the write is fsynced to
+    /// the append-only file of the primary (`local`: 0 or 1) and of
+    /// `replicas` replicas (`WAITAOF local replicas timeout`, Redis 7.2+ and
+    /// Valkey); fewer in either count means no grant and no extension.
+    ///
+    /// With `local = 1`, a restart of the primary (a crash, `kill -9`, a
+    /// power loss with `appendfsync everysec`) cannot lose a grant the lock
+    /// counted. Replicas without `appendonly yes` never count. Combines
+    /// with [`wait_replicas`](Self::wait_replicas): `WAIT` is sent first,
+    /// and the two timeouts together must stay below the command timeout.
+    /// On a server older than 7.2 every acquire fails with
+    /// [`Failure::Unsupported`](crate::Failure::Unsupported). Under
+    /// `appendfsync everysec` the server fsyncs for a waiting `WAITAOF` on
+    /// its next cron tick (Valkey 8.1.8: up to about 100 ms at `hz 10`):
+    /// give it a timeout above that.
+    pub fn wait_aof(mut self, local: u32, replicas: u32, timeout: Duration) -> Self {
+        self.wait_aof = Some(WaitAof {
+            local,
+            replicas,
+            timeout,
+        });
         self
     }
 
@@ -180,6 +238,11 @@ impl LockOptions {
         self.wait_replicas
     }
 
+    /// The `WAITAOF` requirement, if any.
+    pub fn aof(&self) -> Option<WaitAof> {
+        self.wait_aof
+    }
+
     /// The key namespace.
     pub fn key_namespace(&self) -> &str {
         &self.namespace
@@ -237,6 +300,24 @@ impl LockOptions {
                 command_timeout,
             });
         }
+        if let Some(aof) = self.wait_aof {
+            if aof.local > 1 {
+                return Err(OptionsError::WaitAofLocal { local: aof.local });
+            }
+            if aof.local == 0 && aof.replicas == 0 {
+                return Err(OptionsError::WaitAofNothing);
+            }
+            let wait_timeout = self
+                .wait_replicas
+                .map_or(Duration::ZERO, |(_, timeout)| timeout)
+                + aof.timeout;
+            if wait_timeout >= command_timeout {
+                return Err(OptionsError::WaitAofTimeout {
+                    wait_timeout,
+                    command_timeout,
+                });
+            }
+        }
         let (min, max) = self.retry_delay;
         if min.is_zero() || min > max {
             return Err(OptionsError::RetryDelay { min, max });
@@ -292,6 +373,26 @@ pub enum OptionsError {
     )]
     WaitReplicasTimeout {
         /// The rejected `WAIT` timeout.
+        wait_timeout: Duration,
+        /// The command timeout it must stay under.
+        command_timeout: Duration,
+    },
+    /// `WAITAOF`'s `numlocal` is above 1 (the server allows only 0 or 1).
+    #[error("wait_aof local count {local} must be 0 or 1")]
+    WaitAofLocal {
+        /// The rejected count.
+        local: u32,
+    },
+    /// `wait_aof(0, 0, _)` asks for nothing: the server answers at once.
+    #[error("wait_aof must ask for the local fsync, replicas, or both")]
+    WaitAofNothing,
+    /// The `WAITAOF` timeout (plus the `WAIT` timeout, when both are set)
+    /// does not fit inside the command timeout.
+    #[error(
+        "wait_aof timeout (with any wait_replicas timeout) {wait_timeout:?} must be below the command timeout {command_timeout:?}"
+    )]
+    WaitAofTimeout {
+        /// The `WAITAOF` timeout plus the `WAIT` timeout.
         wait_timeout: Duration,
         /// The command timeout it must stay under.
         command_timeout: Duration,
@@ -365,6 +466,37 @@ mod tests {
         assert!(matches!(
             base().wait_replicas(1, ms(500)).validate(),
             Err(OptionsError::WaitReplicasTimeout { .. })
+        ));
+        assert_eq!(
+            base().wait_aof(2, 0, ms(10)).validate(),
+            Err(OptionsError::WaitAofLocal { local: 2 })
+        );
+        assert_eq!(
+            base().wait_aof(0, 0, ms(10)).validate(),
+            Err(OptionsError::WaitAofNothing)
+        );
+        assert_eq!(base().wait_aof(1, 0, ms(10)).validate(), Ok(()));
+        assert_eq!(base().wait_aof(0, 2, ms(10)).validate(), Ok(()));
+        // ttl 1 s: renew every 333.3 ms, command timeout 166.7 ms; the two
+        // waits share it.
+        assert_eq!(base().wait_aof(1, 0, ms(166)).validate(), Ok(()));
+        assert!(matches!(
+            base().wait_aof(1, 0, ms(167)).validate(),
+            Err(OptionsError::WaitAofTimeout { .. })
+        ));
+        assert_eq!(
+            base()
+                .wait_replicas(1, ms(80))
+                .wait_aof(1, 0, ms(80))
+                .validate(),
+            Ok(())
+        );
+        assert!(matches!(
+            base()
+                .wait_replicas(1, ms(80))
+                .wait_aof(1, 0, ms(87))
+                .validate(),
+            Err(OptionsError::WaitAofTimeout { .. })
         ));
         assert!(matches!(
             base().retry_delay(ms(5), ms(1)).validate(),

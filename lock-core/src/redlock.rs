@@ -633,6 +633,7 @@ mod tests {
         Some(Reply::Granted {
             fence,
             replicas: None,
+            aof: None,
         })
     }
 
@@ -692,7 +693,10 @@ mod tests {
             let renew_at = m.poll_timeout().expect("renewal timer");
             m.handle_timeout(renew_at);
             let renewed: Vec<usize> = answer_all(&mut m, renew_at, |_, _| {
-                Some(Reply::Renewed { replicas: None })
+                Some(Reply::Renewed {
+                    replicas: None,
+                    aof: None,
+                })
             })
             .into_iter()
             .map(|(node, _)| node)
@@ -840,7 +844,10 @@ mod tests {
             Some(if node == 0 {
                 Reply::NotOwner
             } else {
-                Reply::Renewed { replicas: None }
+                Reply::Renewed {
+                    replicas: None,
+                    aof: None,
+                }
             })
         });
         assert!(m.is_held(renew_at), "two of three still hold");
@@ -922,6 +929,7 @@ mod tests {
             Reply::Granted {
                 fence: 9,
                 replicas: None,
+                aof: None,
             },
         );
         let (_, own, _) = fresh

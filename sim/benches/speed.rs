@@ -62,6 +62,7 @@ fn scenario(name: &str, topology: Topology, faults: Vec<FaultSpec>) -> Scenario 
         expect: Expect::Safe,
         property: None,
         topology,
+        server: sim::config::ServerConfig::default(),
         lock: LockConfig {
             ttl: ms(1_000),
             renew_every: None,
@@ -73,6 +74,7 @@ fn scenario(name: &str, topology: Topology, faults: Vec<FaultSpec>) -> Scenario 
                 FencingMode::TimeMixed
             },
             wait_replicas: 0,
+            wait_aof: None,
             wait: None,
         },
         clients: ClientsConfig {

@@ -174,9 +174,20 @@ pub fn lock_options(lock: &LockConfig) -> LockOptions {
     if let Some(every) = lock.renew_every {
         opts = opts.renew_every(every);
     }
+    let renew_every = lock.renew_every.unwrap_or(lock.ttl / 3);
     if lock.wait_replicas > 0 {
-        let renew_every = lock.renew_every.unwrap_or(lock.ttl / 3);
         opts = opts.wait_replicas(lock.wait_replicas, renew_every / 4);
+    }
+    if let Some((local, replicas)) = lock.wait_aof {
+        // Three quarters of the command timeout (half a renewal period),
+        // or what WAIT leaves of it: at ttl 1 s, 125 ms, above the 100 ms
+        // a WAITAOF may wait for the server's next fsync.
+        let timeout = if lock.wait_replicas > 0 {
+            renew_every / 8
+        } else {
+            renew_every * 3 / 8
+        };
+        opts = opts.wait_aof(local, replicas, timeout);
     }
     opts
 }

@@ -80,6 +80,47 @@ impl Property {
     }
 }
 
+/// The server every node of a scenario runs, and its persistence.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerConfig {
+    /// The server it presents as (`INFO server`, and the commands it knows).
+    pub flavour: ServerFlavour,
+    /// How it persists: what a restart keeps.
+    pub persistence: Persistence,
+}
+
+/// The servers a simulated node can present as.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ServerFlavour {
+    /// Redis 7.0.15 (no `WAITAOF`, no `SET … IFEQ`).
+    #[default]
+    Redis70,
+    /// Valkey 8.1.8 (`WAITAOF`, `SET … IFEQ`).
+    Valkey81,
+    /// Valkey 9.0 (Valkey 8.1's commands and `DELIFEQ`).
+    Valkey90,
+    /// Redis 8.4 (`WAITAOF`, `SET … IFEQ`, `DELEX … IFEQ`).
+    Redis84,
+}
+
+/// What a node writes to disk, and so what a restart keeps.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Persistence {
+    /// `appendonly no`, no snapshots: a restart comes back empty.
+    #[default]
+    None,
+    /// `appendonly yes`, `appendfsync everysec`: the AOF is fsynced once a
+    /// second (and at once for a `WAITAOF` that asks for the local fsync),
+    /// and a restart keeps what was fsynced. A restart here is a machine
+    /// crash: what the OS had not written to disk is gone.
+    AofEverysec,
+    /// `appendonly yes`, `appendfsync always`: every write is on disk
+    /// before its reply, and a restart loses nothing.
+    AofAlways,
+}
+
 /// The Redis deployment.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
@@ -261,6 +302,8 @@ pub struct LockConfig {
     pub fencing: FencingMode,
     /// Replicas `WAIT` must reach after acquire and renew (0 = no `WAIT`).
     pub wait_replicas: u32,
+    /// `WAITAOF local replicas` after acquire and renew, if any.
+    pub wait_aof: Option<(u32, u32)>,
     /// How long `acquire` waits.
     pub wait: Option<Duration>,
 }
@@ -307,7 +350,8 @@ pub enum FaultKind {
     /// demoted: it resyncs from the new primary, losing what it had not
     /// replicated, and closes its client connections.
     Failover,
-    /// Restart a Redis node without persistence.
+    /// Restart a Redis node (a machine crash): it comes back with what its
+    /// `[server] persistence` kept, empty without.
     Restart,
     /// Change a node's clock rate.
     ClockDrift,
@@ -494,6 +538,8 @@ pub struct Scenario {
     pub property: Option<Property>,
     /// The Redis deployment.
     pub topology: Topology,
+    /// What every node presents as, and how it persists.
+    pub server: ServerConfig,
     /// The lock under test.
     pub lock: LockConfig,
     /// The workload.

@@ -26,6 +26,11 @@ struct Args {
     /// Replica acknowledgements the locks WAIT for (`LockOptions::wait_replicas`).
     #[arg(long, default_value_t = 0)]
     wait_replicas: u32,
+    /// Local fsyncs the locks' WAITAOF asks for, 0 or 1
+    /// (`LockOptions::wait_aof(local, …)`): with 1, `aof-not-always` is
+    /// not a finding.
+    #[arg(long, default_value_t = 0)]
+    wait_aof_local: u32,
     /// The locks' drift factor; the drift margin (ttl × factor + 2 ms) is
     /// the largest server clock offset not reported.
     #[arg(long, default_value_t = 0.01)]
@@ -101,9 +106,12 @@ async fn main() -> ExitCode {
 }
 
 async fn run(args: &Args) -> Result<DeploymentReport, Box<dyn std::error::Error>> {
-    let lock = LockOptions::new(args.ttl)
+    let mut lock = LockOptions::new(args.ttl)
         .drift_factor(args.drift_factor)
         .wait_replicas(args.wait_replicas, Duration::from_secs(1));
+    if args.wait_aof_local > 0 {
+        lock = lock.wait_aof(args.wait_aof_local, 0, Duration::from_secs(1));
+    }
     lock.validate()?;
     let mut opts = CheckOptions::for_lock(&lock);
     if let Some(offset) = args.max_clock_offset {

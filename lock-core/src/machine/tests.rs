@@ -45,6 +45,7 @@ impl Redis {
                     Reply::Granted {
                         fence: self.fence,
                         replicas: None,
+                        aof: None,
                     }
                 }
                 Some(_) => Reply::Contended {
@@ -59,13 +60,17 @@ impl Redis {
                     Reply::Granted {
                         fence: self.fence,
                         replicas: None,
+                        aof: None,
                     }
                 }
             },
             Command::Renew { ttl, .. } => {
                 if self.owner(now) == Some(token) {
                     self.key = Some((token.to_owned(), now + *ttl));
-                    Reply::Renewed { replicas: None }
+                    Reply::Renewed {
+                        replicas: None,
+                        aof: None,
+                    }
                 } else {
                     Reply::NotOwner
                 }
@@ -252,6 +257,7 @@ fn rule2_failed_renewal_never_extends() {
             Reply::Granted {
                 fence: 1,
                 replicas: None,
+                aof: None,
             },
         );
         let deadline = machine.valid_until().expect("held");
@@ -287,13 +293,21 @@ fn rule2_failed_renewal_never_extends() {
         Reply::Granted {
             fence: 1,
             replicas: Some(1),
+            aof: None,
         },
     );
     let deadline = machine.valid_until().expect("held");
     let renew_at = machine.poll_timeout().expect("renewal");
     machine.handle_timeout(renew_at);
     let (id, _) = machine.poll_command().expect("renewal");
-    machine.handle_reply(renew_at, id, Reply::Renewed { replicas: Some(0) });
+    machine.handle_reply(
+        renew_at,
+        id,
+        Reply::Renewed {
+            replicas: Some(0),
+            aof: None,
+        },
+    );
     assert_eq!(machine.valid_until(), Some(deadline));
     let events: Vec<Event> = std::iter::from_fn(|| machine.poll_event()).collect();
     assert_eq!(
@@ -364,6 +378,7 @@ fn rule3_is_held_is_false_from_the_deadline_even_before_the_timeout_runs() {
         Reply::Granted {
             fence: 1,
             replicas: None,
+            aof: None,
         },
     );
     let deadline = machine.valid_until().expect("held");
@@ -384,6 +399,7 @@ fn rule4_stale_reply_ignored_and_one_command_in_flight() {
         Reply::Granted {
             fence: 1,
             replicas: None,
+            aof: None,
         },
     );
     let deadline = machine.valid_until().expect("held");
@@ -402,7 +418,14 @@ fn rule4_stale_reply_ignored_and_one_command_in_flight() {
     };
     assert_ne!(retry_id, stale_id);
     // The first renewal's answer arrives late: ignored.
-    machine.handle_reply(now, stale_id, Reply::Renewed { replicas: None });
+    machine.handle_reply(
+        now,
+        stale_id,
+        Reply::Renewed {
+            replicas: None,
+            aof: None,
+        },
+    );
     assert_eq!(
         machine.valid_until(),
         Some(deadline),
@@ -415,11 +438,19 @@ fn rule4_stale_reply_ignored_and_one_command_in_flight() {
         Reply::Granted {
             fence: 9,
             replicas: None,
+            aof: None,
         },
     );
     assert_eq!(machine.fence(), Some(1));
     // The retry's own success counts, from its own send.
-    machine.handle_reply(now + ms(1), retry_id, Reply::Renewed { replicas: None });
+    machine.handle_reply(
+        now + ms(1),
+        retry_id,
+        Reply::Renewed {
+            replicas: None,
+            aof: None,
+        },
+    );
     assert_eq!(machine.valid_until(), Some(now + ms(1_000) - DRIFT));
 }
 
@@ -608,6 +639,7 @@ fn held(opts: &LockOptions) -> (LockMachine, Instant) {
         Reply::Granted {
             fence: 1,
             replicas: None,
+            aof: None,
         },
     );
     assert!(matches!(machine.poll_event(), Some(Event::Acquired { .. })));
@@ -688,6 +720,7 @@ fn under_replicated_grant_is_released_and_reported() {
         Reply::Granted {
             fence: 1,
             replicas: Some(0),
+            aof: None,
         },
     );
     let (id, command) = machine.poll_command().expect("undo");
@@ -701,6 +734,136 @@ fn under_replicated_grant_is_released_and_reported() {
             wanted: 1
         }))
     );
+}
+
+/// `WAITAOF` counts as answered: both must meet `wait_aof(local, replicas, _)`.
+fn aof(local: u32, replicas: u32) -> Option<crate::AofCounts> {
+    Some(crate::AofCounts { local, replicas })
+}
+
+#[test]
+fn a_grant_short_of_either_aof_count_is_released_and_reported() {
+    let opts = opts().wait_aof(1, 1, ms(50));
+    // Short of the local fsync, of the replica's, of both, or unanswered.
+    for counts in [aof(0, 1), aof(1, 0), aof(0, 0), None] {
+        let mut machine = LockMachine::new(&opts, "k", "me".into(), 1).expect("valid");
+        let t0 = Instant::now();
+        machine.acquire(t0).expect("idle");
+        let (id, command) = machine.poll_command().expect("acquire");
+        assert!(matches!(
+            command,
+            Command::Acquire {
+                wait_aof: Some(crate::WaitAof {
+                    local: 1,
+                    replicas: 1,
+                    ..
+                }),
+                ..
+            }
+        ));
+        machine.handle_reply(
+            t0,
+            id,
+            Reply::Granted {
+                fence: 1,
+                replicas: None,
+                aof: counts,
+            },
+        );
+        let (id, command) = machine.poll_command().expect("undo");
+        assert_eq!(command, Command::Release, "{counts:?}");
+        assert!(!machine.is_held(t0), "{counts:?}");
+        machine.handle_reply(t0, id, Reply::Released);
+        let acked = counts.unwrap_or_default();
+        assert_eq!(
+            machine.poll_event(),
+            Some(Event::AcquireFailed(AcquireFailure::NotDurable {
+                acked,
+                wanted: crate::AofCounts {
+                    local: 1,
+                    replicas: 1
+                }
+            }))
+        );
+    }
+    // Both met: held.
+    let mut machine = LockMachine::new(&opts, "k", "me".into(), 1).expect("valid");
+    let t0 = Instant::now();
+    machine.acquire(t0).expect("idle");
+    let (id, _) = machine.poll_command().expect("acquire");
+    let granted = Reply::Granted {
+        fence: 1,
+        replicas: None,
+        aof: aof(1, 2),
+    };
+    machine.handle_reply(t0, id, granted);
+    assert!(machine.is_held(t0));
+}
+
+#[test]
+fn a_renewal_short_of_an_aof_count_does_not_extend() {
+    let opts = opts().wait_aof(1, 0, ms(50));
+    let mut machine = LockMachine::new(&opts, "k", "me".into(), 1).expect("valid");
+    let t0 = Instant::now();
+    machine.acquire(t0).expect("idle");
+    let (id, _) = machine.poll_command().expect("acquire");
+    let granted = Reply::Granted {
+        fence: 1,
+        replicas: None,
+        aof: aof(1, 0),
+    };
+    machine.handle_reply(t0, id, granted);
+    let deadline = machine.valid_until().expect("held");
+    let renew_at = machine.poll_timeout().expect("renewal");
+    machine.handle_timeout(renew_at);
+    let (id, _) = machine.poll_command().expect("renewal");
+    let short = Reply::Renewed {
+        replicas: None,
+        aof: aof(0, 3),
+    };
+    machine.handle_reply(renew_at, id, short);
+    assert_eq!(machine.valid_until(), Some(deadline), "not extended");
+    let events: Vec<Event> = std::iter::from_fn(|| machine.poll_event()).collect();
+    assert_eq!(
+        events.last(),
+        Some(&Event::RenewFailed(RenewFailure::NotDurable {
+            acked: crate::AofCounts {
+                local: 0,
+                replicas: 3
+            },
+            wanted: crate::AofCounts {
+                local: 1,
+                replicas: 0
+            }
+        }))
+    );
+    // The retry that is fsynced extends.
+    let retry_at = machine.poll_timeout().expect("retry");
+    machine.handle_timeout(retry_at);
+    let (id, _) = machine.poll_command().expect("retried renewal");
+    let durable = Reply::Renewed {
+        replicas: None,
+        aof: aof(1, 0),
+    };
+    machine.handle_reply(retry_at, id, durable);
+    assert!(machine.valid_until() > Some(deadline), "extended");
+}
+
+#[test]
+fn an_unsupported_waitaof_fails_the_acquire_at_once() {
+    let opts = opts().wait_aof(1, 0, ms(50));
+    let mut machine = LockMachine::new(&opts, "k", "me".into(), 1).expect("valid");
+    let t0 = Instant::now();
+    machine.acquire(t0).expect("idle");
+    let (id, _) = machine.poll_command().expect("acquire");
+    machine.handle_reply(t0, id, Reply::Failed(Failure::Unsupported));
+    assert_eq!(
+        machine.poll_event(),
+        Some(Event::AcquireFailed(AcquireFailure::Failed(
+            Failure::Unsupported
+        )))
+    );
+    assert!(machine.poll_command().is_none(), "nothing ran: no undo");
 }
 
 #[test]
@@ -731,6 +894,7 @@ fn wrongtype_on_renewal_loses_the_lock_at_once() {
         Reply::Granted {
             fence: 1,
             replicas: None,
+            aof: None,
         },
     );
     let _ = machine.poll_event();
@@ -764,6 +928,7 @@ fn wrongtype_on_release_means_the_key_is_not_ours() {
         Reply::Granted {
             fence: 1,
             replicas: None,
+            aof: None,
         },
     );
     let _ = machine.poll_event();
@@ -831,8 +996,12 @@ fn reply_of(kind: u8, command: &Command, fence: u64) -> Reply {
         (0, Command::Acquire { .. }) => Reply::Granted {
             fence,
             replicas: None,
+            aof: None,
         },
-        (0, Command::Renew { .. }) => Reply::Renewed { replicas: None },
+        (0, Command::Renew { .. }) => Reply::Renewed {
+            replicas: None,
+            aof: None,
+        },
         (0, Command::Release) => Reply::Released,
         (1, _) => Reply::NotOwner,
         (2, _) => Reply::Contended {
@@ -843,7 +1012,10 @@ fn reply_of(kind: u8, command: &Command, fence: u64) -> Reply {
         (5, _) => Reply::Failed(Failure::Busy),
         (6, _) => Reply::Failed(Failure::ReadOnly),
         (7, _) => Reply::Failed(Failure::WrongType),
-        _ => Reply::Renewed { replicas: Some(3) },
+        _ => Reply::Renewed {
+            replicas: Some(3),
+            aof: None,
+        },
     }
 }
 
@@ -944,7 +1116,8 @@ fn fencing_mode_and_ttl_reach_the_command() {
         Some(Command::Acquire {
             ttl: ms(2_000),
             fencing: Fencing::Counter,
-            wait_replicas: None
+            wait_replicas: None,
+            wait_aof: None
         })
     );
 }

@@ -22,6 +22,7 @@ fn a_renewal_answered_after_the_deadline_does_not_revive_the_hold() {
         Reply::Granted {
             fence: 1,
             replicas: None,
+            aof: None,
         },
     );
     assert!(matches!(machine.poll_event(), Some(Event::Acquired { .. })));
@@ -35,7 +36,14 @@ fn a_renewal_answered_after_the_deadline_does_not_revive_the_hold() {
 
     // ...and the driver next runs past the deadline, reply first.
     let woke = deadline + Duration::from_millis(5);
-    machine.handle_reply(woke, renewal, Reply::Renewed { replicas: None });
+    machine.handle_reply(
+        woke,
+        renewal,
+        Reply::Renewed {
+            replicas: None,
+            aof: None,
+        },
+    );
     machine.handle_timeout(woke);
     let events: Vec<Event> = std::iter::from_fn(|| machine.poll_event()).collect();
     assert_eq!(

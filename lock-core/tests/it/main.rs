@@ -34,3 +34,4 @@ mod server_faults;
 mod tls;
 mod topology_blocks;
 mod topology_fixtures;
+mod waitaof;

@@ -75,10 +75,24 @@ pub(super) struct Deployment {
     pub dir: PathBuf,
 }
 
-/// The arguments of node `index` on `port`.
-fn node_args(dir: &std::path::Path, index: usize, port: u16) -> Vec<String> {
+/// The arguments of node `index` on `port`, persisting as `persistence`
+/// asks (`none`: `appendonly no`; `aof-everysec`, `aof-always`: `appendonly
+/// yes` with that `appendfsync`). A restart here is a `kill -9` of the
+/// process, not a machine crash: what `redis-server` wrote to its AOF is in
+/// the OS's page cache and survives, fsynced or not.
+fn node_args(
+    dir: &std::path::Path,
+    index: usize,
+    port: u16,
+    persistence: crate::config::Persistence,
+) -> Vec<String> {
     let node_dir = dir.join(format!("redis-{index}"));
     let _ = std::fs::create_dir_all(&node_dir);
+    let (appendonly, appendfsync) = match persistence {
+        crate::config::Persistence::None => ("no", "everysec"),
+        crate::config::Persistence::AofEverysec => ("yes", "everysec"),
+        crate::config::Persistence::AofAlways => ("yes", "always"),
+    };
     [
         "--port",
         &port.to_string(),
@@ -87,7 +101,9 @@ fn node_args(dir: &std::path::Path, index: usize, port: u16) -> Vec<String> {
         "--save",
         "",
         "--appendonly",
-        "no",
+        appendonly,
+        "--appendfsync",
+        appendfsync,
         "--protected-mode",
         "no",
         "--daemonize",
@@ -142,9 +158,11 @@ impl Deployment {
         })
     }
 
-    /// Starts what `topology` names; `seed` seeds its replication lags.
+    /// Starts what `topology` names, its nodes persisting as
+    /// `persistence` asks; `seed` seeds its replication lags.
     pub(super) async fn start(
         topology: &Topology,
+        persistence: crate::config::Persistence,
         seed: u64,
         procs: &mut Processes,
         ports: &mut Ports,
@@ -155,7 +173,7 @@ impl Deployment {
         let cluster = matches!(topology, Topology::Cluster { .. });
         for index in 0..count {
             let port = ports.take()?;
-            let mut args = node_args(&dir, index, port);
+            let mut args = node_args(&dir, index, port, persistence);
             let mut bus_link = None;
             let bus = if cluster {
                 let bus = ports.take()?;

@@ -112,7 +112,15 @@ pub(super) async fn run_seed(
 ) -> Result<SeedOutcome, ChaosError> {
     let deployment = match target {
         RunTarget::Started => Some(
-            Deployment::start(&scenario.topology, seed, procs, ports, dir.to_path_buf()).await?,
+            Deployment::start(
+                &scenario.topology,
+                scenario.server.persistence,
+                seed,
+                procs,
+                ports,
+                dir.to_path_buf(),
+            )
+            .await?,
         ),
         RunTarget::Url { .. } => None,
     };

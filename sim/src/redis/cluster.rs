@@ -164,6 +164,7 @@ impl ClusterHandle {
                     replication_lag: None,
                     seed: 1,
                     flavour: super::Flavour::default(),
+                    persistence: crate::config::Persistence::None,
                 })
             })
             .collect();

@@ -192,6 +192,10 @@ pub async fn dispatch_in(
         b"SUBSCRIBE" if args.len() >= 2 => subscribe(node, id, push, &args[1..]),
         b"UNSUBSCRIBE" => unsubscribe(node, id, &args[1..]),
         b"WAIT" if args.len() == 3 => vec![wait(node, &args[1], &args[2]).await],
+        // Redis 7.0 has no WAITAOF: it falls through to unknown command.
+        b"WAITAOF" if args.len() == 4 && node.0.borrow().flavour != Flavour::Redis7 => {
+            vec![waitaof(node, &args[1], &args[2], &args[3]).await]
+        }
         _ => vec![data(node, args)],
     }
 }
@@ -207,6 +211,23 @@ fn data(node: &NodeHandle, args: &[Vec<u8>]) -> Frame {
             .any(|option| option.eq_ignore_ascii_case(b"IFEQ"))
     {
         return error("ERR syntax error");
+    }
+    // `DELIFEQ` is Valkey 9.0's, `DELEX` Redis 8.4's: unknown elsewhere.
+    let known = if args[0].eq_ignore_ascii_case(b"DELIFEQ") {
+        state.flavour == Flavour::Valkey90
+    } else if args[0].eq_ignore_ascii_case(b"DELEX") {
+        state.flavour == Flavour::Redis84
+    } else {
+        true
+    };
+    if !known {
+        return error(&format!(
+            "ERR unknown command '{}', with args beginning with: ",
+            String::from_utf8_lossy(&args[0])
+        ));
+    }
+    if args[0].eq_ignore_ascii_case(b"DELIFEQ") || args[0].eq_ignore_ascii_case(b"DELEX") {
+        state.native_releases += 1;
     }
     if db::is_write(&args[0]) && state.role != Role::Primary {
         return error(scripts::READONLY);
@@ -266,6 +287,10 @@ fn info(node: &NodeHandle, section: Option<&[u8]>) -> Frame {
                 text.push_str("# Server\r\n");
                 text.push_str(VALKEY_VERSION_LINES);
             }
+            Flavour::Valkey90 => text.push_str(
+                "# Server\r\nredis_version:7.2.4\r\nserver_name:valkey\r\nvalkey_version:9.0.0\r\n",
+            ),
+            Flavour::Redis84 => text.push_str("# Server\r\nredis_version:8.4.0\r\n"),
         }
     }
     if section.as_deref().is_none_or(|s| s == b"replication") {
@@ -508,4 +533,75 @@ async fn wait(node: &NodeHandle, replicas: &[u8], timeout: &[u8]) -> Frame {
         state.deposed_acks.short_waits += 1;
     }
     Frame::Integer(acked)
+}
+
+/// WAITAOF (Redis 7.2+, Valkey): answers `[local, replicas]`, how many of
+/// this node (0 or 1) and of its replicas fsynced every write made so far,
+/// waiting up to `timeout` ms (0: forever) for the counts asked.
+///
+/// `numlocal` 1 on a node whose AOF is behind waits for the node's next
+/// fsync, which its cron does at the next 100 ms tick while a `WAITAOF`
+/// waits (see `aof_cron`), as Valkey 8.1.8 answers within about 100 ms
+/// under `appendfsync everysec`. The simulated replicas keep no AOF, so
+/// they never count, as a real replica with `appendonly no` never does.
+async fn waitaof(node: &NodeHandle, numlocal: &[u8], numreplicas: &[u8], timeout: &[u8]) -> Frame {
+    let (Some(local), Some(replicas), Some(timeout_ms)) = (
+        parse_i64(numlocal),
+        parse_i64(numreplicas),
+        parse_i64(timeout),
+    ) else {
+        return error("ERR value is not an integer or out of range");
+    };
+    if !(0..=1).contains(&local) {
+        return error("ERR value is out of range, value must between 0 and 1");
+    }
+    if timeout_ms < 0 {
+        return error("ERR timeout is negative");
+    }
+    let (target, aof, synced) = {
+        let state = node.0.borrow();
+        if state.role != Role::Primary {
+            return error(
+                "ERR WAITAOF cannot be used with replica instances. Please also note that writes to replicas are just local and are not propagated.",
+            );
+        }
+        let aof = state.persistence != crate::config::Persistence::None;
+        if local == 1 && !aof {
+            return error(
+                "ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled.",
+            );
+        }
+        (state.offset, aof, std::rc::Rc::clone(&state.aof_synced))
+    };
+    let fsynced = || aof && node.0.borrow().fsynced_offset >= target;
+    let deadline = async {
+        match timeout_ms {
+            0 => std::future::pending().await,
+            ms => tokio::time::sleep(Duration::from_millis(ms as u64)).await,
+        }
+    };
+    tokio::pin!(deadline);
+    if local == 1 && !fsynced() {
+        node.0.borrow_mut().aof_waiters += 1;
+        loop {
+            tokio::select! {
+                biased;
+                () = synced.notified() => {
+                    if fsynced() {
+                        break;
+                    }
+                }
+                () = &mut deadline => break,
+            }
+        }
+        node.0.borrow_mut().aof_waiters -= 1;
+    }
+    if replicas > 0 {
+        // No replica will ever count: wait out the timeout.
+        (&mut deadline).await;
+    }
+    Frame::Array(vec![
+        Frame::Integer(i64::from(fsynced())),
+        Frame::Integer(0),
+    ])
 }

@@ -313,6 +313,19 @@ impl Db {
 
     /// Runs a plain data command. Returns `None` for commands that are not
     /// data commands (the connection layer handles those).
+    /// Deletes `key` if it holds a string equal to `value`: 1 if deleted,
+    /// 0 if missing or different, `WRONGTYPE` for another type.
+    fn del_if_equal(&mut self, key: &[u8], value: &[u8], now: NodeTime) -> (Frame, Vec<Effect>) {
+        match self.get(key, now) {
+            Ok(Some(stored)) if stored == value => {
+                self.del(key, now);
+                (Frame::Integer(1), vec![Effect::Del { key: key.to_vec() }])
+            }
+            Ok(_) => (Frame::Integer(0), Vec::new()),
+            Err(frame) => (frame, Vec::new()),
+        }
+    }
+
     pub fn execute(&mut self, args: &[Vec<u8>], now: NodeTime) -> Option<(Frame, Vec<Effect>)> {
         let name = args.first()?.to_ascii_uppercase();
         let arity = |min: usize| args.len() >= min;
@@ -435,6 +448,34 @@ impl Db {
                 }
                 (Frame::Integer(effects.len() as i64), effects)
             }
+            // `DELIFEQ key value` (Valkey 9.0): deletes the key if it holds
+            // a string equal to `value`. The connection refuses it on a node
+            // that presents as another server.
+            b"DELIFEQ" => {
+                if args.len() != 3 {
+                    return Some(wrong_args());
+                }
+                self.del_if_equal(&args[1], &args[2], now)
+            }
+            // `DELEX key [IFEQ value]` (Redis 8.4; of its conditions, only
+            // `IFEQ`). The connection refuses it on other servers.
+            b"DELEX" => match args.len() {
+                2 => {
+                    let deleted = self.del(&args[1], now);
+                    let effects = if deleted {
+                        vec![Effect::Del {
+                            key: args[1].clone(),
+                        }]
+                    } else {
+                        Vec::new()
+                    };
+                    (Frame::Integer(i64::from(deleted)), effects)
+                }
+                4 if args[2].eq_ignore_ascii_case(b"IFEQ") => {
+                    self.del_if_equal(&args[1], &args[3], now)
+                }
+                _ => return Some((error("ERR syntax error"), Vec::new())),
+            },
             b"MGET" => {
                 if !arity(2) {
                     return Some(wrong_args());
@@ -567,7 +608,16 @@ impl Db {
 pub fn is_write(name: &[u8]) -> bool {
     matches!(
         name.to_ascii_uppercase().as_slice(),
-        b"SET" | b"DEL" | b"PEXPIRE" | b"EXPIRE" | b"INCR" | b"LPUSH" | b"FLUSHALL" | b"FLUSHDB"
+        b"SET"
+            | b"DEL"
+            | b"DELIFEQ"
+            | b"DELEX"
+            | b"PEXPIRE"
+            | b"EXPIRE"
+            | b"INCR"
+            | b"LPUSH"
+            | b"FLUSHALL"
+            | b"FLUSHDB"
     )
 }
 

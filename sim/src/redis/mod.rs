@@ -1,6 +1,7 @@
 //! A simulated Redis node: RESP over turmoil TCP, expiry on the node's own
 //! clock, asynchronous primary → replica replication, failover, restart
-//! without persistence, and BUSY stretches.
+//! without persistence or with an AOF (fsynced every second or on every
+//! write), and BUSY stretches.
 //!
 //! The shape follows mini-redis: [`frame`] frames bytes into commands
 //! (check-then-parse with the `redis-protocol` crate), [`conn`] dispatches
@@ -56,6 +57,8 @@ pub struct NodeConfig {
     /// The server it presents as (its `INFO server`, and the commands it
     /// knows beyond Redis 7's).
     pub flavour: Flavour,
+    /// What it writes to disk: what a restart keeps.
+    pub persistence: crate::config::Persistence,
 }
 
 /// The server a simulated node presents as.
@@ -66,8 +69,16 @@ pub enum Flavour {
     #[default]
     Redis7,
     /// Valkey 8.1 (`valkey_version:8.1.8`, `redis_version:7.2.4`): `SET …
-    /// IFEQ` too, so the lock renews natively.
+    /// IFEQ` too, so the lock renews natively, and `WAITAOF`.
     Valkey81,
+    /// Valkey 9.0 (`valkey_version:9.0.0`): Valkey 8.1's commands and
+    /// `DELIFEQ key value`. Modelled on its documentation: no Valkey 9 is
+    /// reachable to compare with.
+    Valkey90,
+    /// Redis 8.4 (`redis_version:8.4.0`): `SET … IFEQ`, `WAITAOF`, and
+    /// `DELEX key IFEQ value`. Modelled on its documentation: no Redis 8.4
+    /// is reachable to compare with.
+    Redis84,
 }
 
 /// A node's role.
@@ -137,6 +148,20 @@ pub struct Node {
     pub(crate) batched_calls: u64,
     /// The server it presents as.
     pub(crate) flavour: Flavour,
+    /// What it writes to disk.
+    pub(crate) persistence: crate::config::Persistence,
+    /// The keyspace as of the last AOF fsync (`aof-everysec`): what a
+    /// restart comes back with.
+    pub(crate) fsynced_db: Db,
+    /// The write offset the last fsync covered (`WAITAOF`'s local count).
+    pub(crate) fsynced_offset: u64,
+    /// `WAITAOF`s waiting for the local fsync: the next cron tick fsyncs.
+    pub(crate) aof_waiters: u32,
+    /// Wakes the waiting `WAITAOF`s after an fsync.
+    pub(crate) aof_synced: Rc<Notify>,
+    /// `DELIFEQ` / `DELEX` calls that ran (an observation for the reports,
+    /// never reset).
+    pub(crate) native_releases: u64,
 }
 
 /// How many cluster redirections a node answered, by kind.
@@ -203,6 +228,12 @@ impl NodeHandle {
             bus: None,
             batched_calls: 0,
             flavour: config.flavour,
+            persistence: config.persistence,
+            fsynced_db: Db::default(),
+            fsynced_offset: 0,
+            aof_waiters: 0,
+            aof_synced: Rc::default(),
+            native_releases: 0,
         })))
     }
 
@@ -262,6 +293,11 @@ impl NodeHandle {
     /// How many script calls carried several lock operations at once.
     pub fn batched_calls(&self) -> u64 {
         self.0.borrow().batched_calls
+    }
+
+    /// How many `DELIFEQ` / `DELEX` calls the node ran.
+    pub fn native_releases(&self) -> u64 {
+        self.0.borrow().native_releases
     }
 
     /// What the node acknowledged while deposed.
@@ -469,13 +505,21 @@ impl NodeHandle {
         Some(node.clock.true_time_of(local_ns))
     }
 
-    /// Forgets everything a process restart without persistence loses:
-    /// data, scripts, replication links, subscriptions. Role and clock are
-    /// configuration and stay.
+    /// Forgets everything a restart loses: data (without persistence all
+    /// of it; with `aof-everysec` what the last fsync did not cover; with
+    /// `aof-always` nothing), scripts, replication links, subscriptions.
+    /// Role and clock are configuration and stay.
     fn reset(&self) {
         let mut node = self.0.borrow_mut();
         node.activity += 1;
-        node.db = Db::default();
+        node.db = match node.persistence {
+            crate::config::Persistence::None => Db::default(),
+            crate::config::Persistence::AofEverysec => node.fsynced_db.clone(),
+            crate::config::Persistence::AofAlways => std::mem::take(&mut node.db),
+        };
+        node.fsynced_db = node.db.clone();
+        node.fsynced_offset = 0;
+        node.aof_waiters = 0;
         node.scripts.clear();
         node.offset = 0;
         node.acked.clear();
@@ -500,9 +544,27 @@ impl Node {
             return;
         }
         self.offset += 1;
+        if self.persistence == crate::config::Persistence::AofAlways {
+            // On disk before the reply.
+            self.fsynced_offset = self.offset;
+        }
         let offset = self.offset;
         self.streams
             .retain(|_, stream| stream.send((offset, effects.clone())).is_ok());
+    }
+
+    /// An AOF fsync: everything written so far is on disk (`aof-everysec`
+    /// does one a second, and one at the next cron tick while a `WAITAOF`
+    /// waits for the local fsync). Nothing without AOF.
+    pub(crate) fn fsync(&mut self) {
+        match self.persistence {
+            crate::config::Persistence::None => {}
+            crate::config::Persistence::AofEverysec => {
+                self.fsynced_db = self.db.clone();
+                self.fsynced_offset = self.offset;
+            }
+            crate::config::Persistence::AofAlways => self.fsynced_offset = self.offset,
+        }
     }
 
     pub(crate) fn next_id(&mut self) -> u64 {
@@ -511,18 +573,42 @@ impl Node {
     }
 }
 
-/// Runs the node's host: comes up empty (no persistence), starts its
-/// replication loop, and serves connections.
+/// Runs the node's host: comes up with what its persistence kept (empty
+/// without), starts its replication loop (and its AOF fsync cron with
+/// `aof-everysec`), and serves connections.
 pub async fn serve(node: NodeHandle) -> turmoil::Result {
     node.reset();
     let listener = turmoil::net::TcpListener::bind(("0.0.0.0", PORT)).await?;
     tokio::task::spawn_local(replication::run_replica(node.clone()));
+    if node.0.borrow().persistence == crate::config::Persistence::AofEverysec {
+        tokio::task::spawn_local(aof_cron(node.clone()));
+    }
     if node.0.borrow().cluster.is_some() {
         tokio::task::spawn_local(bus::serve(node.clone()));
     }
     loop {
         let (stream, _) = listener.accept().await?;
         tokio::task::spawn_local(conn::handle(node.clone(), stream));
+    }
+}
+
+/// `appendfsync everysec`: the server's cron runs every 100 ms (`hz 10`)
+/// of simulated time from the node's start; it fsyncs every tenth tick,
+/// and at any tick while a `WAITAOF` waits for the local fsync. Measured on
+/// Valkey 8.1.8: `WAITAOF 1 0` pipelined behind a `SET` answered `[1, 0]`
+/// after 1.6 to 103 ms. Deterministic: the turmoil clock, no randomness.
+async fn aof_cron(node: NodeHandle) {
+    for tick in 1_u64.. {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let synced = {
+            let mut state = node.0.borrow_mut();
+            if !tick.is_multiple_of(10) && state.aof_waiters == 0 {
+                continue;
+            }
+            state.fsync();
+            Rc::clone(&state.aof_synced)
+        };
+        synced.notify_waiters();
     }
 }
 
@@ -537,7 +623,55 @@ mod tests {
             replication_lag: None,
             seed: 1,
             flavour: Flavour::default(),
+            persistence: crate::config::Persistence::None,
         })
+    }
+
+    fn with_persistence(persistence: crate::config::Persistence) -> NodeHandle {
+        NodeHandle::new(NodeConfig {
+            index: 0,
+            replica_of: None,
+            replication_lag: None,
+            seed: 1,
+            flavour: Flavour::Valkey81,
+            persistence,
+        })
+    }
+
+    /// A primary's write, as a command does it.
+    fn write(node: &NodeHandle, key: &str) {
+        set(node, key, "v", None);
+        node.0.borrow_mut().propagate(vec![Effect::Del {
+            key: b"marker".to_vec(),
+        }]);
+    }
+
+    #[test]
+    fn a_restart_keeps_what_its_persistence_fsynced() {
+        use crate::config::Persistence;
+        let at = Duration::ZERO;
+        // Without persistence: nothing.
+        let none = with_persistence(Persistence::None);
+        write(&none, "a");
+        none.0.borrow_mut().fsync();
+        none.reset();
+        assert!(none.peek("a", at).is_none());
+        // everysec: what the last fsync covered, not what came after.
+        let everysec = with_persistence(Persistence::AofEverysec);
+        write(&everysec, "a");
+        everysec.0.borrow_mut().fsync();
+        assert_eq!(everysec.0.borrow().fsynced_offset, 1);
+        write(&everysec, "b");
+        assert_eq!(everysec.0.borrow().fsynced_offset, 1, "b is not on disk");
+        everysec.reset();
+        assert!(everysec.peek("a", at).is_some());
+        assert!(everysec.peek("b", at).is_none(), "lost with the page cache");
+        // always: everything, fsynced with each write.
+        let always = with_persistence(Persistence::AofAlways);
+        write(&always, "a");
+        assert_eq!(always.0.borrow().fsynced_offset, 1);
+        always.reset();
+        assert!(always.peek("a", at).is_some());
     }
 
     fn set(node: &NodeHandle, key: &str, value: &str, px: Option<i64>) {

@@ -5,7 +5,9 @@
 //! adding a fault kind or a topology kind is a row here plus the code that
 //! makes it happen.
 
-use crate::config::{Expect, FaultKind, FencingMode, Property, Topology};
+use crate::config::{
+    Expect, FaultKind, FencingMode, Persistence, Property, ServerFlavour, Topology,
+};
 
 /// Which hosts a fault kind may hit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -322,6 +324,21 @@ pub const TOPOLOGY_KINDS: [(&str, &[&str]); 5] = [
         "cluster",
         &["shards", "replicas", "replication_lag", "node_timeout"],
     ),
+];
+
+/// The server flavours by name (`[server] flavour`).
+pub const FLAVOURS: [(&str, ServerFlavour); 4] = [
+    ("redis-7.0", ServerFlavour::Redis70),
+    ("valkey-8.1", ServerFlavour::Valkey81),
+    ("valkey-9.0", ServerFlavour::Valkey90),
+    ("redis-8.4", ServerFlavour::Redis84),
+];
+
+/// The persistence settings by name (`[server] persistence`).
+pub const PERSISTENCES: [(&str, Persistence); 3] = [
+    ("none", Persistence::None),
+    ("aof-everysec", Persistence::AofEverysec),
+    ("aof-always", Persistence::AofAlways),
 ];
 
 /// The fencing modes by name.

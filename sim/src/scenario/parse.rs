@@ -12,11 +12,15 @@ use toml::Spanned;
 
 use super::{
     mix,
-    names::{EXPECTS, FAULT_KINDS, FENCINGS, Hosts, PROPERTIES, TOPOLOGY_KINDS, Use},
+    names::{
+        EXPECTS, FAULT_KINDS, FENCINGS, FLAVOURS, Hosts, PERSISTENCES, PROPERTIES, TOPOLOGY_KINDS,
+        Use,
+    },
     text::{Locator, ScenarioError},
 };
 use crate::config::{
-    ClientsConfig, DurationRange, FaultSpec, FencingMode, LockConfig, Scenario, Target, Topology,
+    ClientsConfig, DurationRange, FaultSpec, FencingMode, LockConfig, Persistence, Scenario,
+    ServerConfig, ServerFlavour, Target, Topology,
 };
 
 /// Reads and checks the scenario file at `path`; errors name the file as
@@ -43,6 +47,8 @@ struct RawScenario {
     property: Option<Spanned<String>>,
     #[serde(default)]
     topology: Option<Spanned<RawTopology>>,
+    #[serde(default)]
+    server: Option<RawServer>,
     lock: Spanned<RawLock>,
     #[serde(default)]
     clients: Option<RawClients>,
@@ -66,12 +72,20 @@ struct RawTopology {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct RawServer {
+    flavour: Option<Spanned<String>>,
+    persistence: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RawLock {
     ttl: Spanned<String>,
     renew_every: Option<Spanned<String>>,
     drift_factor: Option<Spanned<f64>>,
     fencing: Option<Spanned<String>>,
     wait_replicas: Option<Spanned<u32>>,
+    wait_aof: Option<Spanned<Vec<u32>>>,
     wait: Option<Spanned<String>>,
 }
 
@@ -200,12 +214,60 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ScenarioError>
         .as_ref()
         .map(|w| locator.duration(w))
         .transpose()?;
+    let wait_aof = match lock_raw.wait_aof.as_ref() {
+        None => None,
+        Some(spanned) => match spanned.get_ref().as_slice() {
+            [local, replicas] => Some((*local, *replicas)),
+            _ => {
+                return Err(locator.error(
+                    spanned.span(),
+                    "wait_aof is [local, replicas], as WAITAOF's numlocal and numreplicas",
+                ));
+            }
+        },
+    };
+    let server_raw = raw.server.as_ref();
+    let server = ServerConfig {
+        flavour: server_raw
+            .and_then(|s| s.flavour.as_ref())
+            .map(|f| one_of(&locator, f, "server flavour", &FLAVOURS))
+            .transpose()?
+            .unwrap_or_default(),
+        persistence: server_raw
+            .and_then(|s| s.persistence.as_ref())
+            .map(|p| one_of(&locator, p, "persistence", &PERSISTENCES))
+            .transpose()?
+            .unwrap_or_default(),
+    };
+    if let (Some((local, replicas)), Some(spanned)) = (wait_aof, lock_raw.wait_aof.as_ref()) {
+        if replicas > 0 {
+            return Err(locator.error(
+                spanned.span(),
+                "wait_aof replicas must be 0: the simulated replicas keep no AOF, so WAITAOF \
+                 never counts them (as a real replica with appendonly no)",
+            ));
+        }
+        if server.flavour == ServerFlavour::Redis70 {
+            return Err(locator.error(
+                spanned.span(),
+                "wait_aof needs a [server] flavour with WAITAOF (valkey-8.1, valkey-9.0, redis-8.4): Redis 7.0 has none",
+            ));
+        }
+        if local == 1 && server.persistence == Persistence::None {
+            return Err(locator.error(
+                spanned.span(),
+                "wait_aof local 1 needs [server] persistence = \"aof-everysec\" or \
+                 \"aof-always\": WAITAOF refuses numlocal without appendonly",
+            ));
+        }
+    }
     let lock = LockConfig {
         ttl,
         renew_every,
         drift_factor,
         fencing,
         wait_replicas,
+        wait_aof,
         wait,
     };
     // The lock's own validation, reported at the [lock] table.
@@ -217,6 +279,9 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ScenarioError>
             OptionsError::WaitReplicasTimeout { .. } => {
                 lock_raw.wait_replicas.as_ref().map(Spanned::span)
             }
+            OptionsError::WaitAofLocal { .. }
+            | OptionsError::WaitAofNothing
+            | OptionsError::WaitAofTimeout { .. } => lock_raw.wait_aof.as_ref().map(Spanned::span),
             _ => None,
         }
         .unwrap_or_else(|| lock_raw.ttl.span());
@@ -298,6 +363,7 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ScenarioError>
         expect,
         property,
         topology,
+        server,
         lock,
         clients,
         faults,

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::{
-    names::{EXPECTS, FENCINGS, kind_name, name_of, property_name},
+    names::{EXPECTS, FENCINGS, FLAVOURS, PERSISTENCES, kind_name, name_of, property_name},
     text::{duration_text, offset_text, quoted, range_text},
 };
 use crate::{
@@ -86,6 +86,16 @@ pub fn to_toml(scenario: &Scenario) -> String {
         }
     }
     line(String::new());
+    line("[server]".to_owned());
+    line(format!(
+        "flavour = {}",
+        quoted(name_of(&FLAVOURS, scenario.server.flavour))
+    ));
+    line(format!(
+        "persistence = {}",
+        quoted(name_of(&PERSISTENCES, scenario.server.persistence))
+    ));
+    line(String::new());
     let lock = &scenario.lock;
     line("[lock]".to_owned());
     line(format!("ttl = {}", quoted(&duration_text(lock.ttl))));
@@ -102,6 +112,9 @@ pub fn to_toml(scenario: &Scenario) -> String {
         quoted(name_of(&FENCINGS, lock.fencing))
     ));
     line(format!("wait_replicas = {}", lock.wait_replicas));
+    if let Some((local, replicas)) = lock.wait_aof {
+        line(format!("wait_aof = [{local}, {replicas}]"));
+    }
     if let Some(wait) = lock.wait {
         line(format!("wait = {}", quoted(&duration_text(wait))));
     }

@@ -150,7 +150,8 @@ impl World<'_> {
             FaultKind::ShardFailover => self.shard_failover(index, target, fault.duration),
             FaultKind::SlotMigration => self.begin_migration(index, now + duration),
             FaultKind::Restart => {
-                // Down for `duration`, then back empty (no persistence).
+                // Down for `duration`, then back with what its persistence
+                // kept (empty without).
                 self.sim.crash(host.as_str());
                 if fault.duration.is_none() {
                     self.sim.bounce(host.as_str());

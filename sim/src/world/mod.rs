@@ -206,6 +206,10 @@ pub fn run_with(
             }
         }
     }
+    if world.nodes.iter().any(|node| node.native_releases() > 0) {
+        // A release went as DELIFEQ (Valkey 9.0) or DELEX … IFEQ (Redis 8.4).
+        verdict.facts.insert("native-release".to_owned());
+    }
     if world.nodes.iter().any(|node| node.batched_calls() > 0) {
         // Group commit ran: operations of several locks shared a call.
         verdict.facts.insert("batched-script-call".to_owned());
@@ -329,7 +333,13 @@ impl World<'_> {
                 replica_of,
                 replication_lag,
                 seed: Rng::fork(seed, 0x2ED1 + index as u64).next_u64(),
-                flavour: crate::redis::Flavour::default(),
+                flavour: match scenario.server.flavour {
+                    crate::config::ServerFlavour::Redis70 => crate::redis::Flavour::Redis7,
+                    crate::config::ServerFlavour::Valkey81 => crate::redis::Flavour::Valkey81,
+                    crate::config::ServerFlavour::Valkey90 => crate::redis::Flavour::Valkey90,
+                    crate::config::ServerFlavour::Redis84 => crate::redis::Flavour::Redis84,
+                },
+                persistence: scenario.server.persistence,
             });
             let host = redis_host(index);
             let serving = node.clone();

@@ -220,6 +220,16 @@ fn valkey_sequences() -> Vec<(&'static str, Vec<Step>)> {
             ],
         ),
         (
+            "WAITAOF without an AOF: counts, and the refusals of numlocal",
+            vec![
+                cmd(&["SET", "k", "a"]),
+                cmd(&["WAITAOF", "0", "0", "10"]),
+                cmd(&["WAITAOF", "1", "0", "10"]),
+                cmd(&["WAITAOF", "2", "0", "10"]),
+                cmd(&["WAITAOF", "0", "1", "20"]),
+            ],
+        ),
+        (
             "SET IFEQ: wrong types and bad arguments",
             vec![
                 cmd(&["LPUSH", "{w}", "x"]),
@@ -317,6 +327,7 @@ fn sim_replies(steps: &[Step], flavour: Flavour) -> Vec<String> {
         replication_lag: None,
         seed: 1,
         flavour,
+        persistence: sim::config::Persistence::None,
     });
     sim.host("redis-0", move || sim::redis::serve(node.clone()));
     let (steps, out) = (steps.to_vec(), Rc::clone(&replies));

@@ -345,6 +345,7 @@ fn node(replica: bool) -> NodeHandle {
         replication_lag: None,
         seed: 7,
         flavour: sim::redis::Flavour::default(),
+        persistence: sim::config::Persistence::None,
     })
 }
 

@@ -196,3 +196,50 @@ fn a_replayed_schedule_hashes_the_same() {
         first.verdict.facts
     );
 }
+
+/// A Redlock node's release (unannounced: nobody subscribes there) goes as
+/// `DELIFEQ` on Valkey 9.0 and `DELEX … IFEQ` on Redis 8.4, chosen from
+/// `INFO server` at connect time, and releases as the script does: a
+/// fault-free run breaks nothing, no-orphans included (every released key
+/// is gone). Older servers keep the script.
+#[test]
+fn redlock_releases_natively_on_valkey_9_and_redis_8_4() {
+    use sim::config::ServerFlavour;
+    for (flavour, native) in [
+        (ServerFlavour::Valkey90, true),
+        (ServerFlavour::Redis84, true),
+        (ServerFlavour::Valkey81, false),
+        (ServerFlavour::Redis70, false),
+    ] {
+        let mut scenario = common::redlock("native-release", 3);
+        scenario.server.flavour = flavour;
+        scenario.duration = common::ms(6_000);
+        let outcome = world::run_schedule(&scenario, BASE_SEED, &[]);
+        assert_eq!(
+            outcome.verdict.facts.contains("native-release"),
+            native,
+            "{flavour:?}: facts {:?}",
+            outcome.verdict.facts
+        );
+        assert!(
+            outcome.verdict.violations.is_empty(),
+            "{flavour:?}: {:#?}",
+            outcome.verdict.violations
+        );
+        // Releases ran, and each deleted its own key.
+        let releases: Vec<&str> = outcome
+            .history
+            .entries
+            .iter()
+            .filter_map(|entry| match &entry.op {
+                sim::history::Op::ReleaseOk { outcome, .. } => Some(outcome.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert!(releases.len() >= 3, "{flavour:?}: {releases:?}");
+        assert!(
+            releases.iter().all(|outcome| *outcome == "Deleted"),
+            "{flavour:?}: {releases:?}"
+        );
+    }
+}

@@ -44,8 +44,8 @@ use crate::{Command, CommandId, Failure, Reply};
 const MAX_BATCH: usize = 128;
 
 /// Operations share a batch when they go to the same node, on the same
-/// connection, with the same `WAIT` after them.
-type BatchGroup = (usize, u64, Option<(u32, Duration)>);
+/// connection, with the same `WAIT` and `WAITAOF` after them.
+type BatchGroup = (usize, u64, codec::Waits);
 
 /// One operation of a batch: whose, which command id, what.
 type BatchEntry = (Arc<LockCell>, CommandId, Command);
@@ -182,11 +182,7 @@ impl Watchdog {
                 let batchable = matches!(out.command, Command::Renew { .. } | Command::Release);
                 match (&out.live, batchable) {
                     (Some(live), true) => {
-                        let wait = match out.command {
-                            Command::Renew { wait_replicas, .. } => wait_replicas,
-                            _ => None,
-                        };
-                        let group = (out.node, live.generation, wait);
+                        let group = (out.node, live.generation, codec::Waits::of(&out.command));
                         groups
                             .entry(group)
                             .or_insert_with(|| (live.clone(), Vec::new()))
@@ -200,11 +196,12 @@ impl Watchdog {
                 }
             }
         }
-        for ((node, generation, wait), (live, mut ops)) in groups {
-            // A renewal alone goes as a native `SET … IFEQ` where the server
-            // has one (codec::encode), not as a script batch of one.
-            if let [(_, _, Command::Renew { .. })] = ops.as_slice()
-                && live.dialect().set_ifeq
+        for ((node, generation, waits), (live, mut ops)) in groups {
+            // A renewal alone goes as a native `SET … IFEQ`, an unannounced
+            // release alone as `DELIFEQ` / `DELEX … IFEQ`, where the server
+            // has them (codec::encode), not as a script batch of one.
+            if let [(_, _, command)] = ops.as_slice()
+                && codec::native_alone(command, live.dialect())
                 && let Some((cell, id, command)) = ops.pop()
             {
                 let out = Outgoing {
@@ -228,15 +225,6 @@ impl Watchdog {
                     .collect();
                 let cmd = codec::encode_batch(&batch, live.dialect());
                 let kinds: Vec<OpKind> = chunk.iter().map(|(_, _, c)| OpKind::of(c)).collect();
-                let wait_cmd = wait.map(|(replicas, timeout)| {
-                    let mut wait = redis::cmd("WAIT");
-                    wait.arg(replicas).arg(
-                        u64::try_from(timeout.as_millis())
-                            .unwrap_or(u64::MAX)
-                            .max(1),
-                    );
-                    wait
-                });
                 let timeout = chunk
                     .iter()
                     .map(|(cell, _, _)| cell.command_timeout)
@@ -250,7 +238,13 @@ impl Watchdog {
                         .iter()
                         .map(|(cell, id, _)| (Arc::clone(cell), *id))
                         .collect(),
-                    future: Box::pin(call::batch(live.clone(), cmd, wait_cmd, kinds)),
+                    future: if waits.aof.is_some() && live.dialect().lacks_waitaof {
+                        // No WAITAOF on this server: nothing is sent.
+                        let failed = vec![Reply::Failed(Failure::Unsupported); kinds.len()];
+                        Box::pin(std::future::ready(failed))
+                    } else {
+                        Box::pin(call::batch(live.clone(), cmd, waits, kinds))
+                    },
                 });
             }
         }

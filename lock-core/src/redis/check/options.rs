@@ -17,6 +17,7 @@ const DEFAULT_MAX_REPLICA_LAG: Duration = Duration::from_secs(2);
 pub struct CheckOptions {
     pub(crate) ttl: Duration,
     pub(crate) wait_replicas: u32,
+    pub(crate) wait_aof_local: u32,
     pub(crate) max_clock_offset: Duration,
     pub(crate) max_replica_lag: Duration,
     pub(crate) wall_clock: Arc<dyn Fn() -> SystemTime + Send + Sync>,
@@ -27,6 +28,7 @@ impl fmt::Debug for CheckOptions {
         f.debug_struct("CheckOptions")
             .field("ttl", &self.ttl)
             .field("wait_replicas", &self.wait_replicas)
+            .field("wait_aof_local", &self.wait_aof_local)
             .field("max_clock_offset", &self.max_clock_offset)
             .field("max_replica_lag", &self.max_replica_lag)
             .finish_non_exhaustive()
@@ -40,12 +42,14 @@ impl CheckOptions {
         Self::for_lock(&LockOptions::new(ttl))
     }
 
-    /// Options matching `opts`: its ttl, its `wait_replicas` count, and its
-    /// drift margin as the largest clock offset allowed.
+    /// Options matching `opts`: its ttl, its `wait_replicas` count, its
+    /// `wait_aof` local count, and its drift margin as the largest clock
+    /// offset allowed.
     pub fn for_lock(opts: &LockOptions) -> Self {
         Self {
             ttl: opts.ttl(),
             wait_replicas: opts.replicas().map_or(0, |(replicas, _)| replicas),
+            wait_aof_local: opts.aof().map_or(0, |aof| aof.local),
             max_clock_offset: opts.drift(),
             max_replica_lag: DEFAULT_MAX_REPLICA_LAG,
             wall_clock: Arc::new(SystemTime::now),
@@ -55,6 +59,15 @@ impl CheckOptions {
     /// Sets how many replica acknowledgements the locks `WAIT` for (0: none).
     pub fn wait_replicas(mut self, replicas: u32) -> Self {
         self.wait_replicas = replicas;
+        self
+    }
+
+    /// Sets the local fsyncs the locks' `WAITAOF` asks for (0: none, or no
+    /// `wait_aof`). With 1, a grant counts only once it is on disk, so
+    /// `appendfsync everysec` loses no counted lock (`aof-not-always` is
+    /// not reported), but a node with `appendonly no` refuses every grant.
+    pub fn wait_aof_local(mut self, local: u32) -> Self {
+        self.wait_aof_local = local;
         self
     }
 

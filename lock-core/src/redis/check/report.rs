@@ -191,9 +191,8 @@ impl FindingKind {
     pub fn evidence(self) -> &'static [&'static str] {
         match self {
             Self::EvictionPolicy => &["scenarios/eviction.toml"],
-            Self::NoPersistence | Self::AofNotAlways => {
-                &["scenarios/restart-without-persistence.toml"]
-            }
+            Self::NoPersistence => &["scenarios/restart-without-persistence.toml"],
+            Self::AofNotAlways => &["scenarios/restart-without-fsync.toml"],
             Self::FailoverCanLoseLock => &["scenarios/failover-without-wait.toml"],
             Self::ClockOffset => &["scenarios/server-clock-jump.toml"],
             Self::NotAPrimary

@@ -246,6 +246,19 @@ fn persistence(server: &Server, opts: &CheckOptions, found: &mut Vec<Finding>) {
         });
         return;
     };
+    if !aof && opts.wait_aof_local >= 1 {
+        // Safe, but nothing is granted: WAITAOF 1 answers an error there.
+        found.push(Finding {
+            kind: FindingKind::NoPersistence,
+            severity: Severity::Unavailable,
+            observed: "appendonly no, with the locks' WAITAOF asking for the local fsync".into(),
+            safety_row: row::RESTART,
+            fix: "appendonly yes (WAITAOF 1 answers an error without it, so every grant is \
+                  refused), or drop wait_aof's local count"
+                .into(),
+        });
+        return;
+    }
     if !aof {
         let save = match server.config("save") {
             Some(schedule) => format!("save {schedule:?}"),
@@ -264,6 +277,11 @@ fn persistence(server: &Server, opts: &CheckOptions, found: &mut Vec<Finding>) {
                  newest locks), {delayed_restart}"
             ),
         });
+        return;
+    }
+    if opts.wait_aof_local >= 1 {
+        // A grant or renewal counts only once WAITAOF confirmed the local
+        // fsync: whatever the policy, a restart cannot lose a counted lock.
         return;
     }
     match server.config("appendfsync") {
@@ -503,7 +521,24 @@ mod tests {
                 found(&server, &opts()),
                 [(FindingKind::AofNotAlways, Severity::Unsafe)]
             );
+            // WAITAOF 1: a counted grant is on disk whatever the policy.
+            assert_eq!(found(&server, &opts().wait_aof_local(1)), []);
         }
+        // Unreadable policy: the same.
+        let mut server = safe_primary();
+        server.config.insert("appendfsync", Err(REFUSED.into()));
+        assert_eq!(
+            found(&server, &opts()),
+            [(FindingKind::PersistenceUnreadable, Severity::Unknown)]
+        );
+        assert_eq!(found(&server, &opts().wait_aof_local(1)), []);
+        // AOF off: WAITAOF 1 refuses every grant; safe, but unavailable.
+        let mut server = safe_primary();
+        set(&mut server, "appendonly", "no");
+        assert_eq!(
+            found(&server, &opts().wait_aof_local(1)),
+            [(FindingKind::NoPersistence, Severity::Unavailable)]
+        );
     }
 
     #[test]

@@ -25,6 +25,18 @@ pub(crate) struct Dialect {
     /// `SET key token IFEQ token PX ttl`, with no script (see
     /// [`codec::encode`](crate::redis::wire::codec::encode)).
     pub(crate) set_ifeq: bool,
+    /// The server is known to lack `WAITAOF` (its version is below 7.2, or
+    /// it answered `unknown command`): a lock with `wait_aof` fails with
+    /// [`Failure::Unsupported`](crate::Failure::Unsupported) before
+    /// sending. An unreadable version leaves it false: the command is
+    /// sent, and its answer decides.
+    pub(crate) lacks_waitaof: bool,
+    /// `DELIFEQ key value` is accepted (Valkey 9.0 and later): an
+    /// unannounced release is that command, not the script.
+    pub(crate) delifeq: bool,
+    /// `DELEX key IFEQ value` is accepted (Redis 8.4 and later): an
+    /// unannounced release is that command, not the script.
+    pub(crate) delex_ifeq: bool,
     /// Releases do not announce themselves on the lock's channel (a
     /// Redlock node: nobody subscribes there). Set by the session, not read
     /// from the server.
@@ -51,10 +63,28 @@ impl Dialect {
                     (parts.next().flatten(), parts.next().flatten())
                 })
         };
-        let redis_major = version("redis_version").and_then(|(major, _)| major);
+        let redis = version("redis_version");
+        let redis_major = redis.and_then(|(major, _)| major);
         let valkey = version("valkey_version");
+        let at_least = |version: Option<(Option<u32>, Option<u32>)>, wanted: (u32, u32)| {
+            version.is_some_and(|version| match version {
+                (Some(major), Some(minor)) => (major, minor) >= wanted,
+                (Some(major), None) => major > wanted.0,
+                _ => false,
+            })
+        };
         Self {
+            // Neither server is in the test matrix: chosen from the
+            // documented versions, tested against the simulator only.
+            delifeq: at_least(valkey, (9, 0)),
+            delex_ifeq: valkey.is_none() && at_least(redis, (8, 4)),
             set_nx_get: redis_major.is_some_and(|major| major >= 7),
+            // WAITAOF came with Redis 7.2 (Valkey answers redis_version:7.2.4).
+            lacks_waitaof: match redis {
+                Some((Some(major), Some(minor))) => (major, minor) < (7, 2),
+                Some((Some(major), None)) => major < 7,
+                _ => false,
+            },
             set_ifeq: valkey.is_some_and(|version| match version {
                 (Some(major), Some(minor)) => (major, minor) >= (8, 1),
                 (Some(major), None) => major > 8,
@@ -71,9 +101,23 @@ impl Dialect {
 #[derive(Debug, Default)]
 pub(crate) struct Refusals {
     set_ifeq: std::sync::atomic::AtomicBool,
+    del_ifeq: std::sync::atomic::AtomicBool,
+    waitaof: std::sync::atomic::AtomicBool,
 }
 
 impl Refusals {
+    /// Remembers that the server refused `DELIFEQ` / `DELEX … IFEQ`.
+    pub(crate) fn refuse_del_ifeq(&self) {
+        self.del_ifeq
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Remembers that the server answered `WAITAOF` with `unknown command`.
+    pub(crate) fn refuse_waitaof(&self) {
+        self.waitaof
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Remembers that the server refused `SET … IFEQ`.
     pub(crate) fn refuse_set_ifeq(&self) {
         self.set_ifeq
@@ -108,6 +152,21 @@ impl Live {
             .load(std::sync::atomic::Ordering::Relaxed)
         {
             dialect.set_ifeq = false;
+        }
+        if self
+            .refusals
+            .del_ifeq
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            dialect.delifeq = false;
+            dialect.delex_ifeq = false;
+        }
+        if self
+            .refusals
+            .waitaof
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            dialect.lacks_waitaof = true;
         }
         dialect
     }

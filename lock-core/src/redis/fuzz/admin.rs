@@ -327,7 +327,13 @@ fn every_decoder(value: &Value) {
         let _ = wire::decode_script(value, &[kind, kind]);
     }
     let _ = wire::decode_set_nx_get(value, "token");
-    let _ = wire::with_replicas(Reply::Renewed { replicas: None }, wire::decode_wait(value));
+    let _ = wire::with_replicas(
+        Reply::Renewed {
+            replicas: None,
+            aof: None,
+        },
+        wire::decode_wait(value),
+    );
     if let Some(text) = reply::text(value) {
         let _ = Dialect::from_info(text);
         let _ = Redirect::parse(text, "h");

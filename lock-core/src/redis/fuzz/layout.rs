@@ -122,15 +122,27 @@ fn ttl() -> BoxedStrategy<Duration> {
 fn command() -> BoxedStrategy<Command> {
     let fencing = select(vec![Fencing::None, Fencing::Counter, Fencing::TimeMixed]);
     let wait = prop::option::of((any::<u32>(), ttl()));
+    let aof = prop::option::of((0..=1_u32, any::<u32>(), ttl())).prop_map(|aof| {
+        aof.map(|(local, replicas, timeout)| crate::WaitAof {
+            local,
+            replicas,
+            timeout,
+        })
+    });
     prop_oneof![
-        (ttl(), fencing, wait.clone()).prop_map(|(ttl, fencing, wait_replicas)| {
-            Command::Acquire {
+        (ttl(), fencing, wait.clone(), aof.clone()).prop_map(
+            |(ttl, fencing, wait_replicas, wait_aof)| Command::Acquire {
                 ttl,
                 fencing,
                 wait_replicas,
+                wait_aof,
             }
+        ),
+        (ttl(), wait, aof).prop_map(|(ttl, wait_replicas, wait_aof)| Command::Renew {
+            ttl,
+            wait_replicas,
+            wait_aof
         }),
-        (ttl(), wait).prop_map(|(ttl, wait_replicas)| Command::Renew { ttl, wait_replicas }),
         Just(Command::Release),
     ]
     .boxed()
@@ -162,7 +174,14 @@ proptest! {
         set_ifeq in any::<bool>(),
         quiet_release in any::<bool>(),
     ) {
-        let dialect = Dialect { set_nx_get, set_ifeq, quiet_release };
+        let dialect = Dialect {
+            set_nx_get,
+            set_ifeq,
+            quiet_release,
+            lacks_waitaof: false,
+            delifeq: false,
+            delex_ifeq: false,
+        };
         let batch: Vec<BatchOp<'_>> = ops
             .iter()
             .map(|(keys, token, command)| BatchOp { keys, token, command })
@@ -186,7 +205,14 @@ proptest! {
         set_ifeq in any::<bool>(),
         quiet_release in any::<bool>(),
     ) {
-        let dialect = Dialect { set_nx_get, set_ifeq, quiet_release };
+        let dialect = Dialect {
+            set_nx_get,
+            set_ifeq,
+            quiet_release,
+            lacks_waitaof: false,
+            delifeq: false,
+            delex_ifeq: false,
+        };
         let encoded = wire::encode(&keys, &token, &command, dialect);
         let plain = matches!(command, Command::Acquire { fencing: Fencing::None, .. })
             && set_nx_get;
@@ -213,32 +239,39 @@ proptest! {
                 Ok(vec![expected_walk(&keys, &token, &command, dialect)])
             );
         }
-        let asked = match &command {
-            Command::Acquire { wait_replicas, .. } | Command::Renew { wait_replicas, .. } => {
-                *wait_replicas
-            }
-            _ => None,
+        let (asked, asked_aof) = match &command {
+            Command::Acquire { wait_replicas, wait_aof, .. }
+            | Command::Renew { wait_replicas, wait_aof, .. } => (*wait_replicas, *wait_aof),
+            _ => (None, None),
         };
-        match (asked, encoded.wait.as_ref().map(args_of)) {
-            (None, None) => {}
-            (Some((replicas, timeout)), Some(wait)) => {
-                // WAIT 0 would block forever: a zero timeout becomes 1 ms.
-                let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX).max(1);
-                let expected = vec![
-                    b"WAIT".to_vec(),
-                    replicas.to_string().into_bytes(),
-                    ms.to_string().into_bytes(),
-                ];
-                prop_assert_eq!(wait, expected);
-            }
-            (asked, sent) => {
-                return Err(TestCaseError::fail(format!("asked {asked:?}, sent {sent:?}")));
-            }
+        // WAIT (and WAITAOF) 0 would block forever: a zero timeout becomes 1 ms.
+        let ms = |timeout: Duration| u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX).max(1);
+        let mut expected = Vec::new();
+        if let Some((replicas, timeout)) = asked {
+            expected.push(vec![
+                b"WAIT".to_vec(),
+                replicas.to_string().into_bytes(),
+                ms(timeout).to_string().into_bytes(),
+            ]);
         }
+        if let Some(aof) = asked_aof {
+            expected.push(vec![
+                b"WAITAOF".to_vec(),
+                aof.local.to_string().into_bytes(),
+                aof.replicas.to_string().into_bytes(),
+                ms(aof.timeout).to_string().into_bytes(),
+            ]);
+        }
+        let sent: Vec<Vec<Vec<u8>>> = encoded.waits.cmds().iter().map(args_of).collect();
+        prop_assert_eq!(sent, expected);
         // The owner-checked refresh after a `SET NX GET` found our key.
         if let Command::Acquire { ttl, .. } = command {
             let refresh = wire::encode_own_refresh(&keys, &token, ttl);
-            let renew = Command::Renew { ttl, wait_replicas: None };
+            let renew = Command::Renew {
+                ttl,
+                wait_replicas: None,
+                wait_aof: None,
+            };
             prop_assert_eq!(
                 walk(&refresh),
                 Ok(vec![expected_walk(&keys, &token, &renew, Dialect::default())])

@@ -26,12 +26,16 @@ fn spec_op(kind: OpKind, value: &Value) -> Reply {
         (OpKind::Acquire, Value::Int(fence)) if *fence >= 0 => Reply::Granted {
             fence: u64::try_from(*fence).unwrap_or_default(),
             replicas: None,
+            aof: None,
         },
         (OpKind::Acquire, Value::Int(held)) => Reply::Contended {
             // -2 - pttl: -1 is a key without ttl.
             pttl: (*held <= -2).then(|| Duration::from_millis((-2 - *held).unsigned_abs())),
         },
-        (OpKind::Renew, Value::Int(1)) => Reply::Renewed { replicas: None },
+        (OpKind::Renew, Value::Int(1)) => Reply::Renewed {
+            replicas: None,
+            aof: None,
+        },
         (OpKind::Release, Value::Int(1)) => Reply::Released,
         (OpKind::Renew | OpKind::Release, Value::Int(0)) => Reply::NotOwner,
         _ => protocol,
@@ -271,8 +275,8 @@ proptest! {
     ]) {
         let acked = wait.unwrap_or(0);
         let expected = match reply.clone() {
-            Reply::Granted { fence, .. } => Reply::Granted { fence, replicas: Some(acked) },
-            Reply::Renewed { .. } => Reply::Renewed { replicas: Some(acked) },
+            Reply::Granted { fence, .. } => Reply::Granted { fence, replicas: Some(acked) , aof: None },
+            Reply::Renewed { .. } => Reply::Renewed { replicas: Some(acked) , aof: None },
             other => other,
         };
         prop_assert_eq!(wire::with_replicas(reply, wait), expected);

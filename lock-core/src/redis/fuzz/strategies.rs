@@ -326,12 +326,20 @@ pub(crate) fn failure() -> BoxedStrategy<Failure> {
 
 pub(crate) fn any_reply() -> BoxedStrategy<Reply> {
     prop_oneof![
-        (any::<u64>(), prop::option::of(any::<u32>()))
-            .prop_map(|(fence, replicas)| Reply::Granted { fence, replicas }),
+        (any::<u64>(), prop::option::of(any::<u32>())).prop_map(|(fence, replicas)| {
+            Reply::Granted {
+                fence,
+                replicas,
+                aof: None,
+            }
+        }),
         prop::option::of(any::<u64>()).prop_map(|pttl| Reply::Contended {
             pttl: pttl.map(Duration::from_millis)
         }),
-        prop::option::of(any::<u32>()).prop_map(|replicas| Reply::Renewed { replicas }),
+        prop::option::of(any::<u32>()).prop_map(|replicas| Reply::Renewed {
+            replicas,
+            aof: None
+        }),
         Just(Reply::Released),
         Just(Reply::NotOwner),
         failure().prop_map(Reply::Failed),

@@ -251,10 +251,12 @@ fn acquire_error(failure: AcquireFailure, wait: Duration) -> AcquireError {
             last_failure: Some(failure),
         } => AcquireError::Unavailable(failure),
         AcquireFailure::Failed(Failure::WrongType) => AcquireError::WrongType,
+        AcquireFailure::Failed(Failure::Unsupported) => AcquireError::Unsupported,
         AcquireFailure::Failed(failure) => AcquireError::Unavailable(failure),
         AcquireFailure::NotReplicated { acked, wanted } => {
             AcquireError::NotReplicated { acked, wanted }
         }
+        AcquireFailure::NotDurable { acked, wanted } => AcquireError::NotDurable { acked, wanted },
         // Only an abandoned acquire (its future dropped) is cancelled, and
         // nobody is listening then.
         AcquireFailure::Cancelled => AcquireError::DriverStopped,

@@ -141,24 +141,26 @@ pub(crate) fn start(
 }
 
 /// Whether a command may share a script call with others: every script
-/// operation without a `WAIT` behind it, and an unfenced acquire too (alone
-/// it is a native `SET NX PX GET`, but in a batch it shares the call, which
-/// costs less on both sides than a command of its own).
+/// operation without a `WAIT` or `WAITAOF` behind it, and an unfenced
+/// acquire too (alone it is a native `SET NX PX GET`, but in a batch it
+/// shares the call, which costs less on both sides than a command of its
+/// own).
 fn batchable(command: &Command) -> bool {
-    match command {
-        Command::Acquire { wait_replicas, .. } | Command::Renew { wait_replicas, .. } => {
-            wait_replicas.is_none()
-        }
-        Command::Release => true,
-    }
+    codec::Waits::of(command).is_none()
 }
 
 async fn single(live: Live, command: Command, cell: Arc<LockCell>) -> Reply {
-    let mut encoded = codec::encode(&cell.names, &cell.token, &command, live.dialect());
+    let dialect = live.dialect();
+    if let Some(failure) = codec::unsupported(&command, dialect) {
+        return Reply::Failed(failure);
+    }
+    let mut encoded = codec::encode(&cell.names, &cell.token, &command, dialect);
     let mut conn = live.conn.clone();
     let ttl = acquire_ttl(&command);
     match send_encoded(&live, &mut conn, &mut encoded, &command, &cell, false).await {
-        Ok((value, waited)) => finish(&encoded, &value, waited, &mut conn, &cell, ttl).await,
+        Ok((value, waited)) => {
+            finish(&live, &encoded, &value, &waited, &mut conn, &cell, ttl).await
+        }
         Err(error) => Reply::Failed(codec::failure_of(&error)),
     }
 }
@@ -183,8 +185,8 @@ async fn send_encoded(
     command: &Command,
     cell: &LockCell,
     asking: bool,
-) -> Result<(Value, Option<Value>), redis::RedisError> {
-    let result = exchange(conn, &encoded.call, encoded.wait.as_ref(), asking).await;
+) -> Result<(Value, Vec<Value>), redis::RedisError> {
+    let result = exchange(conn, &encoded.call, &encoded.waits.cmds(), asking).await;
     match result {
         Err(error) if encoded.plan == Plan::SetIfEq && codec::refuses_native(&error) => {
             tracing::debug!(%error, "SET IFEQ refused: renewing with the script");
@@ -194,17 +196,29 @@ async fn send_encoded(
             let mut dialect = live.dialect();
             dialect.set_ifeq = false;
             *encoded = codec::encode(&cell.names, &cell.token, command, dialect);
-            exchange(conn, &encoded.call, encoded.wait.as_ref(), asking).await
+            exchange(conn, &encoded.call, &encoded.waits.cmds(), asking).await
+        }
+        Err(error) if encoded.plan == Plan::DelIfEq && codec::refuses_native(&error) => {
+            tracing::debug!(%error, "native release refused: releasing with the script");
+            if codec::refuses_for_good(&error) {
+                live.refusals.refuse_del_ifeq();
+            }
+            let mut dialect = live.dialect();
+            dialect.delifeq = false;
+            dialect.delex_ifeq = false;
+            *encoded = codec::encode(&cell.names, &cell.token, command, dialect);
+            exchange(conn, &encoded.call, &encoded.waits.cmds(), asking).await
         }
         result => result,
     }
 }
 
-/// Decodes the answer to one command (and its `WAIT`).
+/// Decodes the answer to one command (and its `WAIT` and `WAITAOF`).
 async fn finish(
+    live: &Live,
     encoded: &Encoded,
     value: &Value,
-    waited: Option<Value>,
+    waited: &[Value],
     conn: &mut MultiplexedConnection,
     cell: &LockCell,
     ttl: Duration,
@@ -212,20 +226,24 @@ async fn finish(
     let reply = match encoded.plan {
         Plan::Script(kind) => single_op(value, kind),
         Plan::SetIfEq => codec::decode_set_ifeq(value),
+        Plan::DelIfEq => codec::decode_del_if_eq(value),
         Plan::SetNxGet => match codec::decode_set_nx_get(value, &cell.token) {
             Ok(SetNxGet::Granted) => Reply::Granted {
                 fence: 0,
                 replicas: None,
+                aof: None,
             },
             Ok(SetNxGet::Contended) => Reply::Contended { pttl: None },
             Ok(SetNxGet::AlreadyOurs) => own_refresh(conn, cell, ttl).await,
             Err(failure) => Reply::Failed(failure),
         },
     };
-    match waited {
-        Some(value) => codec::with_replicas(reply, codec::decode_wait(&value)),
-        None => reply,
+    if encoded.waits.waitaof_unknown(waited) {
+        // A server whose version was not read, without WAITAOF: from now
+        // on the connection fails such locks before sending.
+        live.refusals.refuse_waitaof();
     }
+    encoded.waits.apply(reply, waited)
 }
 
 /// One command of a lock in a Redis Cluster: to the primary of its slot,
@@ -259,12 +277,16 @@ async fn cluster(
         };
         *current.lock().unwrap_or_else(PoisonError::into_inner) =
             Some((address.clone(), live.generation));
-        let mut encoded = codec::encode(&cell.names, &cell.token, &command, live.dialect());
+        let dialect = live.dialect();
+        if let Some(failure) = codec::unsupported(&command, dialect) {
+            return Reply::Failed(failure);
+        }
+        let mut encoded = codec::encode(&cell.names, &cell.token, &command, dialect);
         let mut conn = live.conn.clone();
         let asked = asking.take().is_some();
         match send_encoded(&live, &mut conn, &mut encoded, &command, &cell, asked).await {
             Ok((value, waited)) => {
-                return finish(&encoded, &value, waited, &mut conn, &cell, ttl).await;
+                return finish(&live, &encoded, &value, &waited, &mut conn, &cell, ttl).await;
             }
             Err(error) => {
                 if let Some(redirect) = route::redirect_of(&error, &address) {
@@ -298,11 +320,12 @@ async fn cluster(
 /// refresh its ttl, owner-checked, and count the grant only if that works.
 async fn own_refresh(conn: &mut MultiplexedConnection, cell: &LockCell, ttl: Duration) -> Reply {
     let refresh = codec::encode_own_refresh(&cell.names, &cell.token, ttl);
-    match exchange(conn, &refresh, None, false).await {
+    match exchange(conn, &refresh, &[], false).await {
         Ok((value, _)) => match single_op(&value, OpKind::Renew) {
             Reply::Renewed { .. } => Reply::Granted {
                 fence: 0,
                 replicas: None,
+                aof: None,
             },
             Reply::NotOwner => Reply::Contended { pttl: None },
             other => other,

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::{Failure, LostReason, OptionsError};
+use crate::{AofCounts, Failure, LostReason, OptionsError};
 
 /// Why an acquire did not produce a [`LockGuard`](crate::LockGuard).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -33,6 +33,23 @@ pub enum AcquireError {
         /// Replicas required.
         wanted: u32,
     },
+    /// `WAITAOF` counted fewer fsyncs of the grant than `wait_aof` asked
+    /// for (both counts are checked); it was released.
+    #[error(
+        "WAITAOF counted {}/{} local and {}/{} replica fsyncs of the grant",
+        acked.local, wanted.local, acked.replicas, wanted.replicas
+    )]
+    NotDurable {
+        /// What `WAITAOF` counted.
+        acked: AofCounts,
+        /// What `wait_aof` requires.
+        wanted: AofCounts,
+    },
+    /// The options ask for a command the server lacks: `wait_aof` on a
+    /// server before Redis 7.2 (its version says so, or it answered
+    /// `unknown command`). Nothing was sent.
+    #[error("the server lacks WAITAOF (Redis 7.2 or later, or Valkey): drop wait_aof or upgrade")]
+    Unsupported,
     /// The locker's driver is no longer running.
     #[error("the locker's driver has stopped")]
     DriverStopped,

@@ -396,7 +396,7 @@ fn seal(items: Vec<Item>, live: Live) -> SendFuture {
         .collect();
     let kinds: Vec<OpKind> = items.iter().map(|item| OpKind::of(&item.command)).collect();
     let cmd = codec::encode_batch(&ops, live.dialect());
-    Box::pin(call::batch(live, cmd, None, kinds))
+    Box::pin(call::batch(live, cmd, codec::Waits::default(), kinds))
 }
 
 #[cfg(test)]
@@ -455,6 +455,7 @@ mod tests {
                                 .map(|i| Reply::Granted {
                                     fence: i as u64,
                                     replicas: None,
+                                    aof: None,
                                 })
                                 .collect(),
                         )
@@ -505,6 +506,7 @@ mod tests {
         Poll::Ready(Reply::Granted {
             fence,
             replicas: None,
+            aof: None,
         })
     }
 

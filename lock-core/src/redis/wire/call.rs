@@ -10,15 +10,16 @@ use redis::{Cmd, RedisError, Value, aio::MultiplexedConnection};
 use super::codec::{self, OpKind};
 use crate::{Failure, Reply, redis::connect::node::Live, scripts};
 
-/// Sends `call` (behind `ASKING` when `asking`, and with a pipelined
-/// `WAIT` after it), reloading the script once on `NOSCRIPT`.
+/// Sends `call` (behind `ASKING` when `asking`, and with the pipelined
+/// waits `after` it: `WAIT`, `WAITAOF`), reloading the script once on
+/// `NOSCRIPT`. Answers the call's value and the waits' values, in order.
 pub(crate) async fn exchange(
     conn: &mut MultiplexedConnection,
     call: &Cmd,
-    wait: Option<&Cmd>,
+    after: &[Cmd],
     asking: bool,
-) -> Result<(Value, Option<Value>), RedisError> {
-    match send(conn, call, wait, asking).await {
+) -> Result<(Value, Vec<Value>), RedisError> {
+    match send(conn, call, after, asking).await {
         Err(error) if codec::failure_of(&error) == Failure::NoScript => {
             tracing::debug!("NOSCRIPT: loading the lock script");
             redis::cmd("SCRIPT")
@@ -26,7 +27,7 @@ pub(crate) async fn exchange(
                 .arg(scripts::LOCK.source)
                 .query_async::<Value>(conn)
                 .await?;
-            send(conn, call, wait, asking).await
+            send(conn, call, after, asking).await
         }
         result => result,
     }
@@ -35,28 +36,29 @@ pub(crate) async fn exchange(
 pub(crate) async fn send(
     conn: &mut MultiplexedConnection,
     call: &Cmd,
-    wait: Option<&Cmd>,
+    after: &[Cmd],
     asking: bool,
-) -> Result<(Value, Option<Value>), RedisError> {
-    if !asking && wait.is_none() {
+) -> Result<(Value, Vec<Value>), RedisError> {
+    if !asking && after.is_empty() {
         return match conn.send_packed_command(call).await? {
             // redis-rs hands a top-level error reply back as a value.
             Value::ServerError(error) => Err(RedisError::from(error)),
-            value => Ok((value, None)),
+            value => Ok((value, Vec::new())),
         };
     }
     // One round trip: `ASKING` right before the call when a migrating slot
     // sent us to its target, then the call, then `WAIT` for the replicas
-    // to catch up with it (WAIT counts the writes this connection made).
+    // to catch up with it, and `WAITAOF` for the fsyncs (both count the
+    // writes this connection made).
     let mut pipe = redis::pipe();
     if asking {
         pipe.cmd("ASKING");
     }
     pipe.add_command(call.clone());
-    if let Some(wait) = wait {
+    for wait in after {
         pipe.add_command(wait.clone());
     }
-    let count = 1 + usize::from(asking) + usize::from(wait.is_some());
+    let count = 1 + usize::from(asking) + after.len();
     let values = conn.send_packed_commands(&pipe, 0, count).await?;
     let mut values = values.into_iter().skip(usize::from(asking));
     let Some(first) = values.next() else {
@@ -68,30 +70,27 @@ pub(crate) async fn send(
     if let Value::ServerError(error) = first {
         return Err(RedisError::from(error));
     }
-    Ok((first, values.next()))
+    Ok((first, values.collect()))
 }
 
-/// Sends one batch of script operations and decodes a reply per operation.
+/// Sends one batch of script operations, with the `waits` they share, and
+/// decodes a reply per operation.
 pub(crate) async fn batch(
     live: Live,
     call: Cmd,
-    wait: Option<Cmd>,
+    waits: codec::Waits,
     kinds: Vec<OpKind>,
 ) -> Vec<Reply> {
     let mut conn = live.conn;
-    match exchange(&mut conn, &call, wait.as_ref(), false).await {
+    match exchange(&mut conn, &call, &waits.cmds(), false).await {
         Ok((value, waited)) => {
-            let replies = codec::decode_script(&value, &kinds);
-            match waited {
-                Some(waited) => {
-                    let acked = codec::decode_wait(&waited);
-                    replies
-                        .into_iter()
-                        .map(|reply| codec::with_replicas(reply, acked))
-                        .collect()
-                }
-                None => replies,
+            if waits.waitaof_unknown(&waited) {
+                live.refusals.refuse_waitaof();
             }
+            codec::decode_script(&value, &kinds)
+                .into_iter()
+                .map(|reply| waits.apply(reply, &waited))
+                .collect()
         }
         Err(error) => vec![Reply::Failed(codec::failure_of(&error)); kinds.len()],
     }

@@ -8,7 +8,8 @@ use std::time::Duration;
 use redis::{Cmd, RedisError, Value};
 
 use crate::{
-    Command, Failure, Fencing, Reply, redis::connect::node::Dialect, scripts, scripts::KeyNames,
+    AofCounts, Command, Failure, Fencing, Reply, WaitAof, redis::connect::node::Dialect, scripts,
+    scripts::KeyNames,
 };
 
 /// The kind of one operation, to decode its part of a reply.
@@ -36,31 +37,119 @@ pub(crate) enum Plan {
     SetNxGet,
     /// `SET lock token IFEQ token PX ttl`: a lone renewal on Valkey 8.1+.
     SetIfEq,
+    /// `DELIFEQ lock token` (Valkey 9.0+) or `DELEX lock IFEQ token`
+    /// (Redis 8.4+): an unannounced release.
+    DelIfEq,
     /// One operation of the lock script.
     Script(OpKind),
 }
 
-/// A command ready to send: the call itself, and a `WAIT` to pipeline
-/// after it when the lock asks for replica acknowledgements.
+/// A command ready to send: the call itself, and the `WAIT` and `WAITAOF`
+/// to pipeline after it when the lock asks for acknowledgements.
 #[derive(Debug, Clone)]
 pub(crate) struct Encoded {
     pub(crate) call: Cmd,
     pub(crate) plan: Plan,
-    pub(crate) wait: Option<Cmd>,
+    pub(crate) waits: Waits,
 }
 
 fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
-fn wait_cmd(wait_replicas: Option<(u32, Duration)>) -> Option<Cmd> {
-    wait_replicas.map(|(replicas, timeout)| {
-        // WAIT 0 means "forever" to Redis; a zero timeout here means
-        // "don't block".
-        let mut wait = redis::cmd("WAIT");
-        wait.arg(replicas).arg(millis(timeout).max(1));
-        wait
-    })
+/// What a grant or a renewal waits for once it ran: `WAIT` for replicas,
+/// then `WAITAOF` for fsyncs, pipelined behind it in that order (both
+/// count the writes this connection made before them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub(crate) struct Waits {
+    pub(crate) replicas: Option<(u32, Duration)>,
+    pub(crate) aof: Option<WaitAof>,
+}
+
+impl Waits {
+    /// The waits of `command` (none for a release).
+    pub(crate) fn of(command: &Command) -> Self {
+        match command {
+            Command::Acquire {
+                wait_replicas,
+                wait_aof,
+                ..
+            }
+            | Command::Renew {
+                wait_replicas,
+                wait_aof,
+                ..
+            } => Self {
+                replicas: *wait_replicas,
+                aof: *wait_aof,
+            },
+            Command::Release => Self::default(),
+        }
+    }
+
+    /// Whether nothing is waited for.
+    pub(crate) fn is_none(&self) -> bool {
+        self.replicas.is_none() && self.aof.is_none()
+    }
+
+    /// The commands to pipeline after the call, in the order
+    /// [`apply`](Self::apply) reads their answers.
+    pub(crate) fn cmds(&self) -> Vec<Cmd> {
+        let mut cmds = Vec::new();
+        if let Some((replicas, timeout)) = self.replicas {
+            // WAIT 0 means "forever" to Redis; a zero timeout here means
+            // "don't block". The same holds for WAITAOF.
+            let mut wait = redis::cmd("WAIT");
+            wait.arg(replicas).arg(millis(timeout).max(1));
+            cmds.push(wait);
+        }
+        if let Some(aof) = self.aof {
+            let mut wait = redis::cmd("WAITAOF");
+            wait.arg(aof.local)
+                .arg(aof.replicas)
+                .arg(millis(aof.timeout).max(1));
+            cmds.push(wait);
+        }
+        cmds
+    }
+
+    /// Adds what the waits answered (`values`, in [`cmds`](Self::cmds)
+    /// order) to a granted or renewed reply. A missing or unreadable
+    /// answer counts as no acknowledgement, which never meets a
+    /// requirement.
+    pub(crate) fn apply(&self, mut reply: Reply, values: &[Value]) -> Reply {
+        let mut values = values.iter();
+        if self.replicas.is_some() {
+            let acked = values.next().map_or(Err(Failure::Protocol), decode_wait);
+            reply = with_replicas(reply, acked);
+        }
+        if self.aof.is_some() {
+            let counts = values.next().map_or(Err(Failure::Protocol), decode_waitaof);
+            reply = with_aof(reply, counts.unwrap_or_default());
+        }
+        reply
+    }
+
+    /// Whether the server answered the `WAITAOF` among `values` with an
+    /// unknown command (a server before 7.2 whose version was not read).
+    pub(crate) fn waitaof_unknown(&self, values: &[Value]) -> bool {
+        if self.aof.is_none() {
+            return false;
+        }
+        let index = usize::from(self.replicas.is_some());
+        matches!(
+            values.get(index),
+            Some(Value::ServerError(error))
+                if error.details().is_some_and(|d| d.starts_with("unknown command"))
+        )
+    }
+}
+
+/// Why `command` cannot go to a server of `dialect` at all: a `WAITAOF`
+/// the server does not have ([`Failure::Unsupported`]). Checked before the
+/// send, so nothing runs.
+pub(crate) fn unsupported(command: &Command, dialect: Dialect) -> Option<Failure> {
+    (Waits::of(command).aof.is_some() && dialect.lacks_waitaof).then_some(Failure::Unsupported)
 }
 
 /// Encodes one machine command for one lock.
@@ -87,12 +176,33 @@ fn wait_cmd(wait_replicas: Option<(u32, Duration)>) -> Option<Cmd> {
 /// sends the script's renewal in its place ([`refuses_native`]): the
 /// outcome is always the script's.
 ///
-/// Releases stay in the script: `DELIFEQ` (Valkey 9) and `DELEX … IFEQ`
-/// (Redis 8.4) would replace the unannounced release, but no such server
-/// runs in the test matrix, and the announced release also publishes.
+/// An unannounced release (a Redlock node's: nobody subscribes there) is
+/// `DELIFEQ lock token` on Valkey 9.0+ and `DELEX lock IFEQ token` on
+/// Redis 8.4+: the script's quiet release compares the stored string with
+/// the token and deletes it on a match, answering 1, else 0; so do both
+/// commands (a key of another type is `WRONGTYPE` for all three). The
+/// announced release stays in the script: it also `PUBLISH`es the wake-up
+/// to the lock's waiters, and only when the key was ours, which no single
+/// native command does (a `PUBLISH` pipelined behind would announce
+/// releases that deleted nothing, and waiting for the answer first costs a
+/// round trip). Neither server runs in the test matrix: the native release
+/// is tested against the simulator's model of them only.
 pub(crate) fn encode(keys: &KeyNames, token: &str, command: &Command, dialect: Dialect) -> Encoded {
     match command {
-        Command::Renew { ttl, wait_replicas } if dialect.set_ifeq => {
+        Command::Release if dialect.quiet_release && (dialect.delifeq || dialect.delex_ifeq) => {
+            let mut call = Cmd::with_capacity(4, keys.lock.len() + token.len() + 16);
+            if dialect.delifeq {
+                call.arg("DELIFEQ").arg(&keys.lock).arg(token);
+            } else {
+                call.arg("DELEX").arg(&keys.lock).arg("IFEQ").arg(token);
+            }
+            Encoded {
+                call,
+                plan: Plan::DelIfEq,
+                waits: Waits::default(),
+            }
+        }
+        Command::Renew { ttl, .. } if dialect.set_ifeq => {
             let mut call = Cmd::with_capacity(7, keys.lock.len() + token.len() * 2 + 24);
             call.arg("SET")
                 .arg(&keys.lock)
@@ -104,13 +214,13 @@ pub(crate) fn encode(keys: &KeyNames, token: &str, command: &Command, dialect: D
             Encoded {
                 call,
                 plan: Plan::SetIfEq,
-                wait: wait_cmd(*wait_replicas),
+                waits: Waits::of(command),
             }
         }
         Command::Acquire {
             ttl,
             fencing: Fencing::None,
-            wait_replicas,
+            ..
         } if dialect.set_nx_get => {
             let mut call = Cmd::with_capacity(7, keys.lock.len() + token.len() + 32);
             call.arg("SET")
@@ -123,22 +233,16 @@ pub(crate) fn encode(keys: &KeyNames, token: &str, command: &Command, dialect: D
             Encoded {
                 call,
                 plan: Plan::SetNxGet,
-                wait: wait_cmd(*wait_replicas),
+                waits: Waits::of(command),
             }
         }
         _ => {
             let mut call = script_call(1, keys.lock.len() + keys.fence.len() + token.len() + 80);
             push_op(&mut call, keys, token, command, dialect);
-            let wait = match command {
-                Command::Acquire { wait_replicas, .. } | Command::Renew { wait_replicas, .. } => {
-                    wait_cmd(*wait_replicas)
-                }
-                Command::Release => None,
-            };
             Encoded {
                 call,
                 plan: Plan::Script(OpKind::of(command)),
-                wait,
+                waits: Waits::of(command),
             }
         }
     }
@@ -250,6 +354,7 @@ pub(crate) fn encode_own_refresh(keys: &KeyNames, token: &str, ttl: Duration) ->
         &Command::Renew {
             ttl,
             wait_replicas: None,
+            wait_aof: None,
         },
         Dialect::default(),
     );
@@ -286,9 +391,37 @@ pub(crate) fn decode_set_nx_get(value: &Value, token: &str) -> Result<SetNxGet, 
 /// key was ours and its ttl is reset, nil when it is not ours.
 pub(crate) fn decode_set_ifeq(value: &Value) -> Reply {
     match value {
-        Value::Okay => Reply::Renewed { replicas: None },
-        Value::SimpleString(text) if text == "OK" => Reply::Renewed { replicas: None },
+        Value::Okay => Reply::Renewed {
+            replicas: None,
+            aof: None,
+        },
+        Value::SimpleString(text) if text == "OK" => Reply::Renewed {
+            replicas: None,
+            aof: None,
+        },
         Value::Nil => Reply::NotOwner,
+        Value::ServerError(error) => Reply::Failed(failure_of_code(error.code(), error.details())),
+        _ => Reply::Failed(Failure::Protocol),
+    }
+}
+
+/// Whether `command` goes to a server of `dialect` as a native command when
+/// sent alone (a renewal as `SET … IFEQ`, an unannounced release as
+/// `DELIFEQ` or `DELEX … IFEQ`), rather than as a script operation.
+pub(crate) fn native_alone(command: &Command, dialect: Dialect) -> bool {
+    match command {
+        Command::Renew { .. } => dialect.set_ifeq,
+        Command::Release => dialect.quiet_release && (dialect.delifeq || dialect.delex_ifeq),
+        Command::Acquire { .. } => false,
+    }
+}
+
+/// Decodes the answer to `DELIFEQ lock token` or `DELEX lock IFEQ token`:
+/// 1 when our key was deleted, 0 when it was missing or not ours.
+pub(crate) fn decode_del_if_eq(value: &Value) -> Reply {
+    match value {
+        Value::Int(1) => Reply::Released,
+        Value::Int(0) => Reply::NotOwner,
         Value::ServerError(error) => Reply::Failed(failure_of_code(error.code(), error.details())),
         _ => Reply::Failed(Failure::Protocol),
     }
@@ -341,7 +474,10 @@ pub(crate) fn decode_op(kind: OpKind, value: &Value) -> Reply {
         (OpKind::Acquire, value) => decode_acquire(value),
         (OpKind::Renew, value) => decode_flag(value).map(|renewed| {
             if renewed {
-                Reply::Renewed { replicas: None }
+                Reply::Renewed {
+                    replicas: None,
+                    aof: None,
+                }
             } else {
                 Reply::NotOwner
             }
@@ -364,6 +500,7 @@ fn decode_acquire(value: &Value) -> Result<Reply, Failure> {
         Value::Int(fence) if *fence >= 0 => Ok(Reply::Granted {
             fence: fence.unsigned_abs(),
             replicas: None,
+            aof: None,
         }),
         Value::Int(held) => Ok(Reply::Contended {
             pttl: u64::try_from((-2_i64).saturating_sub(*held))
@@ -391,25 +528,58 @@ pub(crate) fn decode_wait(value: &Value) -> Result<u32, Failure> {
     }
 }
 
+/// Decodes `WAITAOF`'s answer: `[local, replicas]`, the fsyncs counted
+/// (it answers them on timeout too). An error reply (a replica, AOF off
+/// with `numlocal` 1, an unknown command) or any other shape is a failure.
+pub(crate) fn decode_waitaof(value: &Value) -> Result<AofCounts, Failure> {
+    match value {
+        Value::Array(items) => match items.as_slice() {
+            [Value::Int(local), Value::Int(replicas)] => Ok(AofCounts {
+                local: u32::try_from(*local).map_err(|_| Failure::Protocol)?,
+                replicas: u32::try_from(*replicas).map_err(|_| Failure::Protocol)?,
+            }),
+            _ => Err(Failure::Protocol),
+        },
+        Value::ServerError(error) => Err(failure_of_code(error.code(), error.details())),
+        _ => Err(Failure::Protocol),
+    }
+}
+
 /// Adds what `WAIT` reported to a granted or renewed reply.
 pub(crate) fn with_replicas(reply: Reply, wait: Result<u32, Failure>) -> Reply {
-    match (reply, wait) {
-        (Reply::Granted { fence, .. }, Ok(acked)) => Reply::Granted {
+    // The key was granted (or renewed) but we cannot tell how far it
+    // replicated: treat it as acknowledged by none, which never counts
+    // when replicas were asked for.
+    let acked = Some(wait.unwrap_or(0));
+    match reply {
+        Reply::Granted { fence, aof, .. } => Reply::Granted {
             fence,
-            replicas: Some(acked),
+            replicas: acked,
+            aof,
         },
-        (Reply::Renewed { .. }, Ok(acked)) => Reply::Renewed {
-            replicas: Some(acked),
+        Reply::Renewed { aof, .. } => Reply::Renewed {
+            replicas: acked,
+            aof,
         },
-        // The key was granted (or renewed) but we cannot tell how far it
-        // replicated: treat it as acknowledged by none, which never counts
-        // when replicas were asked for.
-        (Reply::Granted { fence, .. }, Err(_)) => Reply::Granted {
+        other => other,
+    }
+}
+
+/// Adds what `WAITAOF` counted to a granted or renewed reply.
+pub(crate) fn with_aof(reply: Reply, counts: AofCounts) -> Reply {
+    match reply {
+        Reply::Granted {
+            fence, replicas, ..
+        } => Reply::Granted {
             fence,
-            replicas: Some(0),
+            replicas,
+            aof: Some(counts),
         },
-        (Reply::Renewed { .. }, Err(_)) => Reply::Renewed { replicas: Some(0) },
-        (other, _) => other,
+        Reply::Renewed { replicas, .. } => Reply::Renewed {
+            replicas,
+            aof: Some(counts),
+        },
+        other => other,
     }
 }
 
@@ -484,14 +654,16 @@ mod tests {
             decode_op(OpKind::Acquire, &granted),
             Reply::Granted {
                 fence: 1_700_000_000_000_001,
-                replicas: None
+                replicas: None,
+                aof: None
             }
         );
         assert_eq!(
             decode_op(OpKind::Acquire, &Value::Int(0)),
             Reply::Granted {
                 fence: 0,
-                replicas: None
+                replicas: None,
+                aof: None
             }
         );
         let held = Value::Int(-2 - 1500);
@@ -535,7 +707,8 @@ mod tests {
                 Reply::Released,
                 Reply::Granted {
                     fence: 9,
-                    replicas: None
+                    replicas: None,
+                    aof: None
                 },
                 Reply::NotOwner
             ]
@@ -595,11 +768,17 @@ mod tests {
     fn set_ifeq_replies_decode() {
         assert_eq!(
             decode_set_ifeq(&Value::Okay),
-            Reply::Renewed { replicas: None }
+            Reply::Renewed {
+                replicas: None,
+                aof: None
+            }
         );
         assert_eq!(
             decode_set_ifeq(&Value::SimpleString("OK".into())),
-            Reply::Renewed { replicas: None }
+            Reply::Renewed {
+                replicas: None,
+                aof: None
+            }
         );
         assert_eq!(decode_set_ifeq(&Value::Nil), Reply::NotOwner);
         assert_eq!(
@@ -647,6 +826,170 @@ mod tests {
             "x",
         ));
         assert!(!refuses_native(&io));
+    }
+
+    #[test]
+    fn waitaof_answers_decode_with_both_counts() {
+        let counts = |local, replicas| AofCounts { local, replicas };
+        let pair = |a, b| Value::Array(vec![Value::Int(a), Value::Int(b)]);
+        assert_eq!(decode_waitaof(&pair(1, 0)), Ok(counts(1, 0)));
+        assert_eq!(decode_waitaof(&pair(0, 2)), Ok(counts(0, 2)));
+        for bad in [
+            Value::Int(1),
+            pair(-1, 0),
+            Value::Array(vec![Value::Int(1)]),
+            Value::Nil,
+        ] {
+            assert_eq!(decode_waitaof(&bad), Err(Failure::Protocol), "{bad:?}");
+        }
+        let waits = Waits {
+            replicas: Some((1, Duration::from_millis(10))),
+            aof: Some(WaitAof {
+                local: 1,
+                replicas: 0,
+                timeout: Duration::from_millis(10),
+            }),
+        };
+        let cmds: Vec<Vec<u8>> = waits.cmds().iter().map(Cmd::get_packed_command).collect();
+        assert_eq!(
+            cmds,
+            vec![
+                redis::cmd("WAIT").arg(1).arg(10).get_packed_command(),
+                redis::cmd("WAITAOF")
+                    .arg(1)
+                    .arg(0)
+                    .arg(10)
+                    .get_packed_command()
+            ]
+        );
+        let granted = Reply::Granted {
+            fence: 7,
+            replicas: None,
+            aof: None,
+        };
+        // WAIT's answer first, then WAITAOF's.
+        assert_eq!(
+            waits.apply(granted.clone(), &[Value::Int(1), pair(0, 0)]),
+            Reply::Granted {
+                fence: 7,
+                replicas: Some(1),
+                aof: Some(counts(0, 0))
+            }
+        );
+        // An error (AOF off, a replica, unknown command) counts nothing.
+        let unknown = match redis::parse_redis_value(
+            b"-ERR unknown command 'waitaof', with args beginning with: '1'\r\n",
+        ) {
+            Ok(value) => value,
+            Err(error) => panic!("{error}"),
+        };
+        assert_eq!(
+            waits.apply(granted.clone(), &[Value::Int(1), unknown.clone()]),
+            Reply::Granted {
+                fence: 7,
+                replicas: Some(1),
+                aof: Some(counts(0, 0))
+            }
+        );
+        assert!(waits.waitaof_unknown(&[Value::Int(1), unknown.clone()]));
+        assert!(!waits.waitaof_unknown(&[unknown, pair(1, 0)]));
+        // A missing answer counts nothing either.
+        assert_eq!(
+            waits.apply(granted, &[]),
+            Reply::Granted {
+                fence: 7,
+                replicas: Some(0),
+                aof: Some(counts(0, 0))
+            }
+        );
+    }
+
+    #[test]
+    fn native_release_only_unannounced_and_from_valkey_9_or_redis_8_4() {
+        let dialect = |info: &str, quiet: bool| {
+            let mut dialect = Dialect::from_info(info);
+            dialect.quiet_release = quiet;
+            dialect
+        };
+        let keys = KeyNames::new("lock", "k");
+        let release = |info: &str, quiet: bool| {
+            let encoded = encode(&keys, "t", &Command::Release, dialect(info, quiet));
+            (encoded.plan, encoded.call.get_packed_command())
+        };
+        let valkey9 = "redis_version:7.2.4\r\nvalkey_version:9.0.0\r\n";
+        let redis84 = "redis_version:8.4.0\r\n";
+        assert_eq!(
+            release(valkey9, true),
+            (
+                Plan::DelIfEq,
+                redis::cmd("DELIFEQ")
+                    .arg(&keys.lock)
+                    .arg("t")
+                    .get_packed_command()
+            )
+        );
+        assert_eq!(
+            release(redis84, true),
+            (
+                Plan::DelIfEq,
+                redis::cmd("DELEX")
+                    .arg(&keys.lock)
+                    .arg("IFEQ")
+                    .arg("t")
+                    .get_packed_command()
+            )
+        );
+        // The announced release publishes: it stays in the script.
+        assert_eq!(release(valkey9, false).0, Plan::Script(OpKind::Release));
+        assert_eq!(release(redis84, false).0, Plan::Script(OpKind::Release));
+        // Older servers keep the script.
+        for info in [
+            "redis_version:7.2.4\r\nvalkey_version:8.1.8\r\n",
+            "redis_version:8.2.0\r\n",
+            "redis_version:7.0.15\r\n",
+            // Valkey says redis_version:7.2.4; a Valkey that claimed 8.4 is
+            // still not Redis.
+            "redis_version:8.4.0\r\nvalkey_version:8.1.8\r\n",
+        ] {
+            assert_eq!(
+                release(info, true).0,
+                Plan::Script(OpKind::Release),
+                "{info}"
+            );
+        }
+        assert_eq!(decode_del_if_eq(&Value::Int(1)), Reply::Released);
+        assert_eq!(decode_del_if_eq(&Value::Int(0)), Reply::NotOwner);
+        assert_eq!(
+            decode_del_if_eq(&Value::Nil),
+            Reply::Failed(Failure::Protocol)
+        );
+    }
+
+    #[test]
+    fn waitaof_is_known_missing_only_below_7_2() {
+        let lacks = |info: &str| Dialect::from_info(info).lacks_waitaof;
+        assert!(lacks("redis_version:7.0.15\r\n"));
+        assert!(lacks("redis_version:6.2.14\r\n"));
+        assert!(!lacks("redis_version:7.2.0\r\n"));
+        assert!(!lacks("redis_version:8.4.0\r\n"));
+        assert!(!lacks("redis_version:7.2.4\r\nvalkey_version:8.1.8\r\n"));
+        // Unknown: send it, and let the answer decide.
+        assert!(!lacks("garbage"));
+        let acquire = Command::Acquire {
+            ttl: Duration::from_secs(1),
+            fencing: Fencing::TimeMixed,
+            wait_replicas: None,
+            wait_aof: Some(WaitAof {
+                local: 1,
+                replicas: 0,
+                timeout: Duration::from_millis(10),
+            }),
+        };
+        let old = Dialect::from_info("redis_version:7.0.15\r\n");
+        assert_eq!(unsupported(&acquire, old), Some(Failure::Unsupported));
+        assert_eq!(unsupported(&Command::Release, old), None);
+        let new = Dialect::from_info("redis_version:7.2.4\r\n");
+        assert_eq!(unsupported(&acquire, new), None);
     }
 
     #[test]

@@ -34,12 +34,14 @@ pub fn single(name: &str) -> Scenario {
         expect: Expect::Safe,
         property: None,
         topology: Topology::Single,
+        server: sim::config::ServerConfig::default(),
         lock: LockConfig {
             ttl: ms(1_000),
             renew_every: None,
             drift_factor: 0.01,
             fencing: FencingMode::TimeMixed,
             wait_replicas: 0,
+            wait_aof: None,
             wait: None,
         },
         clients: ClientsConfig {
