@@ -33,15 +33,11 @@ use crate::redis::{
         timer::DeadlineTimer,
     },
     wire::{
-        call,
+        batch, call,
         codec::{self, BatchOp, OpKind},
     },
 };
 use crate::{Command, CommandId, Failure, Reply};
-
-/// At most this many operations share one script call, so that no single
-/// call blocks the server for long.
-const MAX_BATCH: usize = 128;
 
 /// Operations share a batch when they go to the same node, on the same
 /// connection, with the same `WAIT` after them.
@@ -217,7 +213,7 @@ impl Watchdog {
                 self.adopt(&cell, call, now);
                 continue;
             }
-            for chunk in ops.chunks(MAX_BATCH) {
+            for chunk in ops.chunks(batch::MAX_OPS) {
                 let batch: Vec<BatchOp<'_>> = chunk
                     .iter()
                     .map(|(cell, _, command)| BatchOp {
@@ -228,15 +224,6 @@ impl Watchdog {
                     .collect();
                 let cmd = codec::encode_batch(&batch, live.dialect());
                 let kinds: Vec<OpKind> = chunk.iter().map(|(_, _, c)| OpKind::of(c)).collect();
-                let wait_cmd = wait.map(|(replicas, timeout)| {
-                    let mut wait = redis::cmd("WAIT");
-                    wait.arg(replicas).arg(
-                        u64::try_from(timeout.as_millis())
-                            .unwrap_or(u64::MAX)
-                            .max(1),
-                    );
-                    wait
-                });
                 let timeout = chunk
                     .iter()
                     .map(|(cell, _, _)| cell.command_timeout)
@@ -250,7 +237,7 @@ impl Watchdog {
                         .iter()
                         .map(|(cell, id, _)| (Arc::clone(cell), *id))
                         .collect(),
-                    future: Box::pin(call::batch(live.clone(), cmd, wait_cmd, kinds)),
+                    future: Box::pin(call::batch(live.clone(), cmd, wait, kinds)),
                 });
             }
         }

@@ -44,8 +44,9 @@ use super::{
 use crate::redis::connect::node::Live;
 use crate::{Command, Failure, Reply, scripts::KeyNames};
 
-/// At most this many operations share one call.
-const MAX_OPS: usize = 128;
+/// At most this many operations share one script call, so that no single
+/// call blocks the server for long.
+pub(crate) const MAX_OPS: usize = 128;
 
 /// A completed batch with at least this many other participants waiting
 /// wakes only half of them at once: the rest wake once the next call on

@@ -5,6 +5,8 @@
 //! node has an empty script cache) and never waits on a timer of its own:
 //! the lock machine's command timeout bounds it.
 
+use std::time::Duration;
+
 use redis::{Cmd, RedisError, Value, aio::MultiplexedConnection};
 
 use super::codec::{self, OpKind};
@@ -71,13 +73,15 @@ pub(crate) async fn send(
     Ok((first, values.next()))
 }
 
-/// Sends one batch of script operations and decodes a reply per operation.
+/// Sends one batch of script operations (with a `WAIT` for
+/// `wait_replicas` after it) and decodes a reply per operation.
 pub(crate) async fn batch(
     live: Live,
     call: Cmd,
-    wait: Option<Cmd>,
+    wait_replicas: Option<(u32, Duration)>,
     kinds: Vec<OpKind>,
 ) -> Vec<Reply> {
+    let wait = codec::encode_wait(wait_replicas);
     let mut conn = live.conn;
     match exchange(&mut conn, &call, wait.as_ref(), false).await {
         Ok((value, waited)) => {

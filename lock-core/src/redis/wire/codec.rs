@@ -53,7 +53,9 @@ fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
-fn wait_cmd(wait_replicas: Option<(u32, Duration)>) -> Option<Cmd> {
+/// The `WAIT` pipelined after a call (or a batch) that asks for
+/// `wait_replicas` acknowledgements: the one place it is encoded.
+pub(crate) fn encode_wait(wait_replicas: Option<(u32, Duration)>) -> Option<Cmd> {
     wait_replicas.map(|(replicas, timeout)| {
         // WAIT 0 means "forever" to Redis; a zero timeout here means
         // "don't block".
@@ -104,7 +106,7 @@ pub(crate) fn encode(keys: &KeyNames, token: &str, command: &Command, dialect: D
             Encoded {
                 call,
                 plan: Plan::SetIfEq,
-                wait: wait_cmd(*wait_replicas),
+                wait: encode_wait(*wait_replicas),
             }
         }
         Command::Acquire {
@@ -123,7 +125,7 @@ pub(crate) fn encode(keys: &KeyNames, token: &str, command: &Command, dialect: D
             Encoded {
                 call,
                 plan: Plan::SetNxGet,
-                wait: wait_cmd(*wait_replicas),
+                wait: encode_wait(*wait_replicas),
             }
         }
         _ => {
@@ -131,7 +133,7 @@ pub(crate) fn encode(keys: &KeyNames, token: &str, command: &Command, dialect: D
             push_op(&mut call, keys, token, command, dialect);
             let wait = match command {
                 Command::Acquire { wait_replicas, .. } | Command::Renew { wait_replicas, .. } => {
-                    wait_cmd(*wait_replicas)
+                    encode_wait(*wait_replicas)
                 }
                 Command::Release => None,
             };
