@@ -53,6 +53,17 @@ fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// The replica acknowledgements `command` waits for, if any: a release
+/// waits for none.
+pub(crate) fn wait_of(command: &Command) -> Option<(u32, Duration)> {
+    match command {
+        Command::Acquire { wait_replicas, .. } | Command::Renew { wait_replicas, .. } => {
+            *wait_replicas
+        }
+        Command::Release => None,
+    }
+}
+
 /// The `WAIT` pipelined after a call (or a batch) that asks for
 /// `wait_replicas` acknowledgements: the one place it is encoded.
 pub(crate) fn encode_wait(wait_replicas: Option<(u32, Duration)>) -> Option<Cmd> {
@@ -131,16 +142,10 @@ pub(crate) fn encode(keys: &KeyNames, token: &str, command: &Command, dialect: D
         _ => {
             let mut call = script_call(1, keys.lock.len() + keys.fence.len() + token.len() + 80);
             push_op(&mut call, keys, token, command, dialect);
-            let wait = match command {
-                Command::Acquire { wait_replicas, .. } | Command::Renew { wait_replicas, .. } => {
-                    encode_wait(*wait_replicas)
-                }
-                Command::Release => None,
-            };
             Encoded {
                 call,
                 plan: Plan::Script(OpKind::of(command)),
-                wait,
+                wait: encode_wait(wait_of(command)),
             }
         }
     }
