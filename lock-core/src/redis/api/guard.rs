@@ -54,7 +54,7 @@ impl LockGuard {
     /// have the resource refuse tokens lower than the highest it has seen.
     ///
     /// Under Redlock it is the highest of the majority's per-node tokens,
-    /// which is not globally ordered: see [`redlock`](crate::redlock).
+    /// which is not globally ordered: see [`RedlockMachine`](crate::RedlockMachine).
     pub fn fence(&self) -> u64 {
         self.fence
     }
@@ -149,7 +149,7 @@ impl LockGuard {
         cell.lock()
             .release_result
             .take()
-            // `drive` returns only once the release has a result.
+            // `run` returns only once the release has a result.
             .unwrap_or(Err(ReleaseError::DriverStopped))
     }
 
