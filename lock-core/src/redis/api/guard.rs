@@ -106,17 +106,16 @@ impl LockGuard {
                 Status::Released | Status::Pending => return LostReason::NotOwner,
                 Status::Held { valid_until } => valid_until,
             };
-            let remaining = valid_until.saturating_duration_since(self.session.clock.now());
+            // One reading of the clock per pass: once the sleep ends, the
+            // next pass reads it again and decides.
+            let now = self.session.clock.now();
+            if now >= valid_until {
+                return LostReason::Expired;
+            }
             tokio::select! {
                 biased;
                 () = &mut notified => {}
-                () = tokio::time::sleep(remaining) => {
-                    if self.session.clock.now() >= valid_until
-                        && self.cell.lock().status == (Status::Held { valid_until })
-                    {
-                        return LostReason::Expired;
-                    }
-                }
+                () = tokio::time::sleep(valid_until - now) => {}
             }
         }
     }
