@@ -1,17 +1,85 @@
-//! A Redis distributed lock with a renewal watchdog, fencing tokens, and a
-//! lost-lock signal that fires on time.
+//! A Redis distributed lock for tokio services: it renews itself, hands out
+//! fencing tokens, and tells you it lost the lock before Redis could give it
+//! to anyone else.
 //!
-//! The crate has two layers:
-//! - [`LockMachine`], a sans-IO state machine that owns every timing
-//!   decision (see the [`machine`] module for the rules it enforces). It
-//!   builds without tokio or redis (`default-features = false`).
-//! - With the default `redis` feature, a tokio + redis-rs adapter
-//!   (`Locker`, `LockGuard`) that drives the machine over a real connection.
-//!   With the `metrics` feature it also records counters, a gauge and
-//!   histograms through the `metrics` facade (the README's "Metrics"
-//!   section lists them).
+//! # Using the lock
 //!
-//! The Lua scripts both layers share live in [`scripts`].
+//! A [`Locker`] holds the connection to Redis and hands out a [`LockGuard`]
+//! per lock; the guard's watchdog renews the key until you
+//! [`release`](LockGuard::release) it (or drop the guard), and
+//! [`lost`](LockGuard::lost) resolves the moment the lock can no longer be
+//! trusted. Send the guard's [`fence`](LockGuard::fence) with every write,
+//! so that the storage can refuse a write from an older holder.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//!
+//! use lock_core::{AcquireError, LockOptions, Locker};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let locker = Locker::connect("redis://127.0.0.1:6379/").await?;
+//! // The key lives 30 s unless renewed; the watchdog renews it every 10 s.
+//! let opts = LockOptions::new(Duration::from_secs(30))
+//!     .renew_every(Duration::from_secs(10))
+//!     .wait(Duration::from_secs(5));
+//! let guard = match locker.acquire("orders:42", &opts).await {
+//!     Ok(guard) => guard,
+//!     Err(AcquireError::Timeout { waited }) => {
+//!         println!("someone else held orders:42 for {waited:?}");
+//!         return Ok(());
+//!     }
+//!     Err(error) => return Err(error.into()),
+//! };
+//! tokio::select! {
+//!     reason = guard.lost() => eprintln!("lost the lock ({reason}); abandoning the work"),
+//!     () = write_with_fence(guard.fence()) => guard.release().await?,
+//! }
+//! # Ok(())
+//! # }
+//! # async fn write_with_fence(_fence: u64) {}
+//! ```
+//!
+//! # Topologies
+//!
+//! Each has a one-call constructor on [`Locker`] and a
+//! [`LockerBuilder`] constructor for more settings (TLS, credentials,
+//! timeouts):
+//! - **A single primary** (with or without replicas):
+//!   [`Locker::connect`], [`LockerBuilder::from_url`]. With replicas, set
+//!   [`LockOptions::wait_replicas`] so that a grant survives a failover.
+//! - **Sentinel**, following the primary through failovers:
+//!   [`Locker::connect_sentinel`], [`LockerBuilder::sentinel`].
+//! - **Redis Cluster**, each lock on the primary of its key's slot:
+//!   [`Locker::connect_cluster`], [`LockerBuilder::cluster`].
+//! - **Redlock**, one lock over several independent primaries, held while
+//!   a majority holds it: [`Locker::connect_redlock`],
+//!   [`LockerBuilder::redlock`].
+//!
+//! Which faults each one survives, and which need fencing at the resource,
+//! is the safety table in the repository's README ("The safety model and
+//! its limits"); every row names the simulator scenario that checks it.
+//! [`check_deployment`] and [`Locker::check_deployment`] read a server's
+//! settings and report those that break the lock's assumptions.
+//!
+//! # Features
+//!
+//! - `redis` (default): the tokio + redis-rs adapter — [`Locker`] and
+//!   everything around it. Without it (`default-features = false`) the
+//!   crate is the sans-IO machines alone, without tokio or redis.
+//! - `tls` (default): `rediss://` URLs and [`TlsOptions`].
+//! - `cli`: the `redis-lock-check` binary, the deployment check from the
+//!   command line.
+//! - `metrics`: counters, a gauge and histograms through the `metrics`
+//!   facade (the README's "Metrics" section lists them).
+//!
+//! # Sans-IO
+//!
+//! Under the adapter, every timing decision is made by a state machine
+//! that performs no I/O and reads no clock: [`LockMachine`] for one node,
+//! [`RedlockMachine`] for several, both driven through the [`Machine`]
+//! trait. A driver of its own (another runtime, a simulator, a test) hands
+//! them replies and the time, and sends the [`Command`]s they produce as
+//! operations of the Lua script in [`scripts`].
 //!
 //! ```
 //! use std::time::{Duration, Instant};
@@ -37,26 +105,49 @@ mod command;
 mod contract;
 mod event;
 mod jitter;
-pub mod machine;
+mod machine;
 mod options;
-pub mod redlock;
+#[cfg(feature = "redis")]
+mod redis;
+mod redlock;
 pub mod scripts;
 
+// The public interface: each name has this one path.
+
+// Options, shared by the adapter and the machines.
+pub use options::{AofCounts, DRIFT_FLOOR, Fencing, LockOptions, OptionsError, WaitAof};
+
+// The adapter: connect, lock, and check the deployment.
+#[cfg(feature = "redis")]
+pub use crate::redis::{
+    AcquireError, CheckError, CheckOptions, ConnectError, DeploymentReport, Finding, FindingKind,
+    LockGuard, Locker, LockerBuilder, LockerReport, NodeReport, Observed, Reading, ReleaseError,
+    Severity, UnknownKind, check_deployment,
+};
+#[cfg(feature = "tls")]
+pub use crate::redis::{TlsError, TlsMaterial, TlsOptions};
+
+// The sans-IO machines, their inputs and their outputs.
 pub use command::{Command, CommandId, Failure, Reply};
 pub use contract::{Machine, Phase, UsageError};
 pub use event::{AcquireFailure, Event, LostReason, ReleaseOutcome, RenewFailure};
 pub use machine::LockMachine;
-pub use options::{AofCounts, DRIFT_FLOOR, Fencing, LockOptions, OptionsError, WaitAof};
 pub use redlock::{RedlockError, RedlockMachine};
 
+/// What only this workspace's simulator, benches and tests use: the
+/// adapter's injection points (transport, clock, entropy), its driver
+/// future, and the topology helpers they share with the simulated servers.
+/// Not a stable interface.
+#[doc(hidden)]
 #[cfg(feature = "redis")]
-pub mod redis;
-#[cfg(feature = "redis")]
-pub use crate::redis::{
-    AcquireError, CheckError, CheckOptions, ConnectError, DeploymentReport, Finding, FindingKind,
-    LockGuard, Locker, LockerBuilder, LockerReport, NodeReport, ReleaseError, Severity,
-    check_deployment,
-};
+pub mod internal {
+    pub use crate::redis::{
+        Clock, ConnectFuture, Connector, Dialer, Driver, Entropy, NodeAddress, Observer, OsEntropy,
+        RedisStream, TcpConnector, TcpDialer, TokioClock, cluster, sentinel,
+    };
+    #[cfg(feature = "tls")]
+    pub use crate::redis::{TlsConnector, TlsDialer, TlsUpgrader};
+}
 
 /// The README's examples, compiled and run as doctests (they need a Redis at
 /// `REDIS_URL`; `scripts/test.sh` starts one).

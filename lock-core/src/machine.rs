@@ -1,47 +1,4 @@
-//! The sans-IO lock state machine.
-//!
-//! [`LockMachine`] decides everything about one lock: when to send which
-//! command, how long the lock is valid, when to renew, when it is lost. It
-//! performs no I/O, reads no clock and draws no randomness of its own: every
-//! input carries `now`, and the backoff jitter comes from a seed the caller
-//! passes in. A driver (the Redis adapter, a simulator, a test) moves
-//! commands to Redis and replies back, through the [`Machine`] trait or the
-//! single-node [`LockMachine::handle_reply`] and [`LockMachine::poll_command`].
-//! The state is private: the driver reads it through the trait's queries
-//! ([`Machine::phase`], [`Machine::is_held`], [`Machine::fence`], ...).
-//!
-//! # The drain rule
-//!
-//! After **every** input (`acquire`, `release`, `handle_reply`,
-//! `handle_timeout`, `handle_wakeup`) the driver must
-//! 1. send every command from [`LockMachine::poll_command`] until it
-//!    returns `None`,
-//! 2. deliver every event from [`Machine::poll_event`] until it returns
-//!    `None`, and
-//! 3. re-arm its timer to [`Machine::poll_timeout`] (none if `None`).
-//!
-//! # The timing rules
-//!
-//! These are the safety argument; each is cited where the code enforces it.
-//! 1. **Validity starts at the send**: `valid_until = sent_at + ttl − drift`,
-//!    with `sent_at` the `now` of the call that handed the command out and
-//!    `drift = ttl × drift_factor + 2 ms`. A slow reply never stretches it.
-//! 2. **Only a successful renewal extends validity**, to its own
-//!    `sent_at + ttl − drift`. Errors, timeouts, `NotOwner` and unknown
-//!    outcomes never do.
-//! 3. **Lost fires on the deadline**: at `valid_until`, `handle_timeout`
-//!    emits `Lost(Expired)` whether or not Redis answered, and
-//!    [`Machine::is_held`] is false for every `now ≥ valid_until`.
-//! 4. **Renewals run on a timer** every `renew_every`; a failed one is retried
-//!    while validity remains, with at most one command in flight. A reply to
-//!    any command but the one in flight is ignored.
-//! 5. **`max_hold` caps the hold**: validity never passes
-//!    `acquired_at + max_hold`, and `Lost(MaxHold)` fires there.
-//! 6. **Contention retries with jittered backoff**, bounded by the wait;
-//!    `handle_wakeup` retries at once.
-//! 7. **Release after Lost is harmless**: it still sends the owner-checked
-//!    release, which never touches another owner's key.
-//! 8. **Options are checked at construction** ([`LockOptions::validate`]).
+//! The sans-IO lock state machine. The type and its rules: [`LockMachine`].
 
 use std::{
     collections::VecDeque,
@@ -134,10 +91,52 @@ struct Timing {
     validity_from_reply: bool,
 }
 
-/// The state machine of one lock: see the [module docs](self) for the drain
-/// rule and the timing rules it enforces. Driven through [`Machine`]; its
-/// own [`handle_reply`](Self::handle_reply) and
+/// The sans-IO state machine of one lock on one node. Driven through
+/// [`Machine`]; its own [`handle_reply`](Self::handle_reply) and
 /// [`poll_command`](Self::poll_command) leave the node out.
+///
+/// [`LockMachine`] decides everything about one lock: when to send which
+/// command, how long the lock is valid, when to renew, when it is lost. It
+/// performs no I/O, reads no clock and draws no randomness of its own: every
+/// input carries `now`, and the backoff jitter comes from a seed the caller
+/// passes in. A driver (the Redis adapter, a simulator, a test) moves
+/// commands to Redis and replies back, through the [`Machine`] trait or the
+/// single-node [`LockMachine::handle_reply`] and [`LockMachine::poll_command`].
+/// The state is private: the driver reads it through the trait's queries
+/// ([`Machine::phase`], [`Machine::is_held`], [`Machine::fence`], ...).
+///
+/// # The drain rule
+///
+/// After **every** input (`acquire`, `release`, `handle_reply`,
+/// `handle_timeout`, `handle_wakeup`) the driver must
+/// 1. send every command from [`LockMachine::poll_command`] until it
+///    returns `None`,
+/// 2. deliver every event from [`Machine::poll_event`] until it returns
+///    `None`, and
+/// 3. re-arm its timer to [`Machine::poll_timeout`] (none if `None`).
+///
+/// # The timing rules
+///
+/// These are the safety argument; each is cited where the code enforces it.
+/// 1. **Validity starts at the send**: `valid_until = sent_at + ttl − drift`,
+///    with `sent_at` the `now` of the call that handed the command out and
+///    `drift = ttl × drift_factor + 2 ms`. A slow reply never stretches it.
+/// 2. **Only a successful renewal extends validity**, to its own
+///    `sent_at + ttl − drift`. Errors, timeouts, `NotOwner` and unknown
+///    outcomes never do.
+/// 3. **Lost fires on the deadline**: at `valid_until`, `handle_timeout`
+///    emits `Lost(Expired)` whether or not Redis answered, and
+///    [`Machine::is_held`] is false for every `now ≥ valid_until`.
+/// 4. **Renewals run on a timer** every `renew_every`; a failed one is retried
+///    while validity remains, with at most one command in flight. A reply to
+///    any command but the one in flight is ignored.
+/// 5. **`max_hold` caps the hold**: validity never passes
+///    `acquired_at + max_hold`, and `Lost(MaxHold)` fires there.
+/// 6. **Contention retries with jittered backoff**, bounded by the wait;
+///    `handle_wakeup` retries at once.
+/// 7. **Release after Lost is harmless**: it still sends the owner-checked
+///    release, which never touches another owner's key.
+/// 8. **Options are checked at construction** ([`LockOptions::validate`]).
 #[derive(Debug, Clone)]
 pub struct LockMachine {
     timing: Timing,

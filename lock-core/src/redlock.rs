@@ -1,43 +1,4 @@
-//! Redlock: one lock over N independent Redis primaries, held while a
-//! majority of them hold it.
-//!
-//! [`RedlockMachine`] composes one single-node [`LockMachine`] per node, all
-//! with the same key and token, so every per-node timing rule still holds
-//! and the Redlock rules follow from them:
-//! - **Validity counts from before the first request**: every node's
-//!   command of a round is handed out at the same `now`, so each node's
-//!   `valid_until` is `sent_at + ttl − drift` (timing rule 1).
-//! - **A grant needs a majority with validity left**: the lock's deadline
-//!   is the latest instant at which at least `N/2 + 1` nodes are still
-//!   valid; a round that ends without a majority, or past that deadline,
-//!   releases every node — including the ones that seemed to fail — and
-//!   retries after a jittered backoff.
-//! - **The grant does not wait for the slowest node**: it comes as soon as
-//!   a majority holds the lock. The nodes still out keep going: a late
-//!   grant joins the lock (with validity from the same first send, so it
-//!   never extends the deadline past what is true) and is renewed with the
-//!   others; a late refusal leaves the lock to the majority. A release
-//!   reaches those nodes too, sent behind their acquire on the same
-//!   connection. (If that connection breaks, or the node lost its script
-//!   cache, the acquire may run after the release: our key then stays on
-//!   that one node, a minority, until its ttl.)
-//! - **A release is reported once a majority deleted the key**; the other
-//!   nodes' releases finish afterwards, and the machine is
-//!   [`is_released`](Machine::is_released) only once they have.
-//! - **Renewal needs a majority**: each node renews on its own timer; the
-//!   lock is lost (reason Expired) once fewer than a majority remain valid,
-//!   at the deadline, whether or not any node answers (timing rule 3).
-//! - **Release goes to every node.**
-//!
-//! **Fencing in Redlock mode.** Each node issues its own token. The fence
-//! reported is the highest token among the granting majority. Any two
-//! majorities share a node, and on that node tokens strictly increase, so
-//! the fence is at least the shared node's newer token — but another node
-//! of the older majority may have issued a higher one. With time-mixed
-//! tokens the fence increases across grants only while the nodes' clocks
-//! disagree by less than the time between grants. Do not rely on it for
-//! strict ordering; if writes must be fenced, use a single primary's
-//! token or a dedicated fencing service.
+//! Redlock: one lock over N independent Redis primaries, held while a The type and its rules: [`RedlockMachine`].
 
 use std::{
     collections::VecDeque,
@@ -94,8 +55,48 @@ enum Step {
     Released,
 }
 
-/// The quorum lock machine: see the [module docs](self).
+/// The quorum lock machine: one lock over N independent Redis primaries,
+/// held while a majority of them hold it.
 ///
+/// majority of them hold it.
+///
+/// [`RedlockMachine`] composes one single-node [`LockMachine`] per node, all
+/// with the same key and token, so every per-node timing rule still holds
+/// and the Redlock rules follow from them:
+/// - **Validity counts from before the first request**: every node's
+///   command of a round is handed out at the same `now`, so each node's
+///   `valid_until` is `sent_at + ttl − drift` (timing rule 1).
+/// - **A grant needs a majority with validity left**: the lock's deadline
+///   is the latest instant at which at least `N/2 + 1` nodes are still
+///   valid; a round that ends without a majority, or past that deadline,
+///   releases every node — including the ones that seemed to fail — and
+///   retries after a jittered backoff.
+/// - **The grant does not wait for the slowest node**: it comes as soon as
+///   a majority holds the lock. The nodes still out keep going: a late
+///   grant joins the lock (with validity from the same first send, so it
+///   never extends the deadline past what is true) and is renewed with the
+///   others; a late refusal leaves the lock to the majority. A release
+///   reaches those nodes too, sent behind their acquire on the same
+///   connection. (If that connection breaks, or the node lost its script
+///   cache, the acquire may run after the release: our key then stays on
+///   that one node, a minority, until its ttl.)
+/// - **A release is reported once a majority deleted the key**; the other
+///   nodes' releases finish afterwards, and the machine is
+///   [`is_released`](Machine::is_released) only once they have.
+/// - **Renewal needs a majority**: each node renews on its own timer; the
+///   lock is lost (reason Expired) once fewer than a majority remain valid,
+///   at the deadline, whether or not any node answers (timing rule 3).
+/// - **Release goes to every node.**
+///
+/// **Fencing in Redlock mode.** Each node issues its own token. The fence
+/// reported is the highest token among the granting majority. Any two
+/// majorities share a node, and on that node tokens strictly increase, so
+/// the fence is at least the shared node's newer token — but another node
+/// of the older majority may have issued a higher one. With time-mixed
+/// tokens the fence increases across grants only while the nodes' clocks
+/// disagree by less than the time between grants. Do not rely on it for
+/// strict ordering; if writes must be fenced, use a single primary's
+/// token or a dedicated fencing service.
 /// The drain rule is the same as [`LockMachine`]'s: after every input, drain
 /// [`poll_command`](Self::poll_command) (each command names its node),
 /// [`poll_event`](Self::poll_event), and re-arm to

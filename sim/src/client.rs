@@ -19,8 +19,8 @@ use std::{
 };
 
 use lock_core::{
-    AcquireError, Event, Fencing, LockGuard, LockOptions, Locker, LockerBuilder,
-    redis::{ConnectFuture, Connector, Dialer, Entropy, NodeAddress, Observed, RedisStream},
+    AcquireError, Event, Fencing, LockGuard, LockOptions, Locker, LockerBuilder, Observed,
+    internal::{ConnectFuture, Connector, Dialer, Entropy, NodeAddress, RedisStream},
 };
 
 use crate::{

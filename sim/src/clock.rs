@@ -105,7 +105,7 @@ pub fn now() -> Duration {
     turmoil::sim_elapsed().unwrap_or_default()
 }
 
-/// The lock adapter's [`lock_core::redis::Clock`] for a simulated client: a
+/// The lock adapter's [`lock_core::internal::Clock`] for a simulated client: a
 /// monotonic reading of its [`ClockControl`].
 ///
 /// Instants are `origin + local`, where `origin` is any fixed instant: only
@@ -166,7 +166,7 @@ impl SimClock {
     }
 }
 
-impl lock_core::redis::Clock for SimClock {
+impl lock_core::internal::Clock for SimClock {
     fn now(&self) -> Instant {
         self.origin + self.local_now()
     }

@@ -30,7 +30,8 @@ mod lock;
 mod wire;
 
 pub use api::guard::LockGuard;
-pub use api::locker::{Driver, Locker, LockerBuilder};
+pub use api::locker::{Locker, LockerBuilder};
+pub use background::driver::Driver;
 pub use check::{
     CheckError, CheckOptions, DeploymentReport, Finding, FindingKind, LockerReport, NodeReport,
     Reading, Severity, UnknownKind, check_deployment,

@@ -7,10 +7,7 @@ use crate::support;
 
 use std::time::Duration;
 
-use lock_core::{
-    ConnectError, LockOptions, Locker, LockerBuilder,
-    redis::{TlsError, TlsOptions},
-};
+use lock_core::{ConnectError, LockOptions, Locker, LockerBuilder, TlsError, TlsOptions};
 use support::{
     pki::Pki,
     tls::{ClientAuth, TlsRedis},

@@ -18,7 +18,7 @@ use crate::support;
 
 use std::{collections::BTreeMap, time::Duration};
 
-use lock_core::redis::{
+use lock_core::internal::{
     TcpDialer,
     cluster::{NodeAddress, Redirect, RedirectKind, SlotMap, slot_of},
     sentinel::{SWITCH_MASTER_CHANNEL, SentinelError, SentinelResolver, SwitchMaster},
@@ -247,7 +247,7 @@ async fn the_resolver_follows_a_real_sentinel_failover() {
 /// Runs one command on `port` over TLS through the crate's own dialer.
 #[cfg(feature = "tls")]
 async fn query_over_tls(
-    dialer: &dyn lock_core::redis::Dialer,
+    dialer: &dyn lock_core::internal::Dialer,
     port: u16,
     command: &redis::Cmd,
 ) -> redis::RedisResult<redis::Value> {
@@ -269,7 +269,10 @@ async fn query_over_tls(
 #[cfg(feature = "tls")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tls_cluster_maps_and_redirects_to_tls_ports() {
-    use lock_core::redis::{TlsDialer, TlsOptions, TlsUpgrader};
+    use lock_core::{
+        TlsOptions,
+        internal::{TlsDialer, TlsUpgrader},
+    };
 
     let cluster = tokio::task::spawn_blocking(|| Cluster::start_tls(3, 0))
         .await

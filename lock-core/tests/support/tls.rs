@@ -5,7 +5,7 @@
 
 use std::fs;
 
-use lock_core::redis::TlsOptions;
+use lock_core::TlsOptions;
 
 use super::{
     pki::{Identity, Pki},

@@ -20,8 +20,8 @@ use std::{
 };
 
 use lock_core::{
-    Event, LockOptions, Locker, LockerBuilder,
-    redis::{Clock, ConnectFuture, Connector, Dialer, NodeAddress, Observed, RedisStream},
+    Event, LockOptions, Locker, LockerBuilder, Observed,
+    internal::{Clock, ConnectFuture, Connector, Dialer, NodeAddress, RedisStream},
 };
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 

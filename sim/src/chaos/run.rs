@@ -878,7 +878,7 @@ impl Seed<'_> {
 /// The port of the primary owning the lock key's slot, and its replicas'
 /// ports, from `CLUSTER NODES` of the first node that answers.
 async fn cluster_owner(deployment: &Deployment) -> Option<(u16, Vec<u16>)> {
-    let slot = lock_core::redis::cluster::slot_of(lock_key());
+    let slot = lock_core::internal::cluster::slot_of(lock_key());
     for node in &deployment.nodes {
         if node.proc.is_none() {
             continue;

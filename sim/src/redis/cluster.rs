@@ -46,7 +46,7 @@ use std::{
     rc::{Rc, Weak},
 };
 
-use lock_core::redis::cluster::{SLOTS, slot_of};
+use lock_core::internal::cluster::{SLOTS, slot_of};
 use redis_protocol::resp2::types::OwnedFrame as Frame;
 
 use super::{
@@ -588,7 +588,7 @@ mod tests {
 
     use std::time::Duration;
 
-    use lock_core::redis::cluster::{NodeAddress, SlotMap};
+    use lock_core::internal::cluster::{NodeAddress, SlotMap};
 
     use crate::redis::{NodeHandle, frame::to_bytes};
 

@@ -113,7 +113,7 @@ impl Db {
             .iter()
             .filter(|(key, stored)| {
                 stored.expires_at.is_none_or(|at| now.ms < at)
-                    && lock_core::redis::cluster::slot_of(key) == slot
+                    && lock_core::internal::cluster::slot_of(key) == slot
             })
             .count()
     }
@@ -124,7 +124,7 @@ impl Db {
             .iter()
             .find(|(key, stored)| {
                 stored.expires_at.is_none_or(|at| now.ms < at)
-                    && lock_core::redis::cluster::slot_of(key) == slot
+                    && lock_core::internal::cluster::slot_of(key) == slot
             })
             .map(|(key, _)| key.clone())
     }

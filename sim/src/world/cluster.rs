@@ -3,7 +3,7 @@
 
 use std::{cmp::Reverse, collections::BTreeSet, time::Duration};
 
-use lock_core::redis::cluster::slot_of;
+use lock_core::internal::cluster::slot_of;
 
 use super::{Action, World};
 use crate::{client::redis_host, config::FaultTarget, history::Op};

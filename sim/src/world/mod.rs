@@ -20,7 +20,7 @@ use std::{
     time::{Duration, UNIX_EPOCH},
 };
 
-use lock_core::{redis::cluster::slot_of, scripts::KeyNames};
+use lock_core::{internal::cluster::slot_of, scripts::KeyNames};
 
 use crate::{
     checker,

@@ -12,7 +12,7 @@ use crate::common::real_cluster;
 
 use std::{cell::RefCell, rc::Rc, time::Duration};
 
-use lock_core::{redis::cluster::slot_of, scripts};
+use lock_core::{internal::cluster::slot_of, scripts};
 use real_cluster::RealCluster;
 use redis::Value;
 use sim::{client::redis_host, redis::cluster::ClusterHandle};

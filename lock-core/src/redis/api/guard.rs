@@ -54,7 +54,7 @@ impl LockGuard {
     /// have the resource refuse tokens lower than the highest it has seen.
     ///
     /// Under Redlock it is the highest of the majority's per-node tokens,
-    /// which is not globally ordered: see [`redlock`](crate::redlock).
+    /// which is not globally ordered: see [`RedlockMachine`](crate::RedlockMachine).
     pub fn fence(&self) -> u64 {
         self.fence
     }
@@ -106,17 +106,16 @@ impl LockGuard {
                 Status::Released | Status::Pending => return LostReason::NotOwner,
                 Status::Held { valid_until } => valid_until,
             };
-            let remaining = valid_until.saturating_duration_since(self.session.clock.now());
+            // One reading of the clock per pass: once the sleep ends, the
+            // next pass reads it again and decides.
+            let now = self.session.clock.now();
+            if now >= valid_until {
+                return LostReason::Expired;
+            }
             tokio::select! {
                 biased;
                 () = &mut notified => {}
-                () = tokio::time::sleep(remaining) => {
-                    if self.session.clock.now() >= valid_until
-                        && self.cell.lock().status == (Status::Held { valid_until })
-                    {
-                        return LostReason::Expired;
-                    }
-                }
+                () = tokio::time::sleep(valid_until - now) => {}
             }
         }
     }
@@ -149,7 +148,7 @@ impl LockGuard {
         cell.lock()
             .release_result
             .take()
-            // `drive` returns only once the release has a result.
+            // `run` returns only once the release has a result.
             .unwrap_or(Err(ReleaseError::DriverStopped))
     }
 

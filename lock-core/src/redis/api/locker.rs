@@ -1,13 +1,6 @@
 //! The public face of the adapter: [`Locker`] and [`LockerBuilder`].
 
-use std::{
-    fmt,
-    future::Future,
-    pin::Pin,
-    sync::Arc,
-    task::{Context, Poll},
-    time::Duration,
-};
+use std::{fmt, sync::Arc, time::Duration};
 
 use redis::{IntoConnectionInfo, RedisConnectionInfo};
 
@@ -15,7 +8,7 @@ use super::guard::LockGuard;
 use crate::redis::{
     background::{
         cluster_upkeep::ClusterUpkeep,
-        driver::{Alive, DriverTask},
+        driver::{Alive, Driver},
         follow::SentinelWatch,
         pubsub::Subscriber,
     },
@@ -75,7 +68,7 @@ impl Locker {
     /// slowest node, whose answer the driver takes in the background (a late
     /// grant joins the lock). Connecting succeeds once a majority answers;
     /// the other nodes are retried in the background. Read
-    /// [`redlock`](crate::redlock) for what its fence guarantees (less than
+    /// [`RedlockMachine`](crate::RedlockMachine) for what its fence guarantees (less than
     /// a single node's).
     pub async fn connect_redlock(urls: &[&str]) -> Result<Self, ConnectError> {
         LockerBuilder::redlock(urls)?.spawn().await
@@ -175,7 +168,7 @@ impl Locker {
                 fence,
             )),
             Some(Err(error)) => Err(error),
-            // `drive` returns only once the acquire has a result.
+            // `run` returns only once the acquire has a result.
             None => Err(AcquireError::DriverStopped),
         }
     }
@@ -317,6 +310,7 @@ impl LockerBuilder {
         Ok(builder)
     }
 
+    #[doc(hidden)]
     /// A Sentinel builder whose streams come from `dialer`, asking the
     /// sentinels at `sentinels` for `master_name` (advanced: a simulator's
     /// network, or a custom transport).
@@ -367,6 +361,7 @@ impl LockerBuilder {
         Ok(builder)
     }
 
+    #[doc(hidden)]
     /// A cluster builder whose streams come from `dialer`, starting from
     /// the seed nodes at `seeds` (advanced: a simulator's network, or a
     /// custom transport).
@@ -382,6 +377,7 @@ impl LockerBuilder {
         builder
     }
 
+    #[doc(hidden)]
     /// A builder whose streams come from `connector` (advanced).
     pub fn with_connector(connector: impl Connector) -> Self {
         Self::new(
@@ -393,8 +389,9 @@ impl LockerBuilder {
         )
     }
 
+    #[doc(hidden)]
     /// A Redlock builder with one node per connector, in order (advanced).
-    /// An empty list fails at [`connect`](Self::connect).
+    /// An empty list fails at [`spawn`](Self::spawn).
     pub fn redlock_with_connectors<C: Connector>(connectors: impl IntoIterator<Item = C>) -> Self {
         let endpoints = connectors
             .into_iter()
@@ -424,10 +421,7 @@ impl LockerBuilder {
     /// (`redis://` ones too); fails if their certificates or key do not load.
     /// A builder made from connectors is refused: wrap them in TLS instead.
     #[cfg(feature = "tls")]
-    pub fn tls(
-        mut self,
-        options: crate::redis::connect::tls::TlsOptions,
-    ) -> Result<Self, ConnectError> {
+    pub fn tls(mut self, options: crate::TlsOptions) -> Result<Self, ConnectError> {
         if let Some(sentinel) = &mut self.sentinel {
             if !sentinel.from_urls {
                 return Err(ConnectError::Url(
@@ -483,12 +477,14 @@ impl LockerBuilder {
         self
     }
 
+    #[doc(hidden)]
     /// Reads time from `clock` instead of tokio's clock (advanced).
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.clock = Arc::new(clock);
         self
     }
 
+    #[doc(hidden)]
     /// Draws tokens and jitter from `entropy` instead of the OS (advanced).
     pub fn entropy(mut self, entropy: impl Entropy) -> Self {
         self.entropy = Arc::new(entropy);
@@ -513,13 +509,13 @@ impl LockerBuilder {
         self
     }
 
+    #[doc(hidden)]
     /// Opens the first connection (for Redlock, one per node, of which a
     /// majority must succeed) and returns the locker with its driver, which
     /// must be polled for any lock to make progress: it carries redis-rs's
     /// connection tasks, the watchdog and the wake-ups.
     pub async fn connect(self) -> Result<(Locker, Driver), ConnectError> {
-        let (locker, task) = self.open(Tasks::Inline).await?;
-        Ok((locker, Driver(Box::pin(task))))
+        self.open(Tasks::Inline).await
     }
 
     /// Opens the first connection(s) like [`connect`](Self::connect), then
@@ -531,7 +527,7 @@ impl LockerBuilder {
         Ok(locker)
     }
 
-    async fn open(mut self, tasks: Tasks) -> Result<(Locker, DriverTask), ConnectError> {
+    async fn open(mut self, tasks: Tasks) -> Result<(Locker, Driver), ConnectError> {
         if let Some(cluster) = self.cluster.take() {
             return self.open_cluster(cluster, tasks).await;
         }
@@ -615,7 +611,7 @@ impl LockerBuilder {
         session.connect_timeout = self.connect_timeout;
         let session = Arc::new(session);
         let alive = Arc::new(Alive::new(Arc::clone(&session)));
-        let task = DriverTask::new(
+        let task = Driver::new(
             Arc::clone(&session),
             &alive,
             self.endpoints,
@@ -653,7 +649,7 @@ impl LockerBuilder {
         self,
         setup: ClusterSetup,
         tasks: Tasks,
-    ) -> Result<(Locker, DriverTask), ConnectError> {
+    ) -> Result<(Locker, Driver), ConnectError> {
         if setup.seeds.is_empty() {
             return Err(ConnectError::NoNodes);
         }
@@ -687,7 +683,7 @@ impl LockerBuilder {
             },
             self.connect_timeout,
         );
-        let task = DriverTask::new(
+        let task = Driver::new(
             Arc::clone(&session),
             &alive,
             Vec::new(),
@@ -754,24 +750,4 @@ fn endpoint(info: &redis::ConnectionInfo) -> Result<Endpoint, ConnectError> {
         connector: endpoint::connector_for(info)?,
         redis: info.redis_settings().clone(),
     })
-}
-
-/// The future that does a [`Locker`]'s background work: poll it to
-/// completion (`tokio::spawn` it) or no lock makes progress. It finishes
-/// once the locker and all its guards are gone.
-#[must_use = "the driver does nothing unless polled"]
-pub struct Driver(Pin<Box<dyn Future<Output = ()> + Send>>);
-
-impl fmt::Debug for Driver {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Driver").finish_non_exhaustive()
-    }
-}
-
-impl Future for Driver {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        self.0.as_mut().poll(cx)
-    }
 }

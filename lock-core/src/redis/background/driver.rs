@@ -4,7 +4,7 @@
 //! watchdog.
 //!
 //! It is not on the hot path: acquire and release run in the caller's task
-//! (see `drive`). [`LockerBuilder::connect`](crate::LockerBuilder::connect)
+//! (see `lock::run`). `LockerBuilder::connect`
 //! returns it with redis-rs's connection tasks inside, so that whoever
 //! polls it (a simulator's freeze wrapper) stops everything the locker does
 //! by not polling it; [`Locker::connect`](crate::Locker::connect) spawns it
@@ -47,7 +47,11 @@ impl Drop for Alive {
     }
 }
 
-pub(crate) struct DriverTask {
+/// The future that does a [`Locker`](crate::Locker)'s background work:
+/// poll it to completion (`tokio::spawn` it) or no lock makes progress. It
+/// finishes once the locker and all its guards are gone.
+#[must_use = "the driver does nothing unless polled"]
+pub struct Driver {
     session: Arc<Session>,
     alive: Weak<Alive>,
     tasks: Tasks,
@@ -60,7 +64,13 @@ pub(crate) struct DriverTask {
     watchdog: Watchdog,
 }
 
-impl DriverTask {
+impl std::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver").finish_non_exhaustive()
+    }
+}
+
+impl Driver {
     /// A driver for `session`, whose nodes are `endpoints` with the first
     /// connections `opened` (one entry per node; `None` for a node that
     /// did not answer at connect, which is retried at once).
@@ -138,7 +148,7 @@ impl DriverTask {
     }
 }
 
-impl Future for DriverTask {
+impl Future for Driver {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {

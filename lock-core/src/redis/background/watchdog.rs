@@ -9,55 +9,45 @@
 //! runs inside the locker's driver future.
 //!
 //! **Group commit.** Renewals that fall due together go to each node as
-//! one call of the lock script. When the earliest renewal falls due, every
-//! lock whose renewal is due within its window (renew_every / 8) is renewed
-//! early and joins the same call. Renewing early is always safe: validity
-//! still counts from each renewal's own send.
+//! one call of the lock script, through the node's batcher (`wire::batch`,
+//! the group commit the callers' acquires and releases use too). When the
+//! earliest renewal falls due, every lock whose renewal is due within its
+//! window (renew_every / 8) is renewed early and joins the same call.
+//! Renewing early is always safe: validity still counts from each
+//! renewal's own send.
 
 use std::{
     collections::BTreeMap,
-    future::Future,
-    pin::Pin,
     sync::Arc,
     task::{Context, Poll},
-    time::{Duration, Instant},
+    time::Instant,
 };
 
 use crate::redis::{
-    connect::node::Live,
     lock::{
         cell::{CellState, LockCell, Outgoing},
-        dispatch::{self, Link, PendingCall},
+        dispatch::{self, CallFuture, Link, PendingCall},
         registry::Work,
         session::Session,
         timer::DeadlineTimer,
     },
-    wire::{
-        call,
-        codec::{self, BatchOp, OpKind},
-    },
+    wire::{call, codec},
 };
-use crate::{Command, CommandId, Failure, Reply};
-
-/// At most this many operations share one script call, so that no single
-/// call blocks the server for long.
-const MAX_BATCH: usize = 128;
+use crate::{CommandId, Reply};
 
 /// Operations share a batch when they go to the same node, on the same
 /// connection, with the same `WAIT` and `WAITAOF` after them.
 type BatchGroup = (usize, u64, codec::Waits);
 
-/// One operation of a batch: whose, which command id, what.
-type BatchEntry = (Arc<LockCell>, CommandId, Command);
-
-/// A call the watchdog waits on: a batch, or one adopted call.
+/// A call the watchdog waits on.
 struct InFlight {
     node: usize,
     link: Link,
     /// When the call is presumed lost and its connection wedged.
     give_up_at: Instant,
-    targets: Vec<(Arc<LockCell>, CommandId)>,
-    future: Pin<Box<dyn Future<Output = Vec<Reply>> + Send>>,
+    cell: Arc<LockCell>,
+    id: CommandId,
+    future: CallFuture,
 }
 
 /// The watchdog's part of the driver.
@@ -163,89 +153,38 @@ impl Watchdog {
             node,
             link,
             give_up_at: sent_at.max(now) + cell.command_timeout,
-            targets: vec![(Arc::clone(cell), id)],
-            future: Box::pin(async move { vec![future.await] }),
+            cell: Arc::clone(cell),
+            id,
+            future,
         });
     }
 
-    /// Sends the drained commands: script operations grouped per node,
-    /// connection and `WAIT` setting into batches; the rest one by one.
+    /// Sends the drained commands. Those that go to one node's connection
+    /// with the same `WAIT` after them join the node's batch together (one
+    /// call of the lock script); a command alone goes as the hot path sends
+    /// it (a lone renewal as a native `SET … IFEQ` where the server has
+    /// one: `codec::encode`).
     fn send(
         &mut self,
         session: &Session,
         outgoing: Vec<(Arc<LockCell>, Vec<Outgoing>)>,
         now: Instant,
     ) {
-        let mut groups: BTreeMap<BatchGroup, (Live, Vec<BatchEntry>)> = BTreeMap::new();
-        for (cell, outs) in outgoing {
-            for out in outs {
-                let batchable = matches!(out.command, Command::Renew { .. } | Command::Release);
-                match (&out.live, batchable) {
-                    (Some(live), true) => {
-                        let group = (out.node, live.generation, codec::Waits::of(&out.command));
-                        groups
-                            .entry(group)
-                            .or_insert_with(|| (live.clone(), Vec::new()))
-                            .1
-                            .push((Arc::clone(&cell), out.id, out.command));
-                    }
-                    _ => {
-                        let call = dispatch::start(session, &cell, out, now);
-                        self.adopt(&cell, call, now);
-                    }
-                }
+        let group = |out: &Outgoing| -> Option<BatchGroup> {
+            let live = out.live.as_ref()?;
+            Some((out.node, live.generation, codec::Waits::of(&out.command)))
+        };
+        let mut sizes: BTreeMap<BatchGroup, usize> = BTreeMap::new();
+        for out in outgoing.iter().flat_map(|(_, outs)| outs) {
+            if let Some(group) = group(out) {
+                *sizes.entry(group).or_default() += 1;
             }
         }
-        for ((node, generation, waits), (live, mut ops)) in groups {
-            // A renewal alone goes as a native `SET … IFEQ`, an unannounced
-            // release alone as `DELIFEQ` / `DELEX … IFEQ`, where the server
-            // has them (codec::encode), not as a script batch of one.
-            if let [(_, _, command)] = ops.as_slice()
-                && codec::native_alone(command, live.dialect())
-                && let Some((cell, id, command)) = ops.pop()
-            {
-                let out = Outgoing {
-                    node,
-                    id,
-                    command,
-                    live: Some(live),
-                };
-                let call = dispatch::start(session, &cell, out, now);
+        for (cell, outs) in outgoing {
+            for out in outs {
+                let together = group(&out).is_some_and(|group| sizes[&group] > 1);
+                let call = dispatch::start_with(session, &cell, out, now, together);
                 self.adopt(&cell, call, now);
-                continue;
-            }
-            for chunk in ops.chunks(MAX_BATCH) {
-                let batch: Vec<BatchOp<'_>> = chunk
-                    .iter()
-                    .map(|(cell, _, command)| BatchOp {
-                        keys: &cell.names,
-                        token: &cell.token,
-                        command,
-                    })
-                    .collect();
-                let cmd = codec::encode_batch(&batch, live.dialect());
-                let kinds: Vec<OpKind> = chunk.iter().map(|(_, _, c)| OpKind::of(c)).collect();
-                let timeout = chunk
-                    .iter()
-                    .map(|(cell, _, _)| cell.command_timeout)
-                    .min()
-                    .unwrap_or(Duration::from_secs(1));
-                self.in_flight.push(InFlight {
-                    node,
-                    link: Link::Node(node, generation),
-                    give_up_at: now + timeout,
-                    targets: chunk
-                        .iter()
-                        .map(|(cell, id, _)| (Arc::clone(cell), *id))
-                        .collect(),
-                    future: if waits.aof.is_some() && live.dialect().lacks_waitaof {
-                        // No WAITAOF on this server: nothing is sent.
-                        let failed = vec![Reply::Failed(Failure::Unsupported); kinds.len()];
-                        Box::pin(std::future::ready(failed))
-                    } else {
-                        Box::pin(call::batch(live.clone(), cmd, waits, kinds))
-                    },
-                });
             }
         }
     }
@@ -259,10 +198,10 @@ impl Watchdog {
         while index < self.in_flight.len() {
             let call = &mut self.in_flight[index];
             match call.future.as_mut().poll(cx) {
-                Poll::Ready(replies) => {
+                Poll::Ready(reply) => {
                     let call = self.in_flight.swap_remove(index);
                     progressed = true;
-                    deliver(session, call, replies, now);
+                    deliver(session, call, reply, now);
                 }
                 Poll::Pending if now >= call.give_up_at => {
                     let call = self.in_flight.swap_remove(index);
@@ -306,29 +245,23 @@ fn drain(
     }
 }
 
-/// Feeds a finished call's replies to the machines that sent it. Replies
-/// that arrive here never wake a caller: a sending task that still waits
-/// reads the outcome from the lock's state.
-fn deliver(session: &Session, call: InFlight, replies: Vec<Reply>, now: Instant) {
-    if replies
-        .iter()
-        .any(|reply| matches!(reply, Reply::Failed(f) if call::breaks_connection(*f)))
-    {
+/// Feeds a finished call's reply to the machine that sent it. Replies that
+/// arrive here never wake a caller: a sending task that still waits reads
+/// the outcome from the lock's state.
+fn deliver(session: &Session, call: InFlight, reply: Reply, now: Instant) {
+    if matches!(reply, Reply::Failed(f) if call::breaks_connection(f)) {
         call.link.break_connection(session);
     }
-    let mut replies = replies.into_iter();
-    for (cell, id) in call.targets {
-        let reply = replies.next().unwrap_or(Reply::Failed(Failure::Protocol));
-        let mut state = cell.lock();
-        state.machine.handle_reply(now, call.node, id, reply);
-        let mut outs = Vec::new();
-        let deadline = cell.drain(&mut state, session, now, &mut outs);
-        session.watchdog.rearm(&cell, &mut state, deadline);
-        if !outs.is_empty() {
-            // A reply that produced a command (a retried release, a
-            // Redlock round): hand it back to the watchdog's inbox.
-            session.watchdog.submit(Work::Send(Arc::clone(&cell), outs));
-            session.wake_driver();
-        }
+    let cell = call.cell;
+    let mut state = cell.lock();
+    state.machine.handle_reply(now, call.node, call.id, reply);
+    let mut outs = Vec::new();
+    let deadline = cell.drain(&mut state, session, now, &mut outs);
+    session.watchdog.rearm(&cell, &mut state, deadline);
+    if !outs.is_empty() {
+        // A reply that produced a command (a retried release, a Redlock
+        // round): hand it back to the watchdog's inbox.
+        session.watchdog.submit(Work::Send(Arc::clone(&cell), outs));
+        session.wake_driver();
     }
 }

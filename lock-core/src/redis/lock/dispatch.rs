@@ -2,6 +2,11 @@
 //! commit), or to the primary of the lock's slot in a Redis Cluster,
 //! following its redirections.
 //!
+//! Every command may share a batch: an unfenced acquire too (alone it is a
+//! native `SET NX PX GET`, but in a batch it shares the call, which costs
+//! less on both sides than a command of its own), and a command with a
+//! `WAIT` behind it (the batch's one `WAIT` counts every write of the call).
+//!
 //! A call is a future that owns everything it needs (a clone of the
 //! multiplexed connection, the encoded command), so it can move between
 //! the task that started it and the watchdog. Whoever drives the machine
@@ -85,6 +90,20 @@ pub(crate) fn start(
     out: Outgoing,
     now: std::time::Instant,
 ) -> PendingCall {
+    start_with(session, cell, out, now, false)
+}
+
+/// [`start`], for a caller that sends other operations to the same node's
+/// connection, with the same `WAIT`, at this moment (`together`): the
+/// operation joins the node's batch even when nothing is in flight there,
+/// so that all of them share one call.
+pub(crate) fn start_with(
+    session: &Shared,
+    cell: &Arc<LockCell>,
+    out: Outgoing,
+    now: std::time::Instant,
+    together: bool,
+) -> PendingCall {
     let Outgoing {
         node,
         id,
@@ -116,7 +135,10 @@ pub(crate) fn start(
         };
     };
     let link = Link::Node(node, live.generation);
-    let future: CallFuture = if batchable(&command) && batcher.is_busy() {
+    // A command the server cannot run at all goes the single way, which
+    // refuses it before sending anything.
+    let batchable = codec::unsupported(&command, live.dialect()).is_none();
+    let future: CallFuture = if batchable && (together || batcher.is_busy()) {
         Box::pin(batcher.join(
             &live,
             Arc::clone(&cell.names),
@@ -138,15 +160,6 @@ pub(crate) fn start(
         sent_at: now,
         future,
     }
-}
-
-/// Whether a command may share a script call with others: every script
-/// operation without a `WAIT` or `WAITAOF` behind it, and an unfenced
-/// acquire too (alone it is a native `SET NX PX GET`, but in a batch it
-/// shares the call, which costs less on both sides than a command of its
-/// own).
-fn batchable(command: &Command) -> bool {
-    codec::Waits::of(command).is_none()
 }
 
 async fn single(live: Live, command: Command, cell: Arc<LockCell>) -> Reply {

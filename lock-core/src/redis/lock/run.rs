@@ -97,14 +97,14 @@ impl Drop for WaitTicket {
     }
 }
 
-/// What woke the drive loop.
+/// What woke the run loop.
 enum Woke {
     Reply(usize, Reply),
     Timer,
     Wakeup,
 }
 
-/// The calls a drive loop waits on, handed to the watchdog if the loop is
+/// The calls a run loop waits on, handed to the watchdog if the loop is
 /// dropped before it is done.
 struct Running<'a> {
     session: &'a Arc<Session>,

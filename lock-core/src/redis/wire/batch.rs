@@ -1,9 +1,14 @@
-//! Group commit for the hot path: script operations that tasks send to the
-//! same node at the same moment share one call of the lock script.
+//! Group commit, the one path for every batched operation: acquires,
+//! renewals and releases that go to the same node at the same moment share
+//! one call of the lock script, at most [`MAX_OPS`] of them, with one
+//! `WAIT` after it when they ask for replica acknowledgements (operations
+//! with different `WAIT` settings go in different batches).
 //!
 //! A caller alone on its node sends at once: no batching, no added
 //! latency. When other calls are in flight on the node (many tasks locking
-//! at once), its operation joins the node's open batch instead. The first
+//! at once), or when the caller sends several operations at once (the
+//! watchdog's renewals that fall due together), each operation joins the
+//! node's open batch instead. The first
 //! operation opens the batch and yields to the scheduler once, so that
 //! every task that is ready at that moment can join; then it seals the
 //! batch and sends it as one `EVALSHA`. One reply comes back, and each
@@ -44,8 +49,9 @@ use super::{
 use crate::redis::connect::node::Live;
 use crate::{Command, Failure, Reply, scripts::KeyNames};
 
-/// At most this many operations share one call.
-const MAX_OPS: usize = 128;
+/// At most this many operations share one script call, so that no single
+/// call blocks the server for long.
+pub(crate) const MAX_OPS: usize = 128;
 
 /// A completed batch with at least this many other participants waiting
 /// wakes only half of them at once: the rest wake once the next call on
@@ -93,6 +99,8 @@ struct Inner {
 
 struct Batch {
     generation: u64,
+    /// The `WAIT` and `WAITAOF` after the batch's call.
+    wait: codec::Waits,
     inner: Mutex<Inner>,
 }
 
@@ -105,8 +113,9 @@ impl Batch {
 /// A node's group-commit state.
 #[derive(Default)]
 pub(crate) struct Batcher {
-    /// The batch accepting operations, if one is open.
-    open: Mutex<Option<Arc<Batch>>>,
+    /// The batches accepting operations: at most one per `WAIT` setting,
+    /// all on the node's current connection.
+    open: Mutex<Vec<Arc<Batch>>>,
     /// Calls in flight on the node from the hot path.
     in_flight: AtomicUsize,
     /// Participants of a completed batch whose wake-up waits until the next
@@ -140,7 +149,7 @@ impl Batcher {
         self.in_flight.load(Ordering::Acquire) > 0
     }
 
-    fn open(&self) -> MutexGuard<'_, Option<Arc<Batch>>> {
+    fn open(&self) -> MutexGuard<'_, Vec<Arc<Batch>>> {
         self.open.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -156,8 +165,9 @@ impl Batcher {
         }
     }
 
-    /// Adds one operation to the node's open batch (opening one if none is
-    /// open on `live`'s connection) and returns the future of its reply.
+    /// Adds one operation to the node's open batch for its `WAIT` setting
+    /// (opening one if none is open on `live`'s connection, or if the open
+    /// one is full) and returns the future of its reply.
     pub(crate) fn join(
         self: &Arc<Self>,
         live: &Live,
@@ -170,24 +180,28 @@ impl Batcher {
             token,
             command,
         };
-        self.join_with(live.generation, item, || {
+        let wait = codec::Waits::of(&item.command);
+        self.join_with(live.generation, wait, item, || {
             let live = live.clone();
-            Box::new(move |items| seal(items, live))
+            Box::new(move |items| seal(items, live, wait))
         })
     }
 
     /// [`join`](Self::join), for a connection of `generation` that `send`
-    /// sends on (called only if this operation opens a batch).
+    /// sends on (called only if this operation opens a batch), with `wait`
+    /// after the call.
     fn join_with(
         self: &Arc<Self>,
         generation: u64,
+        wait: codec::Waits,
         item: Item,
         send: impl FnOnce() -> SendFn,
     ) -> Joined {
         let in_flight = self.enter();
         let mut open = self.open();
-        if let Some(batch) = open.as_ref()
-            && batch.generation == generation
+        if let Some(batch) = open
+            .iter()
+            .find(|batch| batch.generation == generation && batch.wait == wait)
         {
             let mut inner = batch.inner();
             if let Phase::Open { items, .. } = &mut inner.phase
@@ -210,6 +224,7 @@ impl Batcher {
         }
         let batch = Arc::new(Batch {
             generation,
+            wait,
             inner: Mutex::new(Inner {
                 phase: Phase::Open {
                     items: vec![item],
@@ -221,7 +236,10 @@ impl Batcher {
                 yielded: false,
             }),
         });
-        *open = Some(Arc::clone(&batch));
+        // The new batch replaces a full one of its setting; batches on an
+        // older connection take nothing more.
+        open.retain(|other| other.generation == generation && other.wait != wait);
+        open.push(Arc::clone(&batch));
         Joined {
             batch,
             batcher: Arc::clone(self),
@@ -234,10 +252,7 @@ impl Batcher {
 
     /// Stops `batch` from accepting operations, if it is the open one.
     fn close(&self, batch: &Arc<Batch>) {
-        let mut open = self.open();
-        if open.as_ref().is_some_and(|open| Arc::ptr_eq(open, batch)) {
-            *open = None;
-        }
+        self.open().retain(|open| !Arc::ptr_eq(open, batch));
     }
 }
 
@@ -261,7 +276,7 @@ impl Future for Joined {
         if this.baton > 0 && !this.batcher.deferred().is_empty() {
             // The half woken first may still be forming the next batch:
             // give it the chance to send that before waking the rest.
-            if this.baton > 1 && this.batcher.open().is_some() {
+            if this.baton > 1 && !this.batcher.open().is_empty() {
                 this.baton -= 1;
                 cx.waker().wake_by_ref();
                 return Poll::Pending;
@@ -384,8 +399,9 @@ fn set_waker(slot: &mut Option<Waker>, cx: &Context<'_>) {
     }
 }
 
-/// Encodes the sealed batch as one `EVALSHA` and starts sending it.
-fn seal(items: Vec<Item>, live: Live) -> SendFuture {
+/// Encodes the sealed batch as one `EVALSHA` and starts sending it, with
+/// `wait` after it.
+fn seal(items: Vec<Item>, live: Live, wait: codec::Waits) -> SendFuture {
     let ops: Vec<BatchOp<'_>> = items
         .iter()
         .map(|item| BatchOp {
@@ -396,7 +412,7 @@ fn seal(items: Vec<Item>, live: Live) -> SendFuture {
         .collect();
     let kinds: Vec<OpKind> = items.iter().map(|item| OpKind::of(&item.command)).collect();
     let cmd = codec::encode_batch(&ops, live.dialect());
-    Box::pin(call::batch(live, cmd, codec::Waits::default(), kinds))
+    Box::pin(call::batch(live, cmd, wait, kinds))
 }
 
 #[cfg(test)]
@@ -404,6 +420,7 @@ mod tests {
     use std::{
         sync::atomic::{AtomicBool, Ordering::SeqCst},
         task::Wake,
+        time::Duration,
     };
 
     use super::*;
@@ -491,15 +508,66 @@ mod tests {
     }
 
     fn join(batcher: &Arc<Batcher>, wire: &Arc<Wire>, key: &str) -> Task {
+        join_waiting(batcher, wire, key, None)
+    }
+
+    /// A renewal with `wait` after it.
+    fn join_waiting(
+        batcher: &Arc<Batcher>,
+        wire: &Arc<Wire>,
+        key: &str,
+        wait: Option<(u32, Duration)>,
+    ) -> Task {
+        let command = match wait {
+            None => Command::Release,
+            Some(_) => Command::Renew {
+                ttl: Duration::from_secs(1),
+                wait_replicas: wait,
+                wait_aof: None,
+            },
+        };
+        let waits = codec::Waits::of(&command);
         let item = Item {
             names: Arc::new(KeyNames::new("test", key)),
             token: Arc::from("token"),
-            command: Command::Release,
+            command,
         };
         Task {
-            joined: Some(batcher.join_with(1, item, || wire.send())),
+            joined: Some(batcher.join_with(1, waits, item, || wire.send())),
             flag: Arc::default(),
         }
+    }
+
+    #[test]
+    fn operations_with_different_waits_go_in_different_batches() {
+        let (batcher, wire) = (Arc::new(Batcher::default()), Arc::new(Wire::default()));
+        let wait = Some((1, Duration::from_millis(50)));
+        let mut tasks = vec![
+            join(&batcher, &wire, "a"),
+            join_waiting(&batcher, &wire, "b", wait),
+            join(&batcher, &wire, "c"),
+            join_waiting(&batcher, &wire, "d", wait),
+        ];
+        // Each opener yields once, then seals its own batch.
+        for task in &mut tasks {
+            assert!(task.poll().is_pending());
+        }
+        assert!(wire.sent().is_empty());
+        assert!(tasks[0].poll().is_pending() && tasks[1].poll().is_pending());
+        assert_eq!(wire.sent(), vec![2, 2]);
+    }
+
+    #[test]
+    fn a_full_batch_makes_the_next_operation_open_another() {
+        let (batcher, wire) = (Arc::new(Batcher::default()), Arc::new(Wire::default()));
+        let mut tasks: Vec<Task> = (0..=MAX_OPS)
+            .map(|i| join(&batcher, &wire, &i.to_string()))
+            .collect();
+        for task in &mut tasks {
+            assert!(task.poll().is_pending());
+        }
+        assert!(tasks[0].poll().is_pending() && tasks[MAX_OPS].poll().is_pending());
+        assert_eq!(wire.sent(), vec![MAX_OPS, 1]);
     }
 
     fn granted(fence: u64) -> Poll<Reply> {

@@ -87,11 +87,6 @@ impl Waits {
         }
     }
 
-    /// Whether nothing is waited for.
-    pub(crate) fn is_none(&self) -> bool {
-        self.replicas.is_none() && self.aof.is_none()
-    }
-
     /// The commands to pipeline after the call, in the order
     /// [`apply`](Self::apply) reads their answers.
     pub(crate) fn cmds(&self) -> Vec<Cmd> {
@@ -402,17 +397,6 @@ pub(crate) fn decode_set_ifeq(value: &Value) -> Reply {
         Value::Nil => Reply::NotOwner,
         Value::ServerError(error) => Reply::Failed(failure_of_code(error.code(), error.details())),
         _ => Reply::Failed(Failure::Protocol),
-    }
-}
-
-/// Whether `command` goes to a server of `dialect` as a native command when
-/// sent alone (a renewal as `SET … IFEQ`, an unannounced release as
-/// `DELIFEQ` or `DELEX … IFEQ`), rather than as a script operation.
-pub(crate) fn native_alone(command: &Command, dialect: Dialect) -> bool {
-    match command {
-        Command::Renew { .. } => dialect.set_ifeq,
-        Command::Release => dialect.quiet_release && (dialect.delifeq || dialect.delex_ifeq),
-        Command::Acquire { .. } => false,
     }
 }
 
