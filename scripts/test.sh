@@ -197,26 +197,6 @@ step "lock-core with features cli (redis-lock-check) and metrics: built and lint
 cargo build --workspace --profile "$PROFILE" --features lock-core/cli,lock-core/metrics \
   --test check_cli --test metrics
 
-step "lock-core without its redis feature: built, linted and its unit tests"
-cargo build -p lock-core --no-default-features --profile "$PROFILE"
-cargo test -p lock-core --no-default-features --profile "$PROFILE" --lib
-
-step "lock-core without its redis feature depends on neither tokio nor redis"
-# One crate name per line, so a path that happens to contain "redis" (the
-# checkout's own directory, say) cannot match.
-core_deps="$(cargo tree -p lock-core --no-default-features -e normal --prefix none --format '{p}')"
-if forbidden="$(grep -E '^(tokio|redis)' <<<"$core_deps")"; then
-  echo "FAILED: lock-core --no-default-features must not depend on tokio or redis, but it pulls in:" >&2
-  echo "$forbidden" >&2
-  exit 1
-fi
-echo "ok: neither tokio nor redis"
-
-step "cargo doc -D warnings"
-# rustdoc needs the dependencies' metadata in check mode, which no build
-# above made: this is the one step that compiles them a second time.
-RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
-
 join setup
 
 # The README's doctests need a Redis at REDIS_URL; the integration tests
@@ -333,6 +313,38 @@ valkey_pass() {
 }
 bg valkey "server matrix: the real-server tests against Valkey 8.1" valkey_pass
 
+static_after_tests() {
+  set -euo pipefail
+  # These compile, so they take cargo's lock on the target directory while
+  # they do: let the test groups' cargo commands find everything built and
+  # start their binaries first (cargo lets go of the lock once a test
+  # binary runs), then use the CPU the tests leave while they wait.
+  for _ in $(seq 120); do
+    if grep -q "Running" "$LOGS/tests.log" 2>/dev/null; then break; fi
+    sleep 1
+  done
+  echo "-- cargo doc -D warnings"
+  # rustdoc needs the dependencies' metadata in check mode, which no build
+  # above made: the one step that compiles them a second time.
+  RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
+  echo "-- lock-core without its redis feature: built, linted, its unit tests"
+  cargo build -p lock-core --no-default-features --profile "$PROFILE"
+  cargo test -p lock-core --no-default-features --profile "$PROFILE" --lib
+  echo "-- lock-core without its redis feature depends on neither tokio nor redis"
+  # One crate name per line, so a path that happens to contain "redis" (the
+  # checkout's own directory, say) cannot match.
+  local core_deps forbidden
+  core_deps="$(cargo tree -p lock-core --no-default-features -e normal --prefix none --format '{p}')"
+  if forbidden="$(grep -E '^(tokio|redis)' <<<"$core_deps")"; then
+    echo "FAILED: lock-core --no-default-features must not depend on tokio or redis, but it pulls in:" >&2
+    echo "$forbidden" >&2
+    exit 1
+  fi
+  echo "ok: neither tokio nor redis"
+}
+bg static "cargo doc -D warnings; lock-core without its redis feature (built, unit tests, no tokio or redis)" \
+  static_after_tests
+
 step "configuration comparison (quick; its table's shape is checked, not its timings)"
 # Everything else shares the CPU meanwhile: these timings are not the
 # README's.
@@ -349,6 +361,7 @@ join tests
 join doc_features
 join chaos
 join valkey
+join static
 join suite
 
 echo
