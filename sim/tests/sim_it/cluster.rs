@@ -11,10 +11,8 @@ use std::collections::BTreeSet;
 use sim::{
     config::{FaultKind, Property, Scenario, Topology},
     history::Op,
-    world::{self, WorldOptions},
+    world,
 };
-
-use crate::common::load;
 
 /// Three shards with one replica each.
 fn cluster(name: &str) -> Scenario {
@@ -140,25 +138,7 @@ fn cluster_runs_replay_exactly_with_skipping_on_and_off() {
         "cluster-shard-failover",
         "cluster-shard-failover-wait",
     ] {
-        let scenario = load(name);
-        for seed in [1, 2] {
-            let schedule = world::draw_schedule(&scenario, seed);
-            let run = |skip_idle| {
-                let options = WorldOptions {
-                    skip_idle,
-                    ..WorldOptions::default()
-                };
-                world::run_with(&scenario, seed, &schedule, options)
-            };
-            let (first, again, stepped) = (run(true), run(true), run(false));
-            assert!(first.history.entries.len() > 100, "{name} {seed}");
-            assert_eq!(first.history.hash(), again.history.hash(), "{name} {seed}");
-            assert_eq!(
-                first.history.hash(),
-                stepped.history.hash(),
-                "{name} {seed}"
-            );
-        }
+        common::assert_replays_exactly(name, &[1, 2]);
     }
 }
 

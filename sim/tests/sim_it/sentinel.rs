@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use sim::{
     config::{FaultKind, Property, Scenario, Topology},
     history::Op,
-    world::{self, WorldOptions},
+    world,
 };
 
 use crate::common::load;
@@ -182,24 +182,6 @@ fn a_primary_replica_stale_window_catches_the_double_holder_at_ttl_5s() {
 #[test]
 fn sentinel_runs_replay_exactly_with_skipping_on_and_off() {
     for name in ["sentinel-stale-primary", "sentinel-stale-primary-wait"] {
-        let scenario = load(name);
-        for seed in [1, 2] {
-            let schedule = world::draw_schedule(&scenario, seed);
-            let run = |skip_idle| {
-                let options = WorldOptions {
-                    skip_idle,
-                    ..WorldOptions::default()
-                };
-                world::run_with(&scenario, seed, &schedule, options)
-            };
-            let (first, again, stepped) = (run(true), run(true), run(false));
-            assert!(first.history.entries.len() > 100, "{name} {seed}");
-            assert_eq!(first.history.hash(), again.history.hash(), "{name} {seed}");
-            assert_eq!(
-                first.history.hash(),
-                stepped.history.hash(),
-                "{name} {seed}"
-            );
-        }
+        common::assert_replays_exactly(name, &[1, 2]);
     }
 }

@@ -196,3 +196,27 @@ pub fn assert_stale_window_pair(unsafe_setup: &str, safe_setup: &str, seeds: u64
     );
     assert!(refused, "some WAIT on a deposed primary came up short");
 }
+
+/// Runs seeds `seeds` of the scenario file `name` twice with idle skipping
+/// and once without: the three histories must be the same, byte for byte.
+pub fn assert_replays_exactly(name: &str, seeds: &[u64]) {
+    let scenario = load(name);
+    for &seed in seeds {
+        let schedule = sim::world::draw_schedule(&scenario, seed);
+        let run = |skip_idle| {
+            let options = sim::world::WorldOptions {
+                skip_idle,
+                ..sim::world::WorldOptions::default()
+            };
+            sim::world::run_with(&scenario, seed, &schedule, options)
+        };
+        let (first, again, stepped) = (run(true), run(true), run(false));
+        assert!(first.history.entries.len() > 100, "{name} {seed}");
+        assert_eq!(first.history.hash(), again.history.hash(), "{name} {seed}");
+        assert_eq!(
+            first.history.hash(),
+            stepped.history.hash(),
+            "{name} {seed}"
+        );
+    }
+}
