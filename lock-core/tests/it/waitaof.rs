@@ -152,8 +152,15 @@ async fn a_shortfall_in_either_count_refuses_the_grant_and_removes_the_key() {
     );
     let _: String = replica.query(&["CONFIG", "SET", "appendonly", "yes"]);
     wait_aof_ready(&replica);
+    // A replica reports how far its AOF is fsynced in its periodic
+    // `REPLCONF ACK`, once a second: give the grant's WAITAOF that long.
+    let patient = LockOptions::new(Duration::from_secs(6))
+        .renew_every(Duration::from_secs(2))
+        .wait(Duration::from_secs(3))
+        .command_timeout(Duration::from_secs(3))
+        .wait_aof(1, 1, Duration::from_millis(2_500));
     let guard = locker
-        .acquire("short", &options(1, 1))
+        .acquire("short", &patient)
         .await
         .expect("fsynced here and on the replica");
     guard.release().await.expect("release");
