@@ -73,13 +73,18 @@ pub(super) struct Deployment {
     pub primary: usize,
     /// Where logs and configs go.
     pub dir: PathBuf,
+    /// The `lazy_aof` library preloaded into every node, when the nodes
+    /// persist to an AOF: a restart's `kill -9` then loses what a machine
+    /// crash would (`super::lazy_aof`).
+    pub preload: Option<PathBuf>,
 }
 
 /// The arguments of node `index` on `port`, persisting as `persistence`
 /// asks (`none`: `appendonly no`; `aof-everysec`, `aof-always`: `appendonly
 /// yes` with that `appendfsync`). A restart here is a `kill -9` of the
-/// process, not a machine crash: what `redis-server` wrote to its AOF is in
-/// the OS's page cache and survives, fsynced or not.
+/// process; with an AOF, the `lazy_aof` library the nodes run with makes it
+/// a machine crash (what was written since the last fsync is lost), as the
+/// simulator's restart is.
 fn node_args(
     dir: &std::path::Path,
     index: usize,
@@ -136,7 +141,12 @@ impl Deployment {
         let node = &self.nodes[index];
         let name = format!("redis-{index}");
         let log = self.dir.join(format!("{name}.stderr"));
-        let (id, _) = procs.spawn(&name, "redis-server", &node.args, false, &log)?;
+        let env: Vec<(&str, &std::path::Path)> = self
+            .preload
+            .iter()
+            .map(|path| ("LD_PRELOAD", path.as_path()))
+            .collect();
+        let (id, _) = procs.spawn_with_env(&name, "redis-server", &node.args, false, &log, &env)?;
         let port = node.port;
         self.nodes[index].proc = Some(id);
         if wait_listening(port, Duration::from_secs(10)) {
@@ -276,11 +286,18 @@ impl Deployment {
                 args,
             });
         }
+        let preload = match persistence {
+            crate::config::Persistence::None => None,
+            crate::config::Persistence::AofEverysec | crate::config::Persistence::AofAlways => {
+                Some(super::lazy_aof::install(&dir)?)
+            }
+        };
         let mut deployment = Self {
             nodes,
             sentinels: Vec::new(),
             primary: 0,
             dir,
+            preload,
         };
         for index in 0..count {
             deployment.start_node(procs, index)?;

@@ -10,11 +10,12 @@
 //! reads the machine's clocks and the simulator's modules never import it.
 //!
 //! Layering, downwards only: `mod` → `run` → `deploy`, `proxy`, `procs`,
-//! `wire`; `client` → `wire`.
+//! `wire`, `lazy_aof`; `client` → `wire`.
 
 pub mod client;
 mod deploy;
 mod error;
+pub mod lazy_aof;
 pub mod procs;
 mod proxy;
 mod run;

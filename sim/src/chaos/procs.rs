@@ -63,6 +63,20 @@ impl Processes {
         pipes: bool,
         log: &Path,
     ) -> Result<(ProcId, PipedChild), ChaosError> {
+        self.spawn_with_env(name, program, args, pipes, log, &[])
+    }
+
+    /// [`spawn`](Self::spawn) with `env` added to the child's environment
+    /// (`LD_PRELOAD`, say).
+    pub fn spawn_with_env(
+        &mut self,
+        name: &str,
+        program: &str,
+        args: &[String],
+        pipes: bool,
+        log: &Path,
+        env: &[(&str, &Path)],
+    ) -> Result<(ProcId, PipedChild), ChaosError> {
         let exe = std::env::current_exe().map_err(|source| ChaosError::Io {
             what: "the sim binary's own path".to_owned(),
             source,
@@ -77,6 +91,7 @@ impl Processes {
             .arg(program)
             .args(args)
             .process_group(0)
+            .envs(env.iter().copied())
             .stderr(log_file);
         if pipes {
             command.stdin(Stdio::piped()).stdout(Stdio::piped());
