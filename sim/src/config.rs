@@ -112,9 +112,9 @@ pub enum Persistence {
     #[default]
     None,
     /// `appendonly yes`, `appendfsync everysec`: the AOF is fsynced once a
-    /// second (and at once for a `WAITAOF` that asks for the local fsync),
-    /// and a restart keeps what was fsynced. A restart here is a machine
-    /// crash: what the OS had not written to disk is gone.
+    /// second, and a restart keeps what was fsynced. A restart here is a
+    /// machine crash: what the OS had not written to disk is gone. (A
+    /// Valkey acknowledges a `WAITAOF 1` without waiting for the fsync.)
     AofEverysec,
     /// `appendonly yes`, `appendfsync always`: every write is on disk
     /// before its reply, and a restart loses nothing.

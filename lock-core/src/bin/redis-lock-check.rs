@@ -28,7 +28,8 @@ struct Args {
     wait_replicas: u32,
     /// Local fsyncs the locks' WAITAOF asks for, 0 or 1
     /// (`LockOptions::wait_aof(local, …)`): with 1, `aof-not-always` is
-    /// not a finding.
+    /// not a finding on Redis 8.0 and later, whose WAITAOF waits for the
+    /// fsync (Valkey's does not).
     #[arg(long, default_value_t = 0)]
     wait_aof_local: u32,
     /// The locks' drift factor; the drift margin (ttl × factor + 2 ms) is

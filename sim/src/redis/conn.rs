@@ -63,6 +63,7 @@ pub async fn handle(node: NodeHandle, stream: TcpStream) {
                     break;
                 }
                 buffer.extend_from_slice(&chunk[..read]);
+                node.loop_pass();
                 loop {
                     let args = match next_command(&mut buffer) {
                         Ok(Some(args)) => args,
@@ -540,9 +541,9 @@ async fn wait(node: &NodeHandle, replicas: &[u8], timeout: &[u8]) -> Frame {
 /// waiting up to `timeout` ms (0: forever) for the counts asked.
 ///
 /// `numlocal` 1 on a node whose AOF is behind waits for the node's next
-/// fsync, which its cron does at the next 100 ms tick while a `WAITAOF`
-/// waits (see `aof_cron`), as Valkey 8.1.8 answers within about 100 ms
-/// under `appendfsync everysec`. The simulated replicas keep no AOF, so
+/// once-a-second fsync, or, on Valkey, for its next cron tick, which
+/// acknowledges the write without fsyncing it (`aof_cron`,
+/// `Flavour::acks_unsynced_aof`). The simulated replicas keep no AOF, so
 /// they never count, as a real replica with `appendonly no` never does.
 async fn waitaof(node: &NodeHandle, numlocal: &[u8], numreplicas: &[u8], timeout: &[u8]) -> Frame {
     let (Some(local), Some(replicas), Some(timeout_ms)) = (

@@ -63,9 +63,12 @@ impl CheckOptions {
     }
 
     /// Sets the local fsyncs the locks' `WAITAOF` asks for (0: none, or no
-    /// `wait_aof`). With 1, a grant counts only once it is on disk, so
+    /// `wait_aof`). With 1, on a server whose `WAITAOF` waits for the fsync
+    /// (Redis 8.0 and later), a grant counts only once it is on disk, so
     /// `appendfsync everysec` loses no counted lock (`aof-not-always` is
-    /// not reported), but a node with `appendonly no` refuses every grant.
+    /// not reported); Valkey and Redis 7.2 to 7.4 acknowledge before the
+    /// fsync, so it is still reported there. A node with `appendonly no`
+    /// refuses every grant.
     pub fn wait_aof_local(mut self, local: u32) -> Self {
         self.wait_aof_local = local;
         self

@@ -72,6 +72,7 @@ pub(super) fn readings(server: &Server) -> Vec<Reading> {
         Ok(_) => {
             for field in [
                 "redis_version",
+                "valkey_version",
                 "maxmemory_policy",
                 "aof_enabled",
                 "loading",
@@ -220,6 +221,31 @@ fn eviction(server: &Server, found: &mut Vec<Finding>) {
     });
 }
 
+/// Whether the server's `WAITAOF` counts the local AOF only once it is
+/// fsynced: Redis 8.0 and later. Valkey (8.1.8 measured here, 9.1 by a
+/// public report) and Redis 7.2 to 7.4 advance the fsynced offset on an
+/// event-loop pass with nothing left to write, fsynced or not (the code
+/// Redis fixed in 8.0, redis/redis#13793). A version not read is not
+/// trusted.
+fn waitaof_waits_for_fsync(server: &Server) -> bool {
+    if server.info("valkey_version").is_some() || server.info("server_name") == Some("valkey") {
+        return false;
+    }
+    server
+        .info("redis_version")
+        .and_then(|version| version.split('.').next()?.parse::<u32>().ok())
+        .is_some_and(|major| major >= 8)
+}
+
+/// The server and version `INFO server` names, for a finding's text.
+fn server_version(server: &Server) -> String {
+    match (server.info("valkey_version"), server.info("redis_version")) {
+        (Some(valkey), _) => format!("valkey_version {valkey}"),
+        (None, Some(redis)) => format!("redis_version {redis}"),
+        (None, None) => "version not read".into(),
+    }
+}
+
 fn persistence(server: &Server, opts: &CheckOptions, found: &mut Vec<Finding>) {
     let delayed_restart = format!(
         "or make every restart a delayed one: keep the node down for longer than the lock ttl \
@@ -279,13 +305,35 @@ fn persistence(server: &Server, opts: &CheckOptions, found: &mut Vec<Finding>) {
         });
         return;
     }
-    if opts.wait_aof_local >= 1 {
+    let waitaof = opts.wait_aof_local >= 1;
+    if waitaof && waitaof_waits_for_fsync(server) {
         // A grant or renewal counts only once WAITAOF confirmed the local
         // fsync: whatever the policy, a restart cannot lose a counted lock.
         return;
     }
+    fsync_policy(server, waitaof, &delayed_restart, found);
+}
+
+/// The findings of an AOF's `appendfsync` policy; `waitaof` when the locks
+/// ask for the local fsync on a server whose `WAITAOF` does not wait for it.
+fn fsync_policy(server: &Server, waitaof: bool, delayed_restart: &str, found: &mut Vec<Finding>) {
     match server.config("appendfsync") {
         Some("always") => {}
+        Some(fsync) if waitaof => found.push(Finding {
+            kind: FindingKind::AofNotAlways,
+            severity: Severity::Unsafe,
+            observed: format!(
+                "appendonly yes, appendfsync {fsync}, and a server whose WAITAOF acknowledges \
+                 the local AOF before it is fsynced ({})",
+                server_version(server)
+            ),
+            safety_row: row::RESTART,
+            fix: format!(
+                "appendfsync always, or Redis 8.0 or later, whose WAITAOF waits for the fsync \
+                 (Valkey, and Redis 7.2 to 7.4, count a write once written: \
+                 redis/redis#13793), {delayed_restart} after a machine crash"
+            ),
+        }),
         Some(fsync) => found.push(Finding {
             kind: FindingKind::AofNotAlways,
             severity: Severity::Unsafe,
@@ -521,8 +569,24 @@ mod tests {
                 found(&server, &opts()),
                 [(FindingKind::AofNotAlways, Severity::Unsafe)]
             );
-            // WAITAOF 1: a counted grant is on disk whatever the policy.
+            // WAITAOF 1 on Redis 8: a counted grant is on disk whatever
+            // the policy.
+            info(&mut server, "redis_version", "8.4.0");
             assert_eq!(found(&server, &opts().wait_aof_local(1)), []);
+            // On Valkey, and on Redis 7.2–7.4, WAITAOF counts it once
+            // written: a machine crash can still take it.
+            for (field, version) in [("valkey_version", "8.1.8"), ("redis_version", "7.2.4")] {
+                let mut server = server.clone();
+                info(&mut server, field, version);
+                let report = findings(&server, &opts().wait_aof_local(1));
+                assert_eq!(report.len(), 1, "{version}: {report:?}");
+                assert_eq!(report[0].kind, FindingKind::AofNotAlways);
+                assert!(
+                    report[0].observed.contains(version),
+                    "{}",
+                    report[0].observed
+                );
+            }
         }
         // Unreadable policy: the same.
         let mut server = safe_primary();
@@ -531,6 +595,12 @@ mod tests {
             found(&server, &opts()),
             [(FindingKind::PersistenceUnreadable, Severity::Unknown)]
         );
+        // WAITAOF 1 covers it only on a server known to fsync first.
+        assert_eq!(
+            found(&server, &opts().wait_aof_local(1)),
+            [(FindingKind::PersistenceUnreadable, Severity::Unknown)]
+        );
+        info(&mut server, "redis_version", "8.0.0");
         assert_eq!(found(&server, &opts().wait_aof_local(1)), []);
         // AOF off: WAITAOF 1 refuses every grant; safe, but unavailable.
         let mut server = safe_primary();
