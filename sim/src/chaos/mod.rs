@@ -10,12 +10,13 @@
 //! reads the machine's clocks and the simulator's modules never import it.
 //!
 //! Layering, downwards only: `mod` → `run` → `deploy`, `proxy`, `procs`,
-//! `wire`, `lazy_aof`; `client` → `wire`.
+//! `wire`, `lazy_aof`, `migrate`; `client` → `wire`.
 
 pub mod client;
 mod deploy;
 mod error;
 pub mod lazy_aof;
+mod migrate;
 pub mod procs;
 mod proxy;
 mod run;
@@ -123,8 +124,8 @@ pub fn refusal(
             Some("the storage runs inside the controller and cannot be stopped apart from it")
         }
         FaultKind::Failover if !topology.can_fail_over() => Some("no replica to promote"),
-        FaultKind::SlotMigration => {
-            Some("Redis Cluster slot migration is not implemented in chaos mode yet")
+        FaultKind::SlotMigration if !matches!(topology, Topology::Cluster { .. }) => {
+            Some("only a Redis Cluster migrates slots")
         }
         FaultKind::Restart | FaultKind::Busy | FaultKind::Evict if !server => {
             Some("only a Redis node can be restarted, made busy or evict")

@@ -63,6 +63,11 @@ impl Recorder {
         self.record_at(mono_ns(), process, op);
     }
 
+    /// A slot migration moved `key` from node `from` to node `to`.
+    fn record_migrated(&self, key: String, from: usize, to: usize) {
+        self.record(Process::Controller, Op::Migrated { key, from, to });
+    }
+
     fn record_at(&self, mono: u64, process: Process, op: Op) {
         let at = since(self.epoch, mono);
         self.entries.push(Entry {
@@ -98,6 +103,8 @@ struct Seed<'a> {
     resolved: BTreeMap<usize, FaultTarget>,
     /// The controller's own draws (which sentinel leads a failover).
     rng: Rng,
+    /// Slot migrations under way, by schedule index.
+    migrations: BTreeMap<usize, super::migrate::Migration>,
 }
 
 /// Runs seed `seed` of `scenario` with `schedule` on real processes.
@@ -145,6 +152,7 @@ pub(super) async fn run_seed(
         recorder,
         resolved: BTreeMap::new(),
         rng: Rng::fork(seed, 0x5E47_1E11),
+        migrations: BTreeMap::new(),
     };
     let (reach, ports_to_link) = seed_state.reach(target);
     let epoch = mono_ns();
@@ -589,6 +597,21 @@ impl Seed<'_> {
             (FaultKind::ShardFailover, FaultTarget::Redis(_)) => {
                 self.shard_failover(fault.duration, procs).await?;
             }
+            (FaultKind::SlotMigration, _) => {
+                let pick = self.rng.between(0, 1 << 16);
+                let recorder = self.recorder.clone();
+                let migration = super::migrate::begin(
+                    self.deployment()?,
+                    &lock_key(),
+                    pick,
+                    fault.duration.unwrap_or_default(),
+                    move |key, from, to| recorder.record_migrated(key, from, to),
+                )
+                .await?;
+                if let Some(migration) = migration {
+                    self.migrations.insert(index, migration);
+                }
+            }
             (kind, target) => {
                 return Err(ChaosError::Internal(format!(
                     "{} on {target} reached the controller unrefused",
@@ -649,6 +672,15 @@ impl Seed<'_> {
             // rejoins as a replica of its shard's primary.
             (FaultKind::ShardFailover, FaultTarget::Redis(old)) => {
                 self.deployment()?.cut_off_bus(old, false);
+            }
+            (FaultKind::SlotMigration, _) => {
+                if let Some(migration) = self.migrations.remove(&index) {
+                    let recorder = self.recorder.clone();
+                    super::migrate::finish(migration, move |key, from, to| {
+                        recorder.record_migrated(key, from, to);
+                    })
+                    .await?;
+                }
             }
             _ => {}
         }

@@ -1,0 +1,246 @@
+//! A slot migration on a real Redis Cluster, as `redis-cli --cluster
+//! reshard` performs one and as the simulator's `slot-migration` fault
+//! models it (`world::cluster`): the lock's slot is marked `IMPORTING` on a
+//! primary of another shard and `MIGRATING` on its owner, its keys move
+//! one `MIGRATE` at a time spread over the fault's duration, and at the
+//! end what is left moves and `CLUSTER SETSLOT … NODE` gives the slot to
+//! the target (on the target first, then the source, then every other
+//! primary, as the Redis Cluster specification orders it). Meanwhile the
+//! clients meet `ASK` for keys already gone and `TRYAGAIN` for a script
+//! whose keys are split, from real servers.
+
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+
+use super::{
+    ChaosError,
+    deploy::{Deployment, admin},
+};
+
+/// One node of the cluster as `CLUSTER NODES` lists it.
+#[derive(Debug, Clone)]
+struct ClusterNode {
+    id: String,
+    port: u16,
+    primary: bool,
+    slots: Vec<(u16, u16)>,
+}
+
+/// A migration under way.
+pub(super) struct Migration {
+    slot: u16,
+    /// The owner's index in the deployment, port and node id.
+    from: (usize, u16, String),
+    /// The target's.
+    to: (usize, u16, String),
+    /// The other primaries' ports (told the new owner at the end).
+    others: Vec<u16>,
+    /// Moves the keys one by one until the end.
+    stepper: JoinHandle<()>,
+}
+
+/// `CLUSTER NODES` of the first node that answers.
+async fn cluster_nodes(deployment: &Deployment) -> Option<Vec<ClusterNode>> {
+    for node in &deployment.nodes {
+        if node.proc.is_none() {
+            continue;
+        }
+        let Ok(mut conn) = admin(node.port).await else {
+            continue;
+        };
+        let Ok(text) = redis::cmd("CLUSTER")
+            .arg("NODES")
+            .query_async::<String>(&mut conn)
+            .await
+        else {
+            continue;
+        };
+        return Some(text.lines().filter_map(parse_node).collect());
+    }
+    None
+}
+
+/// One line of `CLUSTER NODES`: `id ip:port@bus flags master ping pong
+/// epoch state slot…` (importing/migrating entries in brackets skipped).
+fn parse_node(line: &str) -> Option<ClusterNode> {
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    let port = fields.get(1)?.split(['@', ':']).nth(1)?.parse().ok()?;
+    let flags = fields.get(2)?;
+    let slots = fields
+        .get(8..)
+        .unwrap_or_default()
+        .iter()
+        .filter(|range| !range.starts_with('['))
+        .filter_map(|range| {
+            let mut ends = range.split('-').filter_map(|n| n.parse::<u16>().ok());
+            let first = ends.next()?;
+            Some((first, ends.next().unwrap_or(first)))
+        })
+        .collect();
+    Some(ClusterNode {
+        id: (*fields.first()?).to_owned(),
+        port,
+        primary: flags.contains("master") && !flags.contains("fail"),
+        slots,
+    })
+}
+
+fn setslot(slot: u16, state: &str, id: &str) -> redis::Cmd {
+    let mut cmd = redis::cmd("CLUSTER");
+    cmd.arg("SETSLOT").arg(slot).arg(state).arg(id);
+    cmd
+}
+
+fn cluster_error(what: &str, error: &redis::RedisError) -> ChaosError {
+    ChaosError::Io {
+        what: format!("slot migration: {what}"),
+        source: std::io::Error::other(error.to_string()),
+    }
+}
+
+/// Moves one key of `slot` from `from` to `to`; the key, if one moved.
+async fn migrate_one(slot: u16, from: u16, to: u16) -> Option<String> {
+    let mut source = admin(from).await.ok()?;
+    let keys: Vec<String> = redis::cmd("CLUSTER")
+        .arg("GETKEYSINSLOT")
+        .arg(slot)
+        .arg(1)
+        .query_async(&mut source)
+        .await
+        .ok()?;
+    let key = keys.into_iter().next()?;
+    let moved: redis::RedisResult<redis::Value> = redis::cmd("MIGRATE")
+        .arg("127.0.0.1")
+        .arg(to)
+        .arg("")
+        .arg(0)
+        .arg(5_000)
+        .arg("KEYS")
+        .arg(&key)
+        .query_async(&mut source)
+        .await;
+    moved.ok().map(|_| key)
+}
+
+/// Starts migrating the slot of `key` from its owner to the primary of
+/// another shard (`pick` chooses among them), its keys moving over
+/// `duration`; `on_moved` hears each key that moved. `None` when the
+/// cluster has no other shard or cannot be read.
+pub(super) async fn begin(
+    deployment: &Deployment,
+    key: &str,
+    pick: u64,
+    duration: Duration,
+    on_moved: impl Fn(String, usize, usize) + Send + 'static,
+) -> Result<Option<Migration>, ChaosError> {
+    let slot = lock_core::internal::cluster::slot_of(key);
+    let Some(nodes) = cluster_nodes(deployment).await else {
+        return Ok(None);
+    };
+    let index_of = |port: u16| deployment.nodes.iter().position(|n| n.port == port);
+    let owns = |node: &ClusterNode| node.slots.iter().any(|&(a, b)| a <= slot && slot <= b);
+    let Some(owner) = nodes.iter().find(|n| n.primary && owns(n)) else {
+        return Ok(None);
+    };
+    let targets: Vec<&ClusterNode> = nodes
+        .iter()
+        .filter(|n| n.primary && !n.slots.is_empty() && n.id != owner.id)
+        .collect();
+    if targets.is_empty() {
+        return Ok(None);
+    }
+    let target = targets[(pick % targets.len() as u64) as usize];
+    let (Some(from_index), Some(to_index)) = (index_of(owner.port), index_of(target.port)) else {
+        return Ok(None);
+    };
+    let mut to_conn = admin(target.port).await?;
+    let mut from_conn = admin(owner.port).await?;
+    setslot(slot, "IMPORTING", &owner.id)
+        .query_async::<()>(&mut to_conn)
+        .await
+        .map_err(|e| cluster_error("SETSLOT IMPORTING", &e))?;
+    setslot(slot, "MIGRATING", &target.id)
+        .query_async::<()>(&mut from_conn)
+        .await
+        .map_err(|e| cluster_error("SETSLOT MIGRATING", &e))?;
+    let keys: u32 = redis::cmd("CLUSTER")
+        .arg("COUNTKEYSINSLOT")
+        .arg(slot)
+        .query_async(&mut from_conn)
+        .await
+        .unwrap_or(0);
+    let (from, to) = (owner.port, target.port);
+    let start = tokio::time::Instant::now();
+    let stepper = tokio::spawn(async move {
+        // As the simulator spreads them: key k of n moves at k/(n+1) of
+        // the duration.
+        for step in 1..=keys {
+            tokio::time::sleep_until(start + duration * step / (keys + 1)).await;
+            if let Some(key) = migrate_one(slot, from, to).await {
+                on_moved(key, from_index, to_index);
+            }
+        }
+    });
+    Ok(Some(Migration {
+        slot,
+        from: (from_index, owner.port, owner.id.clone()),
+        to: (to_index, target.port, target.id.clone()),
+        others: nodes
+            .iter()
+            .filter(|n| n.primary && n.id != owner.id && n.id != target.id)
+            .map(|n| n.port)
+            .collect(),
+        stepper,
+    }))
+}
+
+/// Ends `migration`: moves what is left (each key through `on_moved`),
+/// then gives the slot to the target on every primary.
+pub(super) async fn finish(
+    migration: Migration,
+    on_moved: impl Fn(String, usize, usize),
+) -> Result<(), ChaosError> {
+    migration.stepper.abort();
+    let (from_index, from, _) = migration.from;
+    let (to_index, to, to_id) = migration.to;
+    // A key per MIGRATE until none is left (the slot holds a handful).
+    for _ in 0..1_000 {
+        match migrate_one(migration.slot, from, to).await {
+            Some(key) => on_moved(key, from_index, to_index),
+            None => break,
+        }
+    }
+    for port in [to, from].into_iter().chain(migration.others) {
+        let Ok(mut conn) = admin(port).await else {
+            // A node that is down hears of the new owner over the bus.
+            continue;
+        };
+        setslot(migration.slot, "NODE", &to_id)
+            .query_async::<()>(&mut conn)
+            .await
+            .map_err(|e| cluster_error("SETSLOT NODE", &e))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cluster_nodes_line_gives_its_slots_and_skips_migrations() {
+        let line =
+            "07c3 127.0.0.1:7001@17001 myself,master - 0 0 1 connected 0-5460 6000 [6001->-e7d1]";
+        let node = parse_node(line).expect("a node line");
+        assert_eq!(node.id, "07c3");
+        assert_eq!(node.port, 7001);
+        assert!(node.primary);
+        assert_eq!(node.slots, [(0, 5460), (6000, 6000)]);
+        let failed = parse_node("e7d1 127.0.0.1:7002@17002 master,fail - 0 0 2 connected")
+            .expect("a node line");
+        assert!(!failed.primary);
+        assert!(failed.slots.is_empty());
+        assert!(parse_node("garbage").is_none());
+    }
+}
