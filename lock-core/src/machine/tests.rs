@@ -1121,3 +1121,85 @@ fn fencing_mode_and_ttl_reach_the_command() {
         })
     );
 }
+
+/// Holds the lock, lets every renewal time out (they ran on Redis, their
+/// replies never came) until the loss, and releases; returns the machine,
+/// the release's instant and the latest instant the key can live.
+fn lost_after_unanswered_renewals() -> (LockMachine, Instant, Instant) {
+    let (mut machine, t0) = held(&opts());
+    let mut now = t0;
+    let mut last_renewal = t0;
+    while machine.phase() != Phase::Lost {
+        now = machine.poll_timeout().expect("a timer while held");
+        machine.handle_timeout(now);
+        while let Some((_, command)) = machine.poll_command() {
+            if matches!(command, Command::Renew { .. }) {
+                last_renewal = now;
+            }
+        }
+        while machine.poll_event().is_some() {}
+    }
+    machine.release(now);
+    let may_live = last_renewal + opts().effective_command_timeout() + ms(1_000) + DRIFT;
+    (machine, now, may_live)
+}
+
+#[test]
+fn a_release_after_unanswered_renewals_retries_until_the_key_has_surely_expired() {
+    let (mut machine, mut now, may_live) = lost_after_unanswered_renewals();
+    // Every release fails at once: the connection is being re-established.
+    let mut sends = Vec::new();
+    while !machine.is_released() {
+        while let Some((id, command)) = machine.poll_command() {
+            assert_eq!(command, Command::Release);
+            sends.push(now);
+            machine.handle_reply(now, id, Reply::Failed(Failure::Connection));
+        }
+        if let Some(at) = machine.poll_timeout() {
+            now = at;
+            machine.handle_timeout(now);
+        }
+    }
+    assert!(
+        sends.len() > RELEASE_ATTEMPTS as usize,
+        "retried past {RELEASE_ATTEMPTS} tries while the key may live: {} sends",
+        sends.len()
+    );
+    let last = *sends.last().expect("a release was sent");
+    assert!(last < may_live, "no release after the key surely expired");
+    let released = std::iter::from_fn(|| machine.poll_event()).last();
+    assert_eq!(
+        released,
+        Some(Event::Released {
+            outcome: ReleaseOutcome::Unknown
+        })
+    );
+}
+
+#[test]
+fn a_release_that_gets_through_late_frees_the_key() {
+    let (mut machine, mut now, may_live) = lost_after_unanswered_renewals();
+    // Four failures (one past the old limit of three), then the network heals.
+    for failure in 0..5 {
+        let (id, _) = machine.poll_command().expect("a release retry");
+        let reply = if failure < 4 {
+            Reply::Failed(Failure::Connection)
+        } else {
+            Reply::Released
+        };
+        machine.handle_reply(now, id, reply);
+        if let Some(at) = machine.poll_timeout() {
+            now = at;
+            machine.handle_timeout(now);
+        }
+    }
+    assert!(now < may_live);
+    assert!(machine.is_released());
+    let released = std::iter::from_fn(|| machine.poll_event()).last();
+    assert_eq!(
+        released,
+        Some(Event::Released {
+            outcome: ReleaseOutcome::Deleted
+        })
+    );
+}
