@@ -1121,7 +1121,8 @@ const ORACLE_RTT: Duration = Duration::from_millis(5);
 /// Samples the authoritative view of the lock key every 2 ms, over direct
 /// connections (no proxy): single, primary-replica and Sentinel read the
 /// node that answers `role:master` (while a deposed primary says `master`
-/// too, the one last seen promoted from replica), Redlock a majority.
+/// too, the one last seen promoted from replica), Redlock a majority (a
+/// node that does not answer counted with the key it had, until its ttl).
 /// Each sample is stamped when it was sent, and kept only if the answer
 /// came within [`ORACLE_RTT`].
 async fn oracle(topology: Topology, ports: Vec<u16>, recorder: Recorder) {
@@ -1138,6 +1139,12 @@ async fn oracle(topology: Topology, ports: Vec<u16>, recorder: Recorder) {
     );
     let mut was_master: Vec<Option<bool>> = vec![None; ports.len()];
     let mut promoted: Option<usize> = None;
+    // Redlock: each node's key as last read, with the instant (the shared
+    // monotonic clock) its ttl ends. A node that does not answer (down,
+    // or stopped) still counts with it, as the simulator's oracle counts
+    // a down node with the keys it had: it grants nobody else meanwhile,
+    // and a restart that empties it shows at its first answer.
+    let mut remembered: Vec<Option<(String, u64)>> = vec![None; ports.len()];
     loop {
         tokio::time::sleep(Duration::from_millis(2)).await;
         let sent = mono_ns();
@@ -1185,6 +1192,22 @@ async fn oracle(topology: Topology, ports: Vec<u16>, recorder: Recorder) {
             continue;
         }
         let sample = if redlock {
+            for (index, view) in views.iter_mut().enumerate() {
+                match view {
+                    Some((owner, pttl)) => {
+                        remembered[index] = owner.clone().filter(|_| *pttl > 0).map(|owner| {
+                            let ttl = Duration::from_millis(pttl.unsigned_abs());
+                            (owner, sent.saturating_add(ttl.as_nanos() as u64))
+                        });
+                    }
+                    None => {
+                        *view = remembered[index].as_ref().and_then(|(owner, ends)| {
+                            let left = ends.saturating_sub(sent) / 1_000_000;
+                            (left > 0).then(|| (Some(owner.clone()), left as i64))
+                        });
+                    }
+                }
+            }
             let quorum = ports.len() / 2 + 1;
             let mut counts: BTreeMap<String, Vec<i64>> = BTreeMap::new();
             for (owner, pttl) in views.iter().flatten() {
