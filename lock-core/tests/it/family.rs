@@ -518,3 +518,105 @@ async fn every_kind_works_on_a_cluster() {
     }
     assert_eq!(shards.len(), 3, "the family's keys landed on every shard");
 }
+
+/// Waiters that would retry only seconds later are granted within a few
+/// hundred milliseconds of the release: the release's announcement wakes
+/// them (a fair lock's head on its own channel).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_wakes_the_waiter_at_once() {
+    let server = RedisServer::start();
+    let holders = connect(&server).await;
+    let waiters = connect(&server).await;
+    // Retries 3 s apart at the soonest (a third of the waiter ttl), so
+    // only a wake-up can grant within the bound.
+    let opts = LockOptions::new(Duration::from_secs(20))
+        .retry_delay(Duration::from_secs(3), Duration::from_secs(3))
+        .waiter_ttl(Duration::from_secs(9))
+        .wait(Duration::from_secs(15));
+    let bound = ms(500);
+
+    let fair = opts.clone().fair();
+    let holder = holders.acquire("bell", &fair).await.expect("free");
+    let waiter = {
+        let (waiters, fair) = (waiters.clone(), fair.clone());
+        tokio::spawn(async move { waiters.acquire("bell", &fair).await })
+    };
+    tokio::time::sleep(ms(200)).await;
+    holder.release().await.expect("release");
+    let released = Instant::now();
+    let guard = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("granted")
+        .expect("task")
+        .expect("granted");
+    assert!(released.elapsed() < bound, "fair: {:?}", released.elapsed());
+    guard.release().await.expect("release");
+
+    let reader = holders.acquire_read("gong", &opts).await.expect("free");
+    let writer = {
+        let (waiters, opts) = (waiters.clone(), opts.clone());
+        tokio::spawn(async move { waiters.acquire_write("gong", &opts).await })
+    };
+    tokio::time::sleep(ms(200)).await;
+    reader.release().await.expect("release");
+    let released = Instant::now();
+    let guard = tokio::time::timeout(Duration::from_secs(5), writer)
+        .await
+        .expect("granted")
+        .expect("task")
+        .expect("granted");
+    assert!(
+        released.elapsed() < bound,
+        "writer: {:?}",
+        released.elapsed()
+    );
+    guard.release().await.expect("release");
+
+    let permit = holders
+        .acquire_permit("chime", 1, &opts)
+        .await
+        .expect("free");
+    let next = {
+        let (waiters, opts) = (waiters.clone(), opts.clone());
+        tokio::spawn(async move { waiters.acquire_permit("chime", 1, &opts).await })
+    };
+    tokio::time::sleep(ms(200)).await;
+    permit.release().await.expect("release");
+    let released = Instant::now();
+    let guard = tokio::time::timeout(Duration::from_secs(5), next)
+        .await
+        .expect("granted")
+        .expect("task")
+        .expect("granted");
+    assert!(
+        released.elapsed() < bound,
+        "permit: {:?}",
+        released.elapsed()
+    );
+    guard.release().await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_guards_release_in_the_background() {
+    let server = RedisServer::start();
+    let locker = connect(&server).await;
+    let opts = LockOptions::new(Duration::from_secs(20));
+    let reader = locker.acquire_read("drop", &opts).await.expect("free");
+    let permit = locker
+        .acquire_permit("dropped", 2, &opts)
+        .await
+        .expect("free");
+    drop(reader);
+    drop(permit);
+    tokio::time::sleep(ms(300)).await;
+    let left: i64 = server.query(&["EXISTS", "{lock:drop}:readers", "{lock:dropped}"]);
+    assert_eq!(left, 0, "both released on drop");
+    let writer = locker
+        .acquire_write("drop", &opts.clone().wait(ms(0)))
+        .await
+        .expect("no reader left");
+    drop(writer);
+    tokio::time::sleep(ms(300)).await;
+    let left: i64 = server.query(&["EXISTS", "{lock:drop}"]);
+    assert_eq!(left, 0, "the writer released on drop");
+}
