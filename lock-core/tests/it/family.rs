@@ -620,3 +620,59 @@ async fn dropped_guards_release_in_the_background() {
     let left: i64 = server.query(&["EXISTS", "{lock:drop}"]);
     assert_eq!(left, 0, "the writer released on drop");
 }
+
+/// Through Sentinel, with `wait_replicas`: a permit and a write hold
+/// granted before a failover still exclude on the promoted replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_permits_and_writes_survive_a_sentinel_failover_with_wait() {
+    let group = support::sentinel::SentinelGroup::start();
+    let urls = group.sentinel_urls();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let connect = || Locker::connect_sentinel(&urls, support::sentinel::MASTER_NAME);
+    let (first, second) = (
+        connect().await.expect("connect"),
+        connect().await.expect("connect"),
+    );
+    let opts = LockOptions::new(Duration::from_secs(20))
+        .wait_replicas(1, ms(500))
+        .command_timeout(Duration::from_secs(2));
+    let permit = first
+        .acquire_permit("seats", 1, &opts)
+        .await
+        .expect("a permit");
+    let write = first
+        .acquire_write("ledger", &opts)
+        .await
+        .expect("a writer");
+    let old = group.master_port();
+    let new = group.failover();
+    assert_ne!(old, new);
+    let quick = opts.clone().wait(ms(500));
+    assert!(
+        matches!(
+            second.acquire_permit("seats", 1, &quick).await,
+            Err(AcquireError::Timeout { .. })
+        ),
+        "the replicated lease still counts on the new primary"
+    );
+    assert!(
+        matches!(
+            second.acquire_read("ledger", &quick).await,
+            Err(AcquireError::Timeout { .. })
+        ),
+        "the replicated write hold still excludes readers"
+    );
+    // Released on the new primary (or lost to the failover, as the plain
+    // lock's holder is): either way the next holder gets in.
+    let _ = permit.release().await;
+    let _ = write.release().await;
+    // The demoted primary may not be a replica again yet: no WAIT here.
+    let wait = LockOptions::new(Duration::from_secs(20)).wait(Duration::from_secs(25));
+    let next = second
+        .acquire_permit("seats", 1, &wait)
+        .await
+        .expect("free");
+    next.release().await.expect("release");
+    let reader = second.acquire_read("ledger", &wait).await.expect("free");
+    reader.release().await.expect("release");
+}
