@@ -39,6 +39,29 @@
 //! # async fn write_with_fence(_fence: u64) {}
 //! ```
 //!
+//! # The lock family
+//!
+//! Besides the plain lock, a [`Locker`] offers:
+//! - **fair mode** ([`LockOptions::fair`], the same [`Locker::acquire`]):
+//!   waiters are granted in arrival order; a dead or paused waiter holds
+//!   the queue up by at most its [`waiter_ttl`](LockOptions::waiter_ttl).
+//!   Use it when every contender must get its turn.
+//! - **a read-write lock** ([`Locker::acquire_read`],
+//!   [`Locker::acquire_write`]): many readers ([`ReadGuard`], no fence) or
+//!   one writer (a [`LockGuard`] with a fence); waiting writers are
+//!   preferred over new readers. Use it when reads are many and may
+//!   overlap, and writes must be alone.
+//! - **a counting semaphore** ([`Locker::acquire_permit`]): at most N
+//!   holders, each with its own lease, renewal, lost signal and fence. Use
+//!   it to bound concurrency (connections, jobs) rather than to exclude.
+//!
+//! Each kind keeps every timing rule of the plain lock (see
+//! [`LockMachine`], [`LockMachine::with_kind`]); only the script, the keys
+//! and the operation codes differ ([`LockKind`], [`scripts::KeyNames`]).
+//! All of a lock's keys share its hash tag, so one node, Sentinel and
+//! Cluster all serve them; Redlock refuses them
+//! ([`AcquireError::NotOnRedlock`]).
+//!
 //! # Topologies
 //!
 //! Each has a one-call constructor on [`Locker`] and a
@@ -121,8 +144,8 @@ pub use options::{AofCounts, DRIFT_FLOOR, Fencing, LockOptions, OptionsError, Wa
 #[cfg(feature = "redis")]
 pub use crate::redis::{
     AcquireError, CheckError, CheckOptions, ConnectError, DeploymentReport, Finding, FindingKind,
-    LockGuard, Locker, LockerBuilder, LockerReport, NodeReport, Observed, Reading, ReleaseError,
-    Severity, UnknownKind, check_deployment,
+    LockGuard, Locker, LockerBuilder, LockerReport, NodeReport, Observed, ReadGuard, Reading,
+    ReleaseError, Severity, UnknownKind, check_deployment,
 };
 #[cfg(feature = "tls")]
 pub use crate::redis::{TlsError, TlsMaterial, TlsOptions};
@@ -133,6 +156,7 @@ pub use contract::{Machine, Phase, UsageError};
 pub use event::{AcquireFailure, Event, LostReason, ReleaseOutcome, RenewFailure};
 pub use machine::LockMachine;
 pub use redlock::{RedlockError, RedlockMachine};
+pub use scripts::LockKind;
 
 /// What only this workspace's simulator, benches and tests use: the
 /// adapter's injection points (transport, clock, entropy), its driver
