@@ -24,6 +24,7 @@ use bench::{
     api::scripts,
     raw::{fresh_key, runtime},
     raw_connection, spawn_redis_server,
+    stats::{loadavg, median, spread},
 };
 use redis::{Value, aio::MultiplexedConnection};
 
@@ -302,34 +303,4 @@ fn valkey_version(info: &str) -> Option<String> {
         (Some(major), Some(minor)) if (major, minor) >= (8, 1) => Some(version.to_owned()),
         _ => None,
     }
-}
-
-fn median(values: impl Iterator<Item = f64>) -> f64 {
-    let mut values: Vec<f64> = values.collect();
-    values.sort_by(f64::total_cmp);
-    match values.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => values[n / 2],
-        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
-    }
-}
-
-fn spread(ratios: &[f64]) -> String {
-    let min = ratios.iter().copied().fold(f64::INFINITY, f64::min);
-    let max = ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    format!(
-        "{:.2}x [{min:.2}, {max:.2}]",
-        median(ratios.iter().copied())
-    )
-}
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|text| {
-            text.split_whitespace()
-                .take(3)
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .unwrap_or_else(|_| "unreadable".into())
 }

@@ -4,11 +4,14 @@
 //! this file is the one to change.
 
 pub use lock_core::{
+    // What the lock family's bench holds.
+    AcquireError,
     // The sans-IO machine, for the `core` bench's machine-only cycle.
     Command,
     // The user's face: what a service calls.
     Event,
     Fencing,
+    LockGuard,
     LockMachine,
     LockOptions,
     Locker,

@@ -204,6 +204,7 @@ pub async fn raw_connection(url: &str) -> redis::aio::MultiplexedConnection {
 }
 pub mod api;
 pub mod compare;
+pub mod stats;
 
 /// The raw commands the benchmarks use as baselines, and their helpers.
 pub mod raw {
