@@ -84,14 +84,7 @@ fn main() {
         let redis = loopback_redis_for_bench().await;
         let locker = Locker::connect(&redis.url).await.expect("a locker");
         let mut conn = raw_connection(&redis.url).await;
-        for script in scripts::ALL {
-            let _: String = redis::cmd("SCRIPT")
-                .arg("LOAD")
-                .arg(script.source)
-                .query_async(&mut conn)
-                .await
-                .expect("SCRIPT LOAD");
-        }
+        bench::raw::load_all_scripts(&mut conn).await;
         println!(
             "# family: {rounds} rounds x {PER_ROUND} cycles ({HANDOFFS} handoffs) per case, \
              {}, load average {} at start",

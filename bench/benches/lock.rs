@@ -23,14 +23,7 @@ fn benches(c: &mut Criterion) {
     let (locker, conn, rslock) = rt.block_on(async {
         let locker = Locker::connect(&url).await.expect("locker");
         let mut conn = raw_connection(&url).await;
-        for script in scripts::ALL {
-            let _: String = redis::cmd("SCRIPT")
-                .arg("LOAD")
-                .arg(script.source)
-                .query_async(&mut conn)
-                .await
-                .expect("SCRIPT LOAD");
-        }
+        bench::raw::load_all_scripts(&mut conn).await;
         let rslock = rslock::LockManager::new(vec![url.clone()]);
         (locker, conn, rslock)
     });

@@ -248,9 +248,20 @@ pub mod raw {
 
     /// `SCRIPT LOAD` of lock-core's lock script, so [`evalsha`] finds it.
     pub async fn load_lock_script(conn: &mut MultiplexedConnection) {
+        load_script(conn, scripts::LOCK).await;
+    }
+
+    /// `SCRIPT LOAD` of every lock-core script (the lock family's too).
+    pub async fn load_all_scripts(conn: &mut MultiplexedConnection) {
+        for script in scripts::ALL {
+            load_script(conn, script).await;
+        }
+    }
+
+    async fn load_script(conn: &mut MultiplexedConnection, script: scripts::Script) {
         let _: String = redis::cmd("SCRIPT")
             .arg("LOAD")
-            .arg(scripts::LOCK.source)
+            .arg(script.source)
             .query_async(conn)
             .await
             .expect("SCRIPT LOAD");

@@ -20,11 +20,34 @@ use super::{
 
 /// One node of the cluster as `CLUSTER NODES` lists it.
 #[derive(Debug, Clone)]
-struct ClusterNode {
+pub(super) struct ClusterNode {
     id: String,
-    port: u16,
-    primary: bool,
+    /// Its client port.
+    pub port: u16,
+    /// A primary not marked failed.
+    pub primary: bool,
+    /// A replica's primary's id (`-` for a primary).
+    of: String,
     slots: Vec<(u16, u16)>,
+}
+
+impl ClusterNode {
+    /// Whether it serves `slot`.
+    fn owns(&self, slot: u16) -> bool {
+        self.slots.iter().any(|&(a, b)| a <= slot && slot <= b)
+    }
+}
+
+/// The port of the primary that serves `slot`, and its replicas' ports.
+pub(super) async fn slot_owner(deployment: &Deployment, slot: u16) -> Option<(u16, Vec<u16>)> {
+    let nodes = cluster_nodes(deployment).await?;
+    let owner = nodes.iter().find(|n| n.primary && n.owns(slot))?;
+    let replicas = nodes
+        .iter()
+        .filter(|n| n.of == owner.id)
+        .map(|n| n.port)
+        .collect();
+    Some((owner.port, replicas))
 }
 
 /// A migration under way.
@@ -40,7 +63,8 @@ pub(super) struct Migration {
     stepper: JoinHandle<()>,
 }
 
-/// `CLUSTER NODES` of the first node that answers.
+/// `CLUSTER NODES` of the first node that answers (a node that answers
+/// with something else is skipped).
 async fn cluster_nodes(deployment: &Deployment) -> Option<Vec<ClusterNode>> {
     for node in &deployment.nodes {
         if node.proc.is_none() {
@@ -82,6 +106,7 @@ fn parse_node(line: &str) -> Option<ClusterNode> {
         id: (*fields.first()?).to_owned(),
         port,
         primary: flags.contains("master") && !flags.contains("fail"),
+        of: (*fields.get(3)?).to_owned(),
         slots,
     })
 }
@@ -139,8 +164,7 @@ pub(super) async fn begin(
         return Ok(None);
     };
     let index_of = |port: u16| deployment.nodes.iter().position(|n| n.port == port);
-    let owns = |node: &ClusterNode| node.slots.iter().any(|&(a, b)| a <= slot && slot <= b);
-    let Some(owner) = nodes.iter().find(|n| n.primary && owns(n)) else {
+    let Some(owner) = nodes.iter().find(|n| n.primary && n.owns(slot)) else {
         return Ok(None);
     };
     let targets: Vec<&ClusterNode> = nodes
@@ -236,7 +260,12 @@ mod tests {
         assert_eq!(node.id, "07c3");
         assert_eq!(node.port, 7001);
         assert!(node.primary);
+        assert!(node.owns(6000) && node.owns(0) && !node.owns(5461));
         assert_eq!(node.slots, [(0, 5460), (6000, 6000)]);
+        let replica = parse_node("a1b2 127.0.0.1:7004@17004 slave 07c3 0 0 1 connected")
+            .expect("a node line");
+        assert_eq!(replica.of, "07c3");
+        assert!(!replica.primary);
         let failed = parse_node("e7d1 127.0.0.1:7002@17002 master,fail - 0 0 2 connected")
             .expect("a node line");
         assert!(!failed.primary);

@@ -911,54 +911,7 @@ impl Seed<'_> {
 /// ports, from `CLUSTER NODES` of the first node that answers.
 async fn cluster_owner(deployment: &Deployment) -> Option<(u16, Vec<u16>)> {
     let slot = lock_core::internal::cluster::slot_of(lock_key());
-    for node in &deployment.nodes {
-        if node.proc.is_none() {
-            continue;
-        }
-        let Ok(mut conn) = admin(node.port).await else {
-            continue;
-        };
-        let Ok(text) = redis::cmd("CLUSTER")
-            .arg("NODES")
-            .query_async::<String>(&mut conn)
-            .await
-        else {
-            continue;
-        };
-        let parsed: Vec<(String, u16, bool, String, Vec<&str>)> = text
-            .lines()
-            .filter_map(|line| {
-                let fields: Vec<&str> = line.split_whitespace().collect();
-                let port = fields.get(1)?.split(['@', ':']).nth(1)?.parse().ok()?;
-                let master = fields.get(2)?.contains("master") && !fields.get(2)?.contains("fail");
-                Some((
-                    (*fields.first()?).to_owned(),
-                    port,
-                    master,
-                    (*fields.get(3)?).to_owned(),
-                    fields.get(8..).map(<[&str]>::to_vec).unwrap_or_default(),
-                ))
-            })
-            .collect();
-        let owner = parsed.iter().find(|(_, _, master, _, slots)| {
-            *master
-                && slots.iter().any(|range| {
-                    let mut ends = range.split('-').filter_map(|n| n.parse::<u16>().ok());
-                    match (ends.next(), ends.next()) {
-                        (Some(a), Some(b)) => a <= slot && slot <= b,
-                        (Some(a), None) => a == slot,
-                        _ => false,
-                    }
-                })
-        })?;
-        let replicas = parsed
-            .iter()
-            .filter(|(_, _, _, of, _)| *of == owner.0)
-            .map(|(_, port, _, _, _)| *port)
-            .collect();
-        return Some((owner.1, replicas));
-    }
-    None
+    super::migrate::slot_owner(deployment, slot).await
 }
 
 /// The lock key's owner on the node at `port` now (`None` if absent or
