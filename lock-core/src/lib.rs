@@ -121,8 +121,8 @@ pub use options::{AofCounts, DRIFT_FLOOR, Fencing, LockOptions, OptionsError, Wa
 #[cfg(feature = "redis")]
 pub use crate::redis::{
     AcquireError, CheckError, CheckOptions, ConnectError, DeploymentReport, Finding, FindingKind,
-    LockGuard, Locker, LockerBuilder, LockerReport, NodeReport, Observed, Reading, ReleaseError,
-    Severity, UnknownKind, check_deployment,
+    LockGuard, Locker, LockerBuilder, LockerReport, NodeReport, Observed, ReadGuard, Reading,
+    ReleaseError, Severity, UnknownKind, check_deployment,
 };
 #[cfg(feature = "tls")]
 pub use crate::redis::{TlsError, TlsMaterial, TlsOptions};
@@ -133,6 +133,7 @@ pub use contract::{Machine, Phase, UsageError};
 pub use event::{AcquireFailure, Event, LostReason, ReleaseOutcome, RenewFailure};
 pub use machine::LockMachine;
 pub use redlock::{RedlockError, RedlockMachine};
+pub use scripts::LockKind;
 
 /// What only this workspace's simulator, benches and tests use: the
 /// adapter's injection points (transport, clock, entropy), its driver

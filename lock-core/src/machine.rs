@@ -8,13 +8,33 @@ use std::{
 
 use crate::{
     AcquireFailure, Command, CommandId, Event, Failure, LockOptions, LostReason, Machine,
-    OptionsError, Phase, ReleaseOutcome, RenewFailure, Reply, UsageError, jitter::Jitter,
-    scripts::KeyNames,
+    OptionsError, Phase, ReleaseOutcome, RenewFailure, Reply, UsageError,
+    jitter::Jitter,
+    scripts::{KeyNames, LockKind},
 };
 
 mod state;
 
 use state::{Acquiring, AfterRelease, Hold, Releasing, State};
+
+/// The kind a lock of `kind` with `opts` runs as: fair mode and the waiter
+/// ttl come from the options (see [`LockMachine::with_kind`]).
+pub(crate) fn resolve_kind(opts: &LockOptions, kind: LockKind) -> Result<LockKind, OptionsError> {
+    let waiter_ttl = opts.effective_waiter_ttl();
+    let kind = match kind {
+        LockKind::Plain if opts.is_fair() => LockKind::Fair { waiter_ttl },
+        LockKind::Fair { .. } => LockKind::Fair { waiter_ttl },
+        LockKind::Write { .. } => LockKind::Write {
+            intent_ttl: waiter_ttl,
+        },
+        LockKind::Permit { permits: 0 } => return Err(OptionsError::NoPermits),
+        other => other,
+    };
+    if opts.is_fair() && !matches!(kind, LockKind::Fair { .. }) {
+        return Err(OptionsError::FairUnsupported { kind: kind.name() });
+    }
+    Ok(kind)
+}
 
 /// How many times a release is sent before its outcome is left unknown.
 const RELEASE_ATTEMPTS: u32 = 3;
@@ -163,7 +183,29 @@ impl LockMachine {
         token: String,
         jitter_seed: u64,
     ) -> Result<Self, OptionsError> {
-        let keys = Arc::new(KeyNames::new(opts.key_namespace(), key));
+        Self::with_kind(opts, key, token, LockKind::Plain, jitter_seed)
+    }
+
+    /// Like [`new`](Self::new), for a member of the lock family: `kind`
+    /// decides which script, keys and operation codes the commands encode
+    /// to (see [`KeyNames`]); the timing rules are the same for every kind.
+    ///
+    /// The waiter ttl of [`LockKind::Fair`] and the intent ttl of
+    /// [`LockKind::Write`] come from the options
+    /// ([`LockOptions::effective_waiter_ttl`]), whatever `kind` carries;
+    /// [`LockKind::Plain`] with [`LockOptions::fair`] is
+    /// [`LockKind::Fair`]. Fails on fair mode for any other kind, and on a
+    /// semaphore of zero permits.
+    pub fn with_kind(
+        opts: &LockOptions,
+        key: &str,
+        token: String,
+        kind: LockKind,
+        jitter_seed: u64,
+    ) -> Result<Self, OptionsError> {
+        let kind = resolve_kind(opts, kind)?;
+        let keys =
+            Arc::new(KeyNames::with_kind(opts.key_namespace(), key, kind).for_waiter(&token));
         Self::with_names(opts, keys, token.into(), jitter_seed)
     }
 
@@ -373,6 +415,7 @@ impl LockMachine {
             Reply::Contended { pttl } => {
                 acquiring.attempts += 1;
                 acquiring.last_failure = None;
+                acquiring.queued |= self.keys.kind.waiter_ttl().is_some();
                 self.retry_or_give_up(now, acquiring, pttl);
             }
             Reply::Failed(failure) if failure.is_permanent() => {
@@ -406,9 +449,11 @@ impl LockMachine {
             let failure = AcquireFailure::TimedOut {
                 last_failure: acquiring.last_failure,
             };
-            if acquiring.maybe_set {
+            if acquiring.maybe_set || acquiring.queued {
                 // Timing rule 7 / asymmetric partitions: an attempt we never
                 // heard back from may have set the key; remove it if it did.
+                // A place in a queue is given up the same way (best effort:
+                // unanswered, it lapses after its waiter ttl).
                 self.start_release(now, AfterRelease::Fail(failure), false);
             } else {
                 self.state = State::Released;
@@ -422,6 +467,11 @@ impl LockMachine {
         let mut delay = self.backoff(acquiring.attempts);
         if let Some(pttl) = pttl {
             delay = delay.min(pttl + Duration::from_millis(1));
+        }
+        if let Some(waiter_ttl) = self.keys.kind.waiter_ttl() {
+            // A waiter's place lapses one waiter ttl after its last
+            // acquire: re-send it at least every third of that.
+            delay = delay.min(waiter_ttl / 3);
         }
         let retry_at = (now + delay).min(acquiring.give_up_at);
         self.timers[Timer::Retry as usize] = Some(retry_at);
@@ -624,6 +674,7 @@ impl Machine for LockMachine {
             attempts: 0,
             maybe_set: false,
             last_failure: None,
+            queued: false,
         });
         self.send(now, Kind::Acquire);
         Ok(())
@@ -639,7 +690,7 @@ impl Machine for LockMachine {
             }),
             State::Acquiring(acquiring) => {
                 let in_flight = self.in_flight.is_some_and(|f| f.kind == Kind::Acquire);
-                if in_flight || acquiring.maybe_set {
+                if in_flight || acquiring.maybe_set || acquiring.queued {
                     self.start_release(now, AfterRelease::Fail(AcquireFailure::Cancelled), false);
                 } else {
                     self.clear_timers();

@@ -83,6 +83,8 @@ pub struct LockOptions {
     pub(crate) command_timeout: Option<Duration>,
     pub(crate) retry_delay: (Duration, Duration),
     pub(crate) validity_from_reply: bool,
+    pub(crate) fair: bool,
+    pub(crate) waiter_ttl: Option<Duration>,
 }
 
 impl LockOptions {
@@ -104,7 +106,45 @@ impl LockOptions {
             command_timeout: None,
             retry_delay: (Duration::from_millis(10), Duration::from_millis(200)),
             validity_from_reply: false,
+            fair: false,
+            waiter_ttl: None,
         }
+    }
+
+    /// Fair mode: waiters are granted in arrival order (a queue in Redis,
+    /// in the lock's hash slot), and a release wakes only the next waiter.
+    /// Every client of one lock must use it: a plain acquire does not look
+    /// at the queue. A waiting client keeps its place by re-sending its
+    /// acquire at least every third of [`waiter_ttl`](Self::waiter_ttl); a
+    /// waiter that dies or pauses holds the queue up by at most that ttl.
+    /// Not for Redlock (the acquire fails with
+    /// [`AcquireError::NotOnRedlock`](crate::AcquireError::NotOnRedlock)).
+    pub fn fair(mut self) -> Self {
+        self.fair = true;
+        self
+    }
+
+    /// How long a waiter's place (fair mode) or a waiting writer's intent
+    /// (a read-write lock) lasts without renewal; the waiting client
+    /// renews it by re-sending its acquire at least every third of it.
+    /// Default: ttl / 3 (whole milliseconds). At least 3 ms, whole
+    /// milliseconds.
+    pub fn waiter_ttl(mut self, ttl: Duration) -> Self {
+        self.waiter_ttl = Some(ttl);
+        self
+    }
+
+    /// Whether fair mode is on.
+    pub fn is_fair(&self) -> bool {
+        self.fair
+    }
+
+    /// The waiter ttl in effect: the one set, or ttl / 3.
+    pub fn effective_waiter_ttl(&self) -> Duration {
+        self.waiter_ttl.unwrap_or_else(|| {
+            let millis = u64::try_from(self.ttl.as_millis() / 3).unwrap_or(u64::MAX);
+            Duration::from_millis(millis.max(3))
+        })
     }
 
     /// Sets how often the watchdog renews the lock; must be below ttl − drift.
@@ -325,6 +365,12 @@ impl LockOptions {
         if self.namespace.contains(['{', '}']) {
             return Err(OptionsError::Namespace);
         }
+        let waiter_ttl = self.effective_waiter_ttl();
+        if waiter_ttl < Duration::from_millis(3)
+            || !waiter_ttl.subsec_nanos().is_multiple_of(1_000_000)
+        {
+            return Err(OptionsError::WaiterTtl { waiter_ttl });
+        }
         Ok(())
     }
 }
@@ -408,6 +454,22 @@ pub enum OptionsError {
     /// The namespace contains a brace, which would break the hash tag.
     #[error("namespace must not contain '{{' or '}}'")]
     Namespace,
+    /// Fair mode was asked of a kind other than the plain lock (a
+    /// read-write lock, a semaphore, Redlock).
+    #[error("fair mode applies to the plain lock on one node, not to a {kind} lock")]
+    FairUnsupported {
+        /// The kind that was asked for.
+        kind: &'static str,
+    },
+    /// A semaphore of zero permits could never be acquired.
+    #[error("a semaphore needs at least one permit")]
+    NoPermits,
+    /// The waiter ttl is below 3 ms or not a whole number of milliseconds.
+    #[error("waiter_ttl {waiter_ttl:?} must be at least 3 ms, in whole milliseconds")]
+    WaiterTtl {
+        /// The rejected waiter ttl.
+        waiter_ttl: Duration,
+    },
 }
 
 #[cfg(test)]
@@ -425,6 +487,10 @@ mod tests {
         assert_eq!(opts.effective_renew_every(), ms(10_000));
         assert_eq!(opts.effective_wait(), ms(30_000));
         assert_eq!(opts.drift(), ms(302));
+        assert_eq!(opts.effective_waiter_ttl(), ms(10_000));
+        assert!(!opts.is_fair());
+        assert!(opts.fair().is_fair());
+        assert_eq!(LockOptions::new(ms(1_000)).effective_waiter_ttl(), ms(333));
     }
 
     #[test]
@@ -506,6 +572,15 @@ mod tests {
             base().namespace("a{b").validate(),
             Err(OptionsError::Namespace)
         );
+        assert_eq!(
+            base().waiter_ttl(ms(2)).validate(),
+            Err(OptionsError::WaiterTtl { waiter_ttl: ms(2) })
+        );
+        assert!(matches!(
+            base().waiter_ttl(Duration::from_micros(3_500)).validate(),
+            Err(OptionsError::WaiterTtl { .. })
+        ));
+        assert_eq!(base().waiter_ttl(ms(3)).validate(), Ok(()));
     }
 
     #[test]

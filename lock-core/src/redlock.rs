@@ -123,6 +123,8 @@ pub struct RedlockMachine {
 
 impl RedlockMachine {
     /// Creates a machine for `key` over `node_count` nodes, owned by `token`.
+    /// Fails on fair mode: the lock family needs one node's queue and
+    /// leases (see [`LockKind`](crate::LockKind)).
     pub fn new(
         opts: &LockOptions,
         key: &str,
@@ -131,6 +133,11 @@ impl RedlockMachine {
         jitter_seed: u64,
     ) -> Result<Self, RedlockError> {
         opts.validate()?;
+        if opts.is_fair() {
+            return Err(RedlockError::Options(OptionsError::FairUnsupported {
+                kind: "redlock",
+            }));
+        }
         if node_count == 0 {
             return Err(RedlockError::NoNodes);
         }

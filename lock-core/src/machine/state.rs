@@ -64,6 +64,10 @@ pub(super) struct Acquiring {
     pub(super) maybe_set: bool,
     /// The last error seen, cleared by a contended answer.
     pub(super) last_failure: Option<Failure>,
+    /// A contended answer put us in a queue in Redis (a fair lock's place,
+    /// a writer's intent): giving up must send the release, which takes
+    /// it back.
+    pub(super) queued: bool,
 }
 
 /// A held lock.

@@ -29,7 +29,7 @@ mod fuzz;
 mod lock;
 mod wire;
 
-pub use api::guard::LockGuard;
+pub use api::guard::{LockGuard, ReadGuard};
 pub use api::locker::{Locker, LockerBuilder};
 pub use background::driver::Driver;
 pub use check::{

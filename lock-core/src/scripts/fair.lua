@@ -35,7 +35,9 @@
 --            remaining place (its grant or its lapse comes first)
 --   wait     1 when the place was renewed, 0 when it lapsed (join again)
 --   renew    1 when the ttl was reset, 0 when the key is not ours
---   release  1 when our key was deleted, 0 when it was not ours
+--   release  1 when our key was deleted, 0 when it was not ours (then
+--            the token's place in the queue, if any, is given up as by
+--            'c': one release undoes whatever an abandoned acquire left)
 --   give up  1 when a place was given up, 0 when there was none
 
 local lock, queue, waiters, floor_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -70,6 +72,20 @@ local function wake_head()
   if next and redis.call('EXISTS', lock) == 0 then
     redis.call('PUBLISH', lock .. ':released:' .. next, 'released')
   end
+end
+
+-- Gives up `token`'s place, waking the next waiter if it was the head.
+local function give_up()
+  local was_head = head() == token
+  local removed = redis.call('ZREM', queue, token)
+  redis.call('ZREM', waiters, token)
+  if removed == 1 then
+    keep_until_last()
+    if was_head then
+      wake_head()
+    end
+  end
+  return removed
 end
 
 if op == 'a' then
@@ -128,17 +144,10 @@ elseif op == 'd' then
     wake_head()
     return 1
   end
+  -- Not the holder: a waiter that gives up (its place goes, as with 'c').
+  give_up()
   return 0
 elseif op == 'c' then
-  local was_head = head() == token
-  local removed = redis.call('ZREM', queue, token)
-  redis.call('ZREM', waiters, token)
-  if removed == 1 then
-    keep_until_last()
-    if was_head then
-      wake_head()
-    end
-  end
-  return removed
+  return give_up()
 end
 return redis.error_reply('ERR fair.lua: unknown operation ' .. tostring(op))

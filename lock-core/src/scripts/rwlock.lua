@@ -34,7 +34,9 @@
 --            otherwise -2 - the ms until what blocks it may end (a writer's
 --            lease, the last reader's lease or a waiting writer's intent)
 --   renew    1 when the lease was extended, 0 when it is not held (lost)
---   release  1 when the hold was removed, 0 when it was not held; a release
+--   release  1 when the hold was removed, 0 when it was not held (a
+--            writer's release then withdraws its intent, if it holds it,
+--            as 'z' does); a release
 --            that leaves the lock free to a writer publishes on the writer
 --            key's channel (+ ':released')
 --   intent   1 when the intent is (still) this writer's, 0 otherwise
@@ -152,6 +154,12 @@ elseif op == 'y' then
     redis.call('DEL', writer)
     announce()
     return 1
+  end
+  -- Not the holder: a waiting writer that gives up withdraws its intent
+  -- (as 'z'), so one release undoes whatever an abandoned acquire left.
+  if redis.call('GET', intent) == token then
+    redis.call('DEL', intent)
+    announce()
   end
   return 0
 elseif op == 'z' then

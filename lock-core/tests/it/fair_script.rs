@@ -154,3 +154,26 @@ fn nothing_is_left_but_the_lock_once_nobody_waits() {
     assert_eq!(call(&server, &["r", "a", "1000"]), 0, "not a's any more");
     assert_eq!(call(&server, &["r", "b", "1000"]), 1);
 }
+
+#[test]
+fn a_waiters_release_gives_up_its_place_and_wakes_the_next() {
+    let server = RedisServer::start();
+    let mut conn = subscriber(&server);
+    let mut pubsub = conn.as_pubsub();
+    pubsub
+        .subscribe(&["{fair:job}:released:b", "{fair:job}:released:c"])
+        .expect("subscribe");
+    assert!(acquire(&server, "a", 10_000) > 0);
+    assert!(acquire(&server, "b", 10_000) < 0);
+    assert!(acquire(&server, "c", 10_000) < 0);
+    // c gives up with a release: nothing of a's is touched.
+    assert_eq!(call(&server, &["d", "c"]), 0, "c held nothing");
+    assert_eq!(queue(&server), ["b"]);
+    assert_eq!(call(&server, &["d", "a"]), 1);
+    assert_eq!(woken(&mut pubsub), ["{fair:job}:released:b"]);
+    // b, the head, gives up while the lock is free: the wake-up passes on.
+    assert!(acquire(&server, "c", 10_000) < 0, "b is ahead");
+    assert_eq!(call(&server, &["d", "b"]), 0);
+    assert_eq!(woken(&mut pubsub), ["{fair:job}:released:c"]);
+    assert!(acquire(&server, "c", 10_000) > 0);
+}

@@ -68,7 +68,7 @@ fn a_writer_excludes_readers_and_writers() {
     assert!(fence > 0);
     assert!(read(&server, "r", 10_000) < 0);
     assert!(write(&server, "w2", 10_000, 5_000) < 0);
-    assert_eq!(call(&server, &["y", "w2"]), 0, "not w2's hold");
+    assert_eq!(call(&server, &["y", "w3"]), 0, "not w3's hold");
     assert_eq!(call(&server, &["y", "w1"]), 1);
     // w2 claimed the intent while it waited: a reader now waits for it.
     assert!(
@@ -154,4 +154,23 @@ fn nothing_is_left_once_everyone_released() {
     assert_eq!(call(&server, &["y", "w"]), 1);
     let left: i64 = server.query(&["EXISTS", KEYS[0], KEYS[1], KEYS[2]]);
     assert_eq!(left, 0, "only the fence floor stays, until its ttl");
+}
+
+#[test]
+fn a_waiting_writers_release_withdraws_its_intent_and_nothing_else() {
+    let server = RedisServer::start();
+    let fence = write(&server, "w1", 10_000, 5_000);
+    assert!(fence > 0);
+    assert!(write(&server, "w2", 10_000, 5_000) < 0, "w1 holds it");
+    assert_eq!(server.query::<String>(&["GET", "{rw:doc}:intent"]), "w2");
+    // w2 gives up (its acquire timed out or was dropped): its release
+    // deletes no hold, but its intent goes with it.
+    assert_eq!(call(&server, &["y", "w2"]), 0, "w2 held nothing");
+    assert_eq!(
+        server.query::<Option<String>>(&["GET", "{rw:doc}:intent"]),
+        None
+    );
+    assert_eq!(server.query::<String>(&["GET", "{rw:doc}"]), "w1");
+    assert_eq!(call(&server, &["y", "w1"]), 1);
+    assert_eq!(read(&server, "r", 10_000), 0, "no writer waits any more");
 }

@@ -168,3 +168,64 @@ impl Drop for LockGuard {
         }
     }
 }
+
+/// A read hold of a read-write lock
+/// ([`Locker::acquire_read`](crate::Locker::acquire_read)): like a
+/// [`LockGuard`] — its own lease, renewed by the watchdog, a lost signal,
+/// an owner-checked release, released in the background when dropped —
+/// but without a fence: readers write nothing a fence would guard.
+#[derive(Debug)]
+pub struct ReadGuard {
+    inner: LockGuard,
+}
+
+impl ReadGuard {
+    pub(crate) fn new(inner: LockGuard) -> Self {
+        Self { inner }
+    }
+
+    /// The key as given to `acquire_read` (without namespace or hash tag).
+    pub fn key(&self) -> &str {
+        self.inner.key()
+    }
+
+    /// The Redis key of the read-write lock (`{namespace:key}`, the
+    /// writer's key); the readers' leases are in `{namespace:key}:readers`.
+    pub fn redis_key(&self) -> &str {
+        self.inner.redis_key()
+    }
+
+    /// This reader's owner token (its member in the readers' set).
+    pub fn token(&self) -> &str {
+        self.inner.token()
+    }
+
+    /// The instant (on the locker's clock) from which the read hold is no
+    /// longer held unless renewed; `None` once lost or released.
+    pub fn valid_until(&self) -> Option<Instant> {
+        self.inner.valid_until()
+    }
+
+    /// Returns true while the read hold is held: false once lost, and
+    /// false from `valid_until` on.
+    pub fn is_held(&self) -> bool {
+        self.inner.is_held()
+    }
+
+    /// Resolves when the read hold is lost, with the reason; pending while
+    /// held. A writer may be granted from that instant on.
+    pub async fn lost(&self) -> LostReason {
+        self.inner.lost().await
+    }
+
+    /// Releases the read hold (owner-checked) and waits for Redis to
+    /// confirm; errors if it had already been lost.
+    pub async fn release(self) -> Result<(), ReleaseError> {
+        self.inner.release().await
+    }
+
+    /// The tracing span of this lock.
+    pub fn span(&self) -> &tracing::Span {
+        self.inner.span()
+    }
+}

@@ -4,7 +4,7 @@ use std::{fmt, sync::Arc, time::Duration};
 
 use redis::{IntoConnectionInfo, RedisConnectionInfo};
 
-use super::guard::LockGuard;
+use super::guard::{LockGuard, ReadGuard};
 use crate::redis::{
     background::{
         cluster_upkeep::ClusterUpkeep,
@@ -25,7 +25,7 @@ use crate::redis::{
     lock::{cell::LockCell, error::AcquireError, machines::AnyMachine, run::run, session::Session},
     wire::route::{self, AnyNodeConnector, ClusterRouter},
 };
-use crate::{LockOptions, scripts::KeyNames};
+use crate::{LockKind, LockOptions, machine::resolve_kind, scripts::KeyNames};
 
 /// A handle to one Redis server (or, for Redlock, several) that serves any
 /// number of locks.
@@ -112,15 +112,92 @@ impl Locker {
 
     /// Acquires `key`, waiting up to the options' `wait` while another owner
     /// holds it; fails with [`AcquireError::Timeout`] after that.
+    ///
+    /// With [`LockOptions::fair`], waiters are granted in arrival order
+    /// (every client of the lock must use fair mode); a Redlock locker
+    /// refuses it with [`AcquireError::NotOnRedlock`].
     pub async fn acquire(&self, key: &str, opts: &LockOptions) -> Result<LockGuard, AcquireError> {
+        self.acquire_as(key, opts, LockKind::Plain).await
+    }
+
+    /// Acquires a read hold of the read-write lock `key`: many readers hold
+    /// it at once, each with a lease (and renewal, and lost signal) of its
+    /// own, while no writer does. Writers are preferred: while a writer
+    /// waits, no new reader is granted. Waits like [`acquire`](Self::acquire).
+    /// A read hold has no fence (readers change nothing to fence).
+    /// Refused on a Redlock locker ([`AcquireError::NotOnRedlock`]) and in
+    /// fair mode ([`AcquireError::Options`]).
+    pub async fn acquire_read(
+        &self,
+        key: &str,
+        opts: &LockOptions,
+    ) -> Result<ReadGuard, AcquireError> {
+        let guard = self.acquire_as(key, opts, LockKind::Read).await?;
+        Ok(ReadGuard::new(guard))
+    }
+
+    /// Acquires the write hold of the read-write lock `key`: alone (no
+    /// reader, no other writer), with a fence. A refused writer claims the
+    /// lock's intent, which keeps new readers out until it is granted; it
+    /// renews the intent while it waits (at least every third of
+    /// [`LockOptions::waiter_ttl`]), so a writer that dies while waiting
+    /// holds readers back by at most that ttl. Refused on a Redlock locker
+    /// ([`AcquireError::NotOnRedlock`]) and in fair mode.
+    pub async fn acquire_write(
+        &self,
+        key: &str,
+        opts: &LockOptions,
+    ) -> Result<LockGuard, AcquireError> {
+        self.acquire_as(
+            key,
+            opts,
+            LockKind::Write {
+                intent_ttl: opts.effective_waiter_ttl(),
+            },
+        )
+        .await
+    }
+
+    /// Acquires one of the `permits` leases of the counting semaphore
+    /// `key`: at most `permits` holders at once, each with a lease,
+    /// renewal, lost signal and fence of its own; released by its owner
+    /// only. Every client of one semaphore must pass the same `permits`.
+    /// Refused on a Redlock locker ([`AcquireError::NotOnRedlock`]), in
+    /// fair mode, and for zero permits ([`AcquireError::Options`]).
+    pub async fn acquire_permit(
+        &self,
+        key: &str,
+        permits: u32,
+        opts: &LockOptions,
+    ) -> Result<LockGuard, AcquireError> {
+        self.acquire_as(key, opts, LockKind::Permit { permits })
+            .await
+    }
+
+    /// Acquires `key` as a lock of `kind` (resolved with the options: fair
+    /// mode, the waiter ttl).
+    async fn acquire_as(
+        &self,
+        key: &str,
+        opts: &LockOptions,
+        kind: LockKind,
+    ) -> Result<LockGuard, AcquireError> {
         let session = &self.session;
         session.metrics.acquire_called();
+        let kind = resolve_kind(opts, kind).inspect_err(|_| session.metrics.invalid_options())?;
+        if session.redlock && kind != LockKind::Plain {
+            // The family keeps a queue or a set of leases on one node; a
+            // quorum of independent copies of them has no safe meaning.
+            return Err(AcquireError::NotOnRedlock { kind: kind.name() });
+        }
         let token = owner_token(session.entropy.as_ref());
-        let machine = if session.cluster.is_some() {
-            // In a cluster the fence counter must live in the lock's slot:
-            // one counter per namespace and slot.
-            let mut names = KeyNames::new(opts.key_namespace(), key);
-            names.counter = route::counter_key(opts.key_namespace(), &names.lock);
+        let machine = if session.cluster.is_some() || kind != LockKind::Plain {
+            let mut names = KeyNames::with_kind(opts.key_namespace(), key, kind).for_waiter(&token);
+            if session.cluster.is_some() {
+                // In a cluster the fence counter must live in the lock's
+                // slot: one counter per namespace and slot.
+                names.counter = route::counter_key(opts.key_namespace(), &names.lock);
+            }
             AnyMachine::single_with_names(opts, names, token, session.entropy.next_u64())
         } else {
             AnyMachine::new(

@@ -137,7 +137,10 @@ pub(crate) fn start_with(
     let link = Link::Node(node, live.generation);
     // A command the server cannot run at all goes the single way, which
     // refuses it before sending anything.
-    let batchable = codec::unsupported(&command, live.dialect()).is_none();
+    // The family's scripts run one operation per call: their locks go the
+    // single way too.
+    let batchable = codec::unsupported(&command, live.dialect()).is_none()
+        && cell.names.kind == crate::LockKind::Plain;
     let future: CallFuture = if batchable && (together || batcher.is_busy()) {
         Box::pin(batcher.join(
             &live,

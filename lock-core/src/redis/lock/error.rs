@@ -50,6 +50,17 @@ pub enum AcquireError {
     /// `unknown command`). Nothing was sent.
     #[error("the server lacks WAITAOF (Redis 7.2 or later, or Valkey): drop wait_aof or upgrade")]
     Unsupported,
+    /// The lock family (fair mode, a read-write lock, a semaphore) was
+    /// asked of a Redlock locker: its queue and leases live on one node
+    /// (or one cluster slot), and a quorum of independent copies of them
+    /// would not order waiters nor bound holders. Nothing was sent.
+    #[error(
+        "a {kind} lock is not available on a Redlock locker (use one node, Sentinel or Cluster)"
+    )]
+    NotOnRedlock {
+        /// The kind asked for ([`LockKind::name`](crate::LockKind::name)).
+        kind: &'static str,
+    },
     /// The locker's driver is no longer running.
     #[error("the locker's driver has stopped")]
     DriverStopped,

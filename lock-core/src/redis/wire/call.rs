@@ -1,7 +1,7 @@
 //! Sending encoded calls on a connection and turning the answers into
 //! replies: one call, or a batch of script operations.
 //!
-//! A call reloads the script after `NOSCRIPT` (a restarted or failed-over
+//! A call reloads the scripts after `NOSCRIPT` (a restarted or failed-over
 //! node has an empty script cache) and never waits on a timer of its own:
 //! the lock machine's command timeout bounds it.
 
@@ -21,12 +21,14 @@ pub(crate) async fn exchange(
 ) -> Result<(Value, Vec<Value>), RedisError> {
     match send(conn, call, after, asking).await {
         Err(error) if codec::failure_of(&error) == Failure::NoScript => {
-            tracing::debug!("NOSCRIPT: loading the lock script");
-            redis::cmd("SCRIPT")
-                .arg("LOAD")
-                .arg(scripts::LOCK.source)
-                .query_async::<Value>(conn)
-                .await?;
+            tracing::debug!("NOSCRIPT: loading the scripts");
+            // Every script, in one round trip: the call may be any of
+            // them, and a node that lost one lost them all.
+            let mut load = redis::pipe();
+            for script in scripts::ALL {
+                load.cmd("SCRIPT").arg("LOAD").arg(script.source);
+            }
+            load.query_async::<Value>(conn).await?;
             send(conn, call, after, asking).await
         }
         result => result,

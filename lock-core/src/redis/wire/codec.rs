@@ -8,8 +8,10 @@ use std::time::Duration;
 use redis::{Cmd, RedisError, Value};
 
 use crate::{
-    AofCounts, Command, Failure, Fencing, Reply, WaitAof, redis::connect::node::Dialect, scripts,
-    scripts::KeyNames,
+    AofCounts, Command, Failure, Fencing, Reply, WaitAof,
+    redis::connect::node::Dialect,
+    scripts,
+    scripts::{KeyNames, LockKind},
 };
 
 /// The kind of one operation, to decode its part of a reply.
@@ -182,7 +184,13 @@ pub(crate) fn unsupported(command: &Command, dialect: Dialect) -> Option<Failure
 /// releases that deleted nothing, and waiting for the answer first costs a
 /// round trip). Neither server runs in the test matrix: the native release
 /// is tested against the simulator's model of them only.
+///
+/// A lock of the family ([`KeyNames::kind`] other than plain) is always one
+/// operation of its own script ([`encode_family`]).
 pub(crate) fn encode(keys: &KeyNames, token: &str, command: &Command, dialect: Dialect) -> Encoded {
+    if keys.kind != LockKind::Plain {
+        return encode_family(keys, token, command);
+    }
     match command {
         Command::Release if dialect.quiet_release && (dialect.delifeq || dialect.delex_ifeq) => {
             let mut call = Cmd::with_capacity(4, keys.lock.len() + token.len() + 16);
@@ -240,6 +248,67 @@ pub(crate) fn encode(keys: &KeyNames, token: &str, command: &Command, dialect: D
                 waits: Waits::of(command),
             }
         }
+    }
+}
+
+/// One operation of a family script: `EVALSHA sha numkeys KEYS... code
+/// token ARGV...`, the keys from [`KeyNames::script_keys`] and the codes
+/// from [`scripts::family_op`]. The script always issues the time-mixed
+/// fence (the fencing option is the plain lock's); a read grant's fence
+/// is 0. The replies have the lock script's shapes (a fence or `-2 -
+/// pttl`, then 1/0), so they decode the same way.
+pub(crate) fn encode_family(keys: &KeyNames, token: &str, command: &Command) -> Encoded {
+    use scripts::family_op as op;
+    let names = keys.script_keys();
+    let bytes: usize = names.iter().map(String::len).sum::<usize>() + token.len() + 96;
+    let mut call = Cmd::with_capacity(names.len() + 8, bytes);
+    call.arg("EVALSHA")
+        .arg(keys.kind.script().sha1)
+        .arg(names.len());
+    for name in &names {
+        call.arg(name);
+    }
+    // The kind's codes (acquire, renew, release) and its acquire's extra
+    // argument.
+    let (acquire, renew, release, extra) = match keys.kind {
+        LockKind::Fair { waiter_ttl } => (
+            op::FAIR_ACQUIRE,
+            op::FAIR_RENEW,
+            op::FAIR_RELEASE,
+            Some(millis(waiter_ttl)),
+        ),
+        LockKind::Read => (op::READ_ACQUIRE, op::READ_RENEW, op::READ_RELEASE, None),
+        LockKind::Write { intent_ttl } => (
+            op::WRITE_ACQUIRE,
+            op::WRITE_RENEW,
+            op::WRITE_RELEASE,
+            Some(millis(intent_ttl)),
+        ),
+        LockKind::Permit { permits } => (
+            op::PERMIT_ACQUIRE,
+            op::PERMIT_RENEW,
+            op::PERMIT_RELEASE,
+            Some(u64::from(permits)),
+        ),
+        // The plain lock has a script of its own.
+        LockKind::Plain => return encode(keys, token, command, Dialect::default()),
+    };
+    let (code, ttl, extra) = match command {
+        Command::Acquire { ttl, .. } => (acquire, Some(*ttl), extra),
+        Command::Renew { ttl, .. } => (renew, Some(*ttl), None),
+        Command::Release => (release, None, None),
+    };
+    call.arg(code).arg(token);
+    if let Some(ttl) = ttl {
+        call.arg(millis(ttl));
+    }
+    if let Some(extra) = extra {
+        call.arg(extra);
+    }
+    Encoded {
+        call,
+        plan: Plan::Script(OpKind::of(command)),
+        waits: Waits::of(command),
     }
 }
 
