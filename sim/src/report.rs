@@ -423,7 +423,13 @@ fn page(
     if violations.is_empty() {
         violations.push_str("<li>none</li>");
     }
-    let facts: Vec<String> = outcome.verdict.facts.iter().map(|f| escape(f)).collect();
+    let mut facts: Vec<String> = outcome.verdict.facts.iter().map(|f| escape(f)).collect();
+    if outcome.verdict.overtakings > 0 {
+        facts.push(format!(
+            "{} grant(s) overtook a live waiter",
+            outcome.verdict.overtakings
+        ));
+    }
     let schedule = shrunk.unwrap_or(&outcome.schedule);
     let shrunk_note = if shrunk.is_some() {
         format!(
