@@ -413,7 +413,17 @@ async fn workload(setup: ClientSetup) -> turmoil::Result {
             // exclusive hold writes to the storage.
             let fence = guard
                 .fence()
-                .filter(|_| scenario.clients.workload.kind != WorkloadKind::Semaphore);
+                .filter(|_| scenario.clients.workload.kind != WorkloadKind::Semaphore)
+                // `fencing = "none"`: the client does not use a fence. The
+                // plain lock then issues 0; the family's kinds always issue
+                // one, which such a client leaves unsent.
+                .map(|fence| {
+                    if scenario.lock.fencing == FencingMode::None {
+                        0
+                    } else {
+                        fence
+                    }
+                });
 
             // Write once on entry, hold, then write again: the second write
             // is the one a long pause turns stale.

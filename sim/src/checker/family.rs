@@ -80,8 +80,15 @@ pub(crate) const ORDER_SLACK: Duration =
 /// overtakings are a fact (`waiter-overtaken`, and their count in the
 /// verdict and the run's summary), so a report shows what fair mode buys.
 pub(super) fn fairness(scenario: &Scenario, history: &History, verdict: &mut Verdict) {
-    let waits = waits(history, scenario.duration);
     let opts = crate::client::lock_options(&scenario.lock);
+    // A request sent into a partition is answered by its command timeout,
+    // not when the partition heals: the client's absence lasts that long
+    // after the fault (the orphans checker's rule too).
+    let waits = waits(
+        history,
+        scenario.duration,
+        opts.effective_command_timeout() + ORDER_SLACK,
+    );
     // A waiter absent for its waiter ttl less one renewal period (a third
     // of it) may have lost its place.
     let lapse_after = opts.effective_waiter_ttl() * 2 / 3;
@@ -125,8 +132,19 @@ pub(super) fn fairness(scenario: &Scenario, history: &History, verdict: &mut Ver
 /// end; a grant without a refusal is a wait that starts at the grant (it
 /// may overtake, and cannot be overtaken). Absences: the spans in which the
 /// client was paused, crashed or cut off.
-pub fn waits(history: &History, run_end: Duration) -> Vec<Wait> {
-    let absent = absences(history);
+///
+/// Each absence is extended by `after` past the fault's end.
+pub fn waits(history: &History, run_end: Duration, after: Duration) -> Vec<Wait> {
+    let absent: BTreeMap<usize, Vec<(Duration, Duration)>> = absences(history)
+        .into_iter()
+        .map(|(client, spans)| {
+            let spans = spans
+                .into_iter()
+                .map(|(from, to)| (from, to.saturating_add(after)))
+                .collect();
+            (client, spans)
+        })
+        .collect();
     let mut open: BTreeMap<usize, Duration> = BTreeMap::new();
     let mut done = Vec::new();
     for (index, entry) in history.entries.iter().enumerate() {
