@@ -37,6 +37,134 @@ fn eval(keys: &[&str], args: &[&str]) -> Step {
     cmd(&parts)
 }
 
+/// A call of one of the lock family's scripts (prelude + body), by SHA1.
+fn family(script: scripts::Script, keys: &[&str], args: &[&str]) -> Step {
+    let mut parts = vec!["EVALSHA", script.sha1];
+    let count = keys.len().to_string();
+    parts.push(&count);
+    parts.extend_from_slice(keys);
+    parts.extend_from_slice(args);
+    cmd(&parts)
+}
+
+/// The lock family's scripts through every operation: grants, refusals,
+/// queueing, renewals, releases, lapses and wrong types. Waiter and lease
+/// ttls are short where a sequence sleeps past them.
+fn family_sequences() -> Vec<(&'static str, Vec<Step>)> {
+    let fair = ["{f}", "{f}:queue", "{f}:waiters", "{f}:fence"];
+    let rw = ["{w}", "{w}:readers", "{w}:intent", "{w}:fence"];
+    let sem = ["{s}:leases", "{s}:fence"];
+    let fair_call = |args: &[&str]| family(scripts::FAIR, &fair, args);
+    let rw_call = |args: &[&str]| family(scripts::RWLOCK, &rw, args);
+    let sem_call = |args: &[&str]| family(scripts::SEMAPHORE, &sem, args);
+    let load = |script: scripts::Script| cmd(&["SCRIPT", "LOAD", script.source]);
+    vec![
+        (
+            "fair: queue in arrival order, renew places, lapse, give up, release",
+            vec![
+                load(scripts::FAIR),
+                fair_call(&["a", "h", "1000", "100"]),
+                fair_call(&["a", "x", "1000", "100"]),
+                fair_call(&["a", "y", "1000", "5000"]),
+                fair_call(&["a", "x", "1000", "100"]),
+                cmd(&["ZRANGE", fair[1], "0", "-1"]),
+                cmd(&["ZCARD", fair[2]]),
+                fair_call(&["w", "x", "100"]),
+                fair_call(&["w", "nobody", "100"]),
+                fair_call(&["r", "h", "1000"]),
+                fair_call(&["r", "x", "1000"]),
+                fair_call(&["d", "x"]),
+                fair_call(&["d", "h"]),
+                // x heads the queue: y is refused, x is granted.
+                fair_call(&["a", "y", "1000", "5000"]),
+                fair_call(&["a", "x", "1000", "100"]),
+                cmd(&["ZRANGE", fair[1], "0", "-1"]),
+                fair_call(&["d", "x"]),
+                fair_call(&["a", "z", "1000", "100"]),
+                fair_call(&["c", "z"]),
+                fair_call(&["c", "z"]),
+                // y's place lapses only after 5 s: a newcomer queues behind.
+                fair_call(&["a", "n", "1000", "60"]),
+                cmd(&["ZRANGE", fair[1], "0", "-1"]),
+                fair_call(&["c", "y"]),
+                Step::Sleep(150),
+                // n's place lapsed: the queue is empty, the next is granted.
+                cmd(&["EXISTS", fair[1], fair[2]]),
+                fair_call(&["a", "m", "1000", "60"]),
+                fair_call(&["bogus", "m"]),
+                cmd(&["SET", "{f}:queue", "str"]),
+                fair_call(&["a", "k", "1000", "60"]),
+            ],
+        ),
+        (
+            "read-write: readers share, a writer's intent holds readers back, leases lapse",
+            vec![
+                load(scripts::RWLOCK),
+                rw_call(&["r", "r1", "1000"]),
+                rw_call(&["r", "r2", "60"]),
+                rw_call(&["r", "r1", "1000"]),
+                rw_call(&["w", "w1", "1000", "5000"]),
+                cmd(&["GET", rw[2]]),
+                rw_call(&["r", "r3", "1000"]),
+                rw_call(&["w", "w2", "1000", "5000"]),
+                rw_call(&["e", "r1", "1000"]),
+                rw_call(&["e", "nobody", "1000"]),
+                rw_call(&["i", "w1", "5000"]),
+                rw_call(&["i", "w2", "5000"]),
+                rw_call(&["x", "r1"]),
+                rw_call(&["x", "r1"]),
+                Step::Sleep(150),
+                // r2's lease lapsed: the writer with the intent is granted.
+                cmd(&["ZCARD", rw[1]]),
+                rw_call(&["w", "w1", "1000", "5000"]),
+                cmd(&["EXISTS", rw[2]]),
+                rw_call(&["r", "r4", "1000"]),
+                rw_call(&["f", "w1", "1000"]),
+                rw_call(&["f", "w2", "1000"]),
+                rw_call(&["y", "w2"]),
+                rw_call(&["y", "w1"]),
+                rw_call(&["w", "w2", "1000", "5000"]),
+                rw_call(&["z", "w2"]),
+                rw_call(&["y", "w2"]),
+                rw_call(&["r", "r5", "1000"]),
+                rw_call(&["bogus", "r5"]),
+                cmd(&["SET", "{w}:readers", "str"]),
+                rw_call(&["r", "r6", "1000"]),
+            ],
+        ),
+        (
+            "semaphore: permits, refusals, renewals, lapses, owner-only release",
+            vec![
+                load(scripts::SEMAPHORE),
+                sem_call(&["a", "p1", "1000", "2"]),
+                sem_call(&["a", "p2", "60", "2"]),
+                sem_call(&["a", "p3", "1000", "2"]),
+                sem_call(&["a", "p1", "1000", "2"]),
+                cmd(&["ZCARD", sem[0]]),
+                sem_call(&["r", "p1", "1000"]),
+                sem_call(&["r", "p3", "1000"]),
+                sem_call(&["d", "p3"]),
+                Step::Sleep(150),
+                // p2's lease lapsed: p3 gets the permit.
+                sem_call(&["a", "p3", "1000", "2"]),
+                cmd(&["ZRANGE", sem[0], "0", "-1"]),
+                sem_call(&["d", "p1"]),
+                sem_call(&["d", "p3"]),
+                cmd(&["EXISTS", sem[0]]),
+                sem_call(&["bogus", "p1", "1000"]),
+                cmd(&["SET", "{s}:fence", "x"]),
+                cmd(&["LPUSH", "{s}:fence", "x"]),
+                cmd(&["DEL", "{s}:fence"]),
+                cmd(&["LPUSH", "{s}:fence", "x"]),
+                sem_call(&["a", "p4", "1000", "2"]),
+                cmd(&["EXISTS", sem[0]]),
+                cmd(&["SET", "{s}:leases", "str"]),
+                sem_call(&["a", "p5", "1000", "2"]),
+            ],
+        ),
+    ]
+}
+
 /// Every sequence the comparison runs; each starts from an empty keyspace.
 fn sequences() -> Vec<(&'static str, Vec<Step>)> {
     let lock = ["{l}", "{l}:fence"];
@@ -301,6 +429,7 @@ fn sequences() -> Vec<(&'static str, Vec<Step>)> {
             cmd(&["EXISTS", "z"]),
         ],
     ));
+    out.extend(family_sequences());
     out.push((
         "scripts are missing until loaded",
         vec![
