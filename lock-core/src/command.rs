@@ -18,6 +18,17 @@ impl fmt::Display for CommandId {
 /// A request for Redis. The key names and the owner token are the machine's
 /// own ([`Machine::keys`](crate::Machine::keys),
 /// [`Machine::token`](crate::Machine::token)).
+///
+/// The variants below describe the plain lock. For a member of the lock
+/// family ([`KeyNames::kind`](crate::scripts::KeyNames::kind) other than
+/// [`LockKind::Plain`](crate::LockKind::Plain)) each command is the same
+/// step — acquire, renew, release — as one operation of the kind's script
+/// ([`LockKind::script`](crate::LockKind::script), with the keys of
+/// [`KeyNames::script_keys`](crate::scripts::KeyNames::script_keys) and the
+/// codes of [`family_op`](crate::scripts::family_op)), answered with the
+/// same replies; `fencing` is ignored (the family always issues the
+/// time-mixed fence), and a release also takes back a waiter's place or
+/// a waiting writer's intent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Command {

@@ -39,6 +39,29 @@
 //! # async fn write_with_fence(_fence: u64) {}
 //! ```
 //!
+//! # The lock family
+//!
+//! Besides the plain lock, a [`Locker`] offers:
+//! - **fair mode** ([`LockOptions::fair`], the same [`Locker::acquire`]):
+//!   waiters are granted in arrival order; a dead or paused waiter holds
+//!   the queue up by at most its [`waiter_ttl`](LockOptions::waiter_ttl).
+//!   Use it when every contender must get its turn.
+//! - **a read-write lock** ([`Locker::acquire_read`],
+//!   [`Locker::acquire_write`]): many readers ([`ReadGuard`], no fence) or
+//!   one writer (a [`LockGuard`] with a fence); waiting writers are
+//!   preferred over new readers. Use it when reads are many and may
+//!   overlap, and writes must be alone.
+//! - **a counting semaphore** ([`Locker::acquire_permit`]): at most N
+//!   holders, each with its own lease, renewal, lost signal and fence. Use
+//!   it to bound concurrency (connections, jobs) rather than to exclude.
+//!
+//! Each kind keeps every timing rule of the plain lock (see
+//! [`LockMachine`], [`LockMachine::with_kind`]); only the script, the keys
+//! and the operation codes differ ([`LockKind`], [`scripts::KeyNames`]).
+//! All of a lock's keys share its hash tag, so one node, Sentinel and
+//! Cluster all serve them; Redlock refuses them
+//! ([`AcquireError::NotOnRedlock`]).
+//!
 //! # Topologies
 //!
 //! Each has a one-call constructor on [`Locker`] and a

@@ -1121,3 +1121,202 @@ fn fencing_mode_and_ttl_reach_the_command() {
         })
     );
 }
+
+mod family {
+    //! The machine per kind: the same timing, and what a waiting client of
+    //! a queueing kind (fair mode, a writer) does more.
+
+    use super::*;
+
+    fn machine(opts: &LockOptions, kind: LockKind) -> LockMachine {
+        LockMachine::with_kind(opts, "k", "me".into(), kind, 7).expect("valid")
+    }
+
+    /// Starts an acquire and answers it contended (the holder has `pttl`
+    /// left); returns the machine's next timeout (the retry, if any).
+    fn contended(machine: &mut LockMachine, t0: Instant, pttl: Duration) -> Option<Instant> {
+        machine.acquire(t0).expect("idle");
+        let (id, command) = machine.poll_command().expect("acquire");
+        assert!(matches!(command, Command::Acquire { .. }));
+        machine.handle_reply(t0, id, Reply::Contended { pttl: Some(pttl) });
+        machine.poll_timeout()
+    }
+
+    #[test]
+    fn kinds_resolve_from_the_options() {
+        let fair = opts().fair().waiter_ttl(ms(90));
+        assert_eq!(
+            machine(&fair, LockKind::Plain).keys().kind,
+            LockKind::Fair { waiter_ttl: ms(90) }
+        );
+        assert_eq!(
+            machine(&fair, LockKind::Plain).keys().channel,
+            "{lock:k}:released:me",
+            "a fair waiter listens on its own channel"
+        );
+        let write = machine(
+            &opts().waiter_ttl(ms(60)),
+            LockKind::Write { intent_ttl: ms(1) },
+        );
+        assert_eq!(
+            write.keys().kind,
+            LockKind::Write { intent_ttl: ms(60) },
+            "the intent ttl is the options' waiter ttl"
+        );
+        assert_eq!(write.keys().channel, "{lock:k}:released");
+        assert_eq!(
+            LockMachine::with_kind(&fair, "k", "me".into(), LockKind::Read, 1).err(),
+            Some(OptionsError::FairUnsupported { kind: "read" })
+        );
+        assert_eq!(
+            LockMachine::with_kind(
+                &opts(),
+                "k",
+                "me".into(),
+                LockKind::Permit { permits: 0 },
+                1
+            )
+            .err(),
+            Some(OptionsError::NoPermits)
+        );
+        assert_eq!(
+            crate::RedlockMachine::new(&fair, "k", "me".into(), 3, 1).err(),
+            Some(crate::RedlockError::Options(
+                OptionsError::FairUnsupported { kind: "redlock" }
+            ))
+        );
+    }
+
+    #[test]
+    fn a_queueing_waiter_retries_within_a_third_of_its_waiter_ttl() {
+        let t0 = Instant::now();
+        // Backoff of 300 ms (jittered, at least 100 ms), the holder 5 s
+        // from its end: a plain contender waits the backoff, a queueing
+        // one a third of its 90 ms waiter ttl.
+        let slow = opts().retry_delay(ms(300), ms(300));
+        let backoff = |at: Option<Instant>| at.is_some_and(|at| at > t0 + ms(100));
+        assert!(backoff(contended(
+            &mut machine(&slow, LockKind::Plain),
+            t0,
+            ms(5_000)
+        )));
+        let fair = slow.clone().fair().waiter_ttl(ms(90));
+        assert_eq!(
+            contended(&mut machine(&fair, LockKind::Plain), t0, ms(5_000)),
+            Some(t0 + ms(30))
+        );
+        let write = slow.clone().waiter_ttl(ms(90));
+        let kind = LockKind::Write { intent_ttl: ms(1) };
+        assert_eq!(
+            contended(&mut machine(&write, kind), t0, ms(5_000)),
+            Some(t0 + ms(30))
+        );
+        // Readers and permits do not queue: the plain rule.
+        assert!(backoff(contended(
+            &mut machine(&write, LockKind::Read),
+            t0,
+            ms(5_000)
+        )));
+        let permit = LockKind::Permit { permits: 2 };
+        assert!(backoff(contended(
+            &mut machine(&write, permit),
+            t0,
+            ms(5_000)
+        )));
+    }
+
+    /// Gives up after one contended answer (wait 0); returns what it sent.
+    fn give_up(kind: LockKind, cancel: bool) -> Vec<Command> {
+        let opts = opts().wait(if cancel { ms(5_000) } else { ms(0) });
+        let mut machine = machine(&opts, kind);
+        let t0 = Instant::now();
+        contended(&mut machine, t0, ms(500));
+        if cancel {
+            machine.release(t0 + ms(1));
+        }
+        let mut sent = Vec::new();
+        while let Some((_, command)) = machine.poll_command() {
+            sent.push(command);
+        }
+        sent
+    }
+
+    #[test]
+    fn a_queueing_waiter_that_gives_up_takes_its_place_back() {
+        let fair = LockKind::Fair {
+            waiter_ttl: ms(300),
+        };
+        let write = LockKind::Write {
+            intent_ttl: ms(300),
+        };
+        for cancel in [false, true] {
+            assert_eq!(give_up(fair, cancel), [Command::Release], "cancel {cancel}");
+            assert_eq!(
+                give_up(write, cancel),
+                [Command::Release],
+                "cancel {cancel}"
+            );
+            assert_eq!(give_up(LockKind::Read, cancel), [], "cancel {cancel}");
+            assert_eq!(
+                give_up(LockKind::Permit { permits: 1 }, cancel),
+                [],
+                "cancel {cancel}"
+            );
+        }
+        // The release's answer (0: no hold, the place withdrawn) ends the
+        // acquire with its own failure.
+        let mut machine = machine(&opts().wait(ms(0)), fair);
+        let t0 = Instant::now();
+        contended(&mut machine, t0, ms(500));
+        let (id, command) = machine.poll_command().expect("release");
+        assert_eq!(command, Command::Release);
+        machine.handle_reply(t0 + ms(1), id, Reply::NotOwner);
+        let events: Vec<_> = std::iter::from_fn(|| machine.poll_event()).collect();
+        assert!(
+            events.contains(&Event::AcquireFailed(AcquireFailure::TimedOut {
+                last_failure: None
+            }))
+        );
+        assert_eq!(machine.phase(), Phase::Released);
+    }
+
+    #[test]
+    fn every_kind_keeps_the_plain_timing() {
+        for kind in [
+            LockKind::Fair {
+                waiter_ttl: ms(300),
+            },
+            LockKind::Read,
+            LockKind::Write {
+                intent_ttl: ms(300),
+            },
+            LockKind::Permit { permits: 3 },
+        ] {
+            let opts = opts();
+            let mut h = Harness::new(&opts);
+            h.machine = machine(&opts, kind);
+            let t0 = h.now;
+            h.acquire();
+            h.run_until(t0 + ms(100));
+            // Rule 1: validity from the send, minus the drift.
+            assert_eq!(
+                h.machine.valid_until(),
+                Some(t0 + ms(1_000) - DRIFT),
+                "{kind:?}"
+            );
+            // Rule 3: with Redis gone silent, Lost(Expired) at that deadline.
+            h.drop_replies = true;
+            h.run_until(t0 + ms(2_000));
+            let lost_at = h.events.iter().find_map(|(at, event)| {
+                matches!(
+                    event,
+                    Event::Lost {
+                        reason: LostReason::Expired
+                    }
+                )
+                .then_some(*at)
+            });
+            assert_eq!(lost_at, Some(t0 + ms(1_000) - DRIFT), "{kind:?}");
+        }
+    }
+}

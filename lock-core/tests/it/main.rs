@@ -18,6 +18,7 @@ mod deployment;
 mod error_replies;
 mod exclusion;
 mod fair_script;
+mod family;
 mod fixture;
 mod keyspace;
 mod late_reply;

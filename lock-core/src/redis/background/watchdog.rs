@@ -96,6 +96,9 @@ impl Watchdog {
                         .timers
                         .range((now, 0)..=(now + index.renew_window, u64::MAX))
                         .filter_map(|(_, id)| index.locks.get(id).map(Arc::clone))
+                        // Early only to share a call: the family's locks
+                        // never share one.
+                        .filter(|cell| cell.names.kind == crate::LockKind::Plain)
                         .collect()
                 };
                 (inbox, due, early)
@@ -170,19 +173,26 @@ impl Watchdog {
         outgoing: Vec<(Arc<LockCell>, Vec<Outgoing>)>,
         now: Instant,
     ) {
-        let group = |out: &Outgoing| -> Option<BatchGroup> {
+        // The lock family's scripts run one operation per call: their
+        // commands go the single way and count in no group.
+        let group = |cell: &LockCell, out: &Outgoing| -> Option<BatchGroup> {
+            if cell.names.kind != crate::LockKind::Plain {
+                return None;
+            }
             let live = out.live.as_ref()?;
             Some((out.node, live.generation, codec::Waits::of(&out.command)))
         };
         let mut sizes: BTreeMap<BatchGroup, usize> = BTreeMap::new();
-        for out in outgoing.iter().flat_map(|(_, outs)| outs) {
-            if let Some(group) = group(out) {
-                *sizes.entry(group).or_default() += 1;
+        for (cell, outs) in &outgoing {
+            for out in outs {
+                if let Some(group) = group(cell, out) {
+                    *sizes.entry(group).or_default() += 1;
+                }
             }
         }
         for (cell, outs) in outgoing {
             for out in outs {
-                let together = group(&out).is_some_and(|group| sizes[&group] > 1);
+                let together = group(&cell, &out).is_some_and(|group| sizes[&group] > 1);
                 let call = dispatch::start_with(session, &cell, out, now, together);
                 self.adopt(&cell, call, now);
             }

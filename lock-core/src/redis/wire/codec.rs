@@ -1056,4 +1056,139 @@ mod tests {
         assert_eq!(failure_of_code("ERR", Some("syntax error")), Failure::Other);
         assert_eq!(failure_of_code("ERR", None), Failure::Other);
     }
+
+    /// The family's commands: one `EVALSHA` of the kind's script, its keys,
+    /// then code, token and the kind's arguments; never a native command,
+    /// whatever the dialect offers; the waits kept.
+    #[test]
+    fn family_commands_encode_to_their_scripts() {
+        let ms = Duration::from_millis;
+        let acquire = Command::Acquire {
+            ttl: ms(1_000),
+            fencing: Fencing::None,
+            wait_replicas: Some((1, ms(20))),
+            wait_aof: None,
+        };
+        let renew = Command::Renew {
+            ttl: ms(1_000),
+            wait_replicas: None,
+            wait_aof: None,
+        };
+        // Every native command on: the family must not use any.
+        let dialect = Dialect {
+            set_nx_get: true,
+            set_ifeq: true,
+            delifeq: true,
+            quiet_release: true,
+            ..Dialect::default()
+        };
+        let packed = |kind: LockKind, command: &Command| {
+            let names = KeyNames::with_kind("lock", "k", kind).for_waiter("me");
+            let encoded = encode(&names, "me", command, dialect);
+            assert_eq!(encoded.plan, Plan::Script(OpKind::of(command)));
+            assert_eq!(encoded.waits, Waits::of(command));
+            encoded.call.get_packed_command()
+        };
+        let expect = |script: scripts::Script, keys: &[&str], args: &[&str]| {
+            let mut call = redis::cmd("EVALSHA");
+            call.arg(script.sha1).arg(keys.len());
+            for key in keys {
+                call.arg(*key);
+            }
+            for arg in args {
+                call.arg(*arg);
+            }
+            call.get_packed_command()
+        };
+        let fair = LockKind::Fair {
+            waiter_ttl: ms(300),
+        };
+        let fair_keys = [
+            "{lock:k}",
+            "{lock:k}:queue",
+            "{lock:k}:waiters",
+            "{lock:k}:fence",
+        ];
+        assert_eq!(
+            packed(fair, &acquire),
+            expect(scripts::FAIR, &fair_keys, &["a", "me", "1000", "300"])
+        );
+        assert_eq!(
+            packed(fair, &renew),
+            expect(scripts::FAIR, &fair_keys, &["r", "me", "1000"])
+        );
+        assert_eq!(
+            packed(fair, &Command::Release),
+            expect(scripts::FAIR, &fair_keys, &["d", "me"])
+        );
+        let rw_keys = [
+            "{lock:k}",
+            "{lock:k}:readers",
+            "{lock:k}:intent",
+            "{lock:k}:fence",
+        ];
+        let write = LockKind::Write {
+            intent_ttl: ms(250),
+        };
+        for (kind, codes) in [(LockKind::Read, ["r", "e", "x"]), (write, ["w", "f", "y"])] {
+            let mut acquire_args = vec![codes[0], "me", "1000"];
+            if kind == write {
+                acquire_args.push("250");
+            }
+            assert_eq!(
+                packed(kind, &acquire),
+                expect(scripts::RWLOCK, &rw_keys, &acquire_args)
+            );
+            assert_eq!(
+                packed(kind, &renew),
+                expect(scripts::RWLOCK, &rw_keys, &[codes[1], "me", "1000"])
+            );
+            assert_eq!(
+                packed(kind, &Command::Release),
+                expect(scripts::RWLOCK, &rw_keys, &[codes[2], "me"])
+            );
+        }
+        let permit = LockKind::Permit { permits: 4 };
+        let sem_keys = ["{lock:k}", "{lock:k}:fence"];
+        assert_eq!(
+            packed(permit, &acquire),
+            expect(scripts::SEMAPHORE, &sem_keys, &["a", "me", "1000", "4"])
+        );
+        assert_eq!(
+            packed(permit, &renew),
+            expect(scripts::SEMAPHORE, &sem_keys, &["r", "me", "1000"])
+        );
+        assert_eq!(
+            packed(permit, &Command::Release),
+            expect(scripts::SEMAPHORE, &sem_keys, &["d", "me"])
+        );
+    }
+
+    /// The family's replies have the lock script's shapes: a read grant's
+    /// fence is 0, a refusal `-2 - ms`, a renewal or release 1 or 0.
+    #[test]
+    fn family_replies_decode() {
+        assert_eq!(
+            decode_op(OpKind::Acquire, &Value::Int(0)),
+            Reply::Granted {
+                fence: 0,
+                replicas: None,
+                aof: None
+            }
+        );
+        assert_eq!(
+            decode_op(OpKind::Acquire, &Value::Int(-2 - 150)),
+            Reply::Contended {
+                pttl: Some(Duration::from_millis(150))
+            }
+        );
+        assert_eq!(decode_op(OpKind::Release, &Value::Int(0)), Reply::NotOwner);
+        assert_eq!(
+            decode_op(OpKind::Renew, &Value::Int(1)),
+            Reply::Renewed {
+                replicas: None,
+                aof: None
+            }
+        );
+    }
 }
