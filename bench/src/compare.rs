@@ -218,6 +218,7 @@ fn scenario(config: &Config) -> Scenario {
             locks: 1,
             drop_guard: 0.0,
             cancel: 0.0,
+            workload: Default::default(),
         },
         // A holder-or-not client dies silently at 3 s: the gap until the
         // next grant is the availability cost of the ttl.

@@ -85,6 +85,7 @@ fn scenario(name: &str, topology: Topology, faults: Vec<FaultSpec>) -> Scenario 
             locks: 1,
             drop_guard: 0.0,
             cancel: 0.0,
+            workload: Default::default(),
         },
         faults,
         mix: None,

@@ -13,19 +13,20 @@ use std::{
     collections::BTreeMap,
     sync::{
         Arc, Mutex, PoisonError,
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
     },
     time::Duration,
 };
 
 use lock_core::{
-    AcquireError, Event, Fencing, LockGuard, LockOptions, Locker, LockerBuilder, Observed,
+    AcquireError, Event, Fencing, LockGuard, LockOptions, Locker, LockerBuilder, LostReason,
+    Observed, ReadGuard, ReleaseError,
     internal::{ConnectFuture, Connector, Dialer, Entropy, NodeAddress, RedisStream},
 };
 
 use crate::{
     clock::{self, ClockControl, SimClock},
-    config::{DurationRange, FencingMode, LockConfig, Scenario, Topology},
+    config::{DurationRange, FencingMode, LockConfig, Scenario, Topology, WorkloadKind},
     freeze::{FreezeSwitch, Frozen},
     history::{Op, Phase, Process, Recorder},
     net::BASE_LATENCY,
@@ -192,6 +193,61 @@ pub fn lock_options(lock: &LockConfig) -> LockOptions {
     opts
 }
 
+/// A hold of the contended lock, of whichever kind the workload takes.
+enum Guard {
+    /// A plain or fair lock's, a writer's or a semaphore permit's.
+    Lock(LockGuard),
+    /// A reader's.
+    Read(ReadGuard),
+}
+
+impl Guard {
+    fn token(&self) -> &str {
+        match self {
+            Self::Lock(guard) => guard.token(),
+            Self::Read(guard) => guard.token(),
+        }
+    }
+
+    /// The fence, for the holds that write (a reader has none).
+    fn fence(&self) -> Option<u64> {
+        match self {
+            Self::Lock(guard) => Some(guard.fence()),
+            Self::Read(_) => None,
+        }
+    }
+
+    fn is_held(&self) -> bool {
+        match self {
+            Self::Lock(guard) => guard.is_held(),
+            Self::Read(guard) => guard.is_held(),
+        }
+    }
+
+    async fn lost(&self) -> LostReason {
+        match self {
+            Self::Lock(guard) => guard.lost().await,
+            Self::Read(guard) => guard.lost().await,
+        }
+    }
+
+    async fn release(self) -> Result<(), ReleaseError> {
+        match self {
+            Self::Lock(guard) => guard.release().await,
+            Self::Read(guard) => guard.release().await,
+        }
+    }
+}
+
+/// What the observer needs to know of the acquire under way: whether it
+/// is a read (its grant is a shared hold), and whether its first refusal
+/// was recorded (the start of its wait).
+#[derive(Default)]
+struct Attempt {
+    reading: AtomicBool,
+    waiting: AtomicBool,
+}
+
 /// Runs one client host: connect, then acquire-write-hold-write-release
 /// forever, all inside the freeze wrapper.
 pub async fn run(setup: ClientSetup, freeze: FreezeSwitch) -> turmoil::Result {
@@ -207,7 +263,9 @@ async fn workload(setup: ClientSetup) -> turmoil::Result {
         let sim_clock = sim_clock.clone();
         move |op: Op| recorder.record(clock::now(), sim_clock.local_now(), process, op)
     };
+    let attempt = Arc::new(Attempt::default());
     let observer = {
+        let attempt = Arc::clone(&attempt);
         let record = record.clone();
         let sim_clock = sim_clock.clone();
         let deadlines = setup.deadlines.clone();
@@ -231,7 +289,12 @@ async fn workload(setup: ClientSetup) -> turmoil::Result {
                     token,
                     fence: *fence,
                     valid_until: deadline(*valid_until),
+                    shared: attempt.reading.load(Ordering::Relaxed),
                 },
+                // The first refusal of this acquire: the client now waits.
+                Event::Contended { .. } if !attempt.waiting.swap(true, Ordering::Relaxed) => {
+                    Op::Waiting
+                }
                 Event::Renewed { valid_until } => Op::Renewed {
                     token,
                     valid_until: deadline(*valid_until),
@@ -261,6 +324,9 @@ async fn workload(setup: ClientSetup) -> turmoil::Result {
     let mut rng = Rng::new(setup.seed ^ 0x5EED_C11E);
     let scenario = Arc::clone(&setup.scenario);
     let mut opts = lock_options(&scenario.lock);
+    if scenario.clients.workload.kind == WorkloadKind::Fair {
+        opts = opts.fair();
+    }
     if setup.broken_validity {
         opts = opts.sabotage_validity_from_reply();
     }
@@ -326,8 +392,12 @@ async fn workload(setup: ClientSetup) -> turmoil::Result {
     let opts = &opts;
     let work = async {
         loop {
+            let reading = scenario.clients.workload.kind == WorkloadKind::ReadWrite
+                && rng.chance(scenario.clients.workload.read_share);
+            attempt.reading.store(reading, Ordering::Relaxed);
+            attempt.waiting.store(false, Ordering::Relaxed);
             record(Op::AcquireInvoke);
-            let Some(acquired) = acquire(locker, opts, &scenario, &mut rng).await else {
+            let Some(acquired) = acquire(locker, opts, &scenario, reading, &mut rng).await else {
                 // Cancelled: the adapter undoes what the attempt set.
                 record(Op::AcquireCancel);
                 tokio::time::sleep(rng.duration(scenario.clients.think)).await;
@@ -339,14 +409,30 @@ async fn workload(setup: ClientSetup) -> turmoil::Result {
                 continue;
             };
             let token = guard.token().to_owned();
-            let fence = guard.fence();
+            // Readers and semaphore holders share the resource: only an
+            // exclusive hold writes to the storage.
+            let fence = guard
+                .fence()
+                .filter(|_| scenario.clients.workload.kind != WorkloadKind::Semaphore)
+                // `fencing = "none"`: the client does not use a fence. The
+                // plain lock then issues 0; the family's kinds always issue
+                // one, which such a client leaves unsent.
+                .map(|fence| {
+                    if scenario.lock.fencing == FencingMode::None {
+                        0
+                    } else {
+                        fence
+                    }
+                });
 
             // Write once on entry, hold, then write again: the second write
             // is the one a long pause turns stale.
-            let first = write(&token, fence);
-            fenced_write(&record, first, storage_timeout).await;
-            if scenario.clients.unfenced_register {
-                plain_write(&record, &token, storage_timeout).await;
+            if let Some(fence) = fence {
+                let first = write(&token, fence);
+                fenced_write(&record, first, storage_timeout).await;
+                if scenario.clients.unfenced_register {
+                    plain_write(&record, &token, storage_timeout).await;
+                }
             }
             let hold = rng.duration(scenario.clients.hold);
             tokio::select! {
@@ -357,7 +443,7 @@ async fn workload(setup: ClientSetup) -> turmoil::Result {
                     // write: a process pause in this window is the one no
                     // lease can catch (Kleppmann's GC pause). Only the
                     // fence at the storage refuses the stale write.
-                    if guard.is_held() {
+                    if let (true, Some(fence)) = (guard.is_held(), fence) {
                         tokio::time::sleep(rng.duration(PREPARE)).await;
                         let second = write(&token, fence);
                         fenced_write(&record, second, storage_timeout).await;
@@ -411,9 +497,25 @@ async fn acquire(
     locker: &Locker,
     opts: &LockOptions,
     scenario: &Scenario,
+    reading: bool,
     rng: &mut Rng,
-) -> Option<Result<LockGuard, AcquireError>> {
-    let acquire = locker.acquire(KEY, opts);
+) -> Option<Result<Guard, AcquireError>> {
+    let workload = scenario.clients.workload;
+    let acquire = async {
+        match workload.kind {
+            WorkloadKind::Mutex | WorkloadKind::Fair => {
+                locker.acquire(KEY, opts).await.map(Guard::Lock)
+            }
+            WorkloadKind::ReadWrite if reading => {
+                locker.acquire_read(KEY, opts).await.map(Guard::Read)
+            }
+            WorkloadKind::ReadWrite => locker.acquire_write(KEY, opts).await.map(Guard::Lock),
+            WorkloadKind::Semaphore => locker
+                .acquire_permit(KEY, workload.permits, opts)
+                .await
+                .map(Guard::Lock),
+        }
+    };
     if !rng.chance(scenario.clients.cancel) {
         return Some(acquire.await);
     }

@@ -69,6 +69,13 @@ pub enum Property {
     /// L2: outside faults (a slot migration is not one), the lock never
     /// goes unheld for longer than the liveness bound.
     Availability,
+    /// F1 (read-write): no writer's hold overlaps any other holder's.
+    WriterExclusion,
+    /// F2 (semaphore): never more holders than permits at one instant.
+    Capacity,
+    /// F3 (fair mode): no live waiter is overtaken by a client that
+    /// started waiting after it.
+    FairOrder,
 }
 
 impl Property {
@@ -330,6 +337,45 @@ pub struct ClientsConfig {
     /// The chance that a client cancels an acquire (drops its future)
     /// after a delay drawn below the ttl.
     pub cancel: f64,
+    /// Which kind of lock the clients take (`[workload]` in scenario
+    /// files).
+    pub workload: WorkloadConfig,
+}
+
+/// Which member of the lock family the clients use, and how.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadConfig {
+    /// The kind.
+    pub kind: WorkloadKind,
+    /// A semaphore's permits (`kind = "semaphore"` only).
+    pub permits: u32,
+    /// The chance that an acquire of a read-write lock is a read
+    /// (`kind = "read-write"` only).
+    pub read_share: f64,
+}
+
+impl Default for WorkloadConfig {
+    fn default() -> Self {
+        Self {
+            kind: WorkloadKind::Mutex,
+            permits: 2,
+            read_share: 0.7,
+        }
+    }
+}
+
+/// The lock family's kinds, as clients use them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkloadKind {
+    /// The plain lock (`Locker::acquire`).
+    Mutex,
+    /// The plain lock in fair mode (`LockOptions::fair`).
+    Fair,
+    /// A read-write lock (`acquire_read` or `acquire_write`).
+    ReadWrite,
+    /// A counting semaphore (`acquire_permit`).
+    Semaphore,
 }
 
 /// A fault kind.

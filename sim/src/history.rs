@@ -39,7 +39,15 @@ pub enum Op {
         fence: u64,
         /// The deadline on the client's clock, mapped to true sim time.
         valid_until: Duration,
+        /// A shared hold (a read-write lock's reader); every other hold
+        /// (a plain or fair lock's, a writer's, a semaphore permit's) is
+        /// exclusive of its kind.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        shared: bool,
     },
+    /// The client's acquire was refused for the first time: from here it
+    /// waits in line (the fairness checker's start of its wait).
+    Waiting,
     /// The acquire gave up.
     AcquireFail {
         /// The error, as displayed.

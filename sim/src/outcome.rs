@@ -52,6 +52,11 @@ pub struct Verdict {
     /// e.g. `pause-outlived-ttl`, `fenced-write-rejected`,
     /// `failover-lost-lock-key`. They prove a fault actually bit.
     pub facts: BTreeSet<String>,
+    /// Grants that overtook a live waiter (plain and fair lock): with the
+    /// plain lock a fact, counted so that reports show what fair mode
+    /// buys; in fair mode each is also an F3 violation.
+    #[serde(default)]
+    pub overtakings: u64,
 }
 
 impl Verdict {

@@ -51,6 +51,7 @@ pub fn render_html(
     timeline.axis();
     timeline.faults();
     timeline.beliefs();
+    timeline.waits();
     timeline.authoritative_key();
     timeline.storage_writes();
     timeline.violations();
@@ -250,9 +251,15 @@ impl<'a> Timeline<'a> {
                 HoldEnd::EndOfRun => self.scenario.duration,
                 _ => hold.end,
             };
+            // A reader's (shared) hold is drawn hatched-light and says so.
+            let (share, opacity) = if hold.shared {
+                ("a shared (read) hold", "0.45")
+            } else {
+                ("an exclusive hold", "1")
+            };
             let _ = write!(
                 self.svg,
-                r##"<rect x="{}" y="{}" width="{}" height="{}" fill="{}" rx="3"><title>client-{} held fence {} from {:?} to {:?} (ended by {:?})</title></rect>"##,
+                r##"<rect x="{}" y="{}" width="{}" height="{}" fill="{}" opacity="{opacity}" rx="3"><title>client-{} held fence {} from {:?} to {:?} (ended by {:?}): {share}</title></rect>"##,
                 self.x(hold.start),
                 y + 8.0,
                 (self.x(end) - self.x(hold.start)).max(1.0),
@@ -273,6 +280,25 @@ impl<'a> Timeline<'a> {
                     y + 8.0
                 );
             }
+        }
+    }
+
+    /// When each client started waiting (its first refused acquire): a
+    /// tick on its lane, which the fairness checker orders waits by.
+    fn waits(&mut self) {
+        for entry in &self.outcome.history.entries {
+            let (Process::Client(client), Op::Waiting) = (entry.process, &entry.op) else {
+                continue;
+            };
+            let y = Self::client_y(client);
+            let x = self.x(entry.at);
+            let _ = write!(
+                self.svg,
+                r##"<line x1="{x}" x2="{x}" y1="{}" y2="{}" stroke="#555" stroke-width="1"><title>client-{client} started waiting at {:?}</title></line>"##,
+                y + 4.0,
+                y + LANE - 8.0,
+                entry.at
+            );
         }
     }
 
@@ -373,13 +399,18 @@ impl<'a> Timeline<'a> {
         }
     }
 
-    /// Two clients believing they hold at once (S1), shaded red in both
-    /// lanes.
+    /// Two clients believing they hold at once where that is a violation
+    /// (S1, or F1 for a writer), shaded red in both lanes: readers may
+    /// share, and a semaphore's holders may overlap up to its permits.
     fn overlaps(&mut self) {
+        if self.scenario.clients.workload.kind == crate::config::WorkloadKind::Semaphore {
+            return;
+        }
         let mut shades = Vec::new();
         for (i, a) in self.holds.iter().enumerate() {
             for b in &self.holds[i + 1..] {
-                if a.client != b.client && b.start < a.end && a.start < b.end {
+                let shared = a.shared && b.shared;
+                if !shared && a.client != b.client && b.start < a.end && a.start < b.end {
                     let (start, end) = (a.start.max(b.start), a.end.min(b.end));
                     shades.extend([(a.client, start, end), (b.client, start, end)]);
                 }
@@ -423,7 +454,13 @@ fn page(
     if violations.is_empty() {
         violations.push_str("<li>none</li>");
     }
-    let facts: Vec<String> = outcome.verdict.facts.iter().map(|f| escape(f)).collect();
+    let mut facts: Vec<String> = outcome.verdict.facts.iter().map(|f| escape(f)).collect();
+    if outcome.verdict.overtakings > 0 {
+        facts.push(format!(
+            "{} grant(s) overtook a live waiter",
+            outcome.verdict.overtakings
+        ));
+    }
     let schedule = shrunk.unwrap_or(&outcome.schedule);
     let shrunk_note = if shrunk.is_some() {
         format!(

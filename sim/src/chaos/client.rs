@@ -257,6 +257,7 @@ async fn workload(args: ClientArgs) {
                     token,
                     fence: *fence,
                     valid_until: clock.true_time_of(*valid_until),
+                    shared: false,
                 },
                 Event::Renewed { valid_until } => Op::Renewed {
                     token,

@@ -8,9 +8,237 @@
 //! a hold means what it means for the plain lock (`super::holds`): from the
 //! grant until the client's belief ended.
 
-use std::time::Duration;
+use std::{collections::BTreeMap, time::Duration};
 
-use super::Hold;
+use super::{Hold, TICK_SLACK};
+use crate::{
+    config::{Property, Scenario, WorkloadKind},
+    history::{History, Op, Phase, Process},
+    net::BASE_LATENCY,
+    outcome::{Verdict, Violation},
+};
+
+/// F1: no writer's hold overlaps any other client's hold, reader or
+/// writer (the history marks readers' grants `shared`).
+pub(super) fn writer_exclusion(holds: &[Hold], verdict: &mut Verdict) {
+    let live: Vec<Hold> = holds.iter().filter(|h| h.end > h.start).cloned().collect();
+    let shares: Vec<Share> = live
+        .iter()
+        .map(|h| {
+            if h.shared {
+                Share::Shared
+            } else {
+                Share::Exclusive
+            }
+        })
+        .collect();
+    let by_entry: BTreeMap<usize, &Hold> = live.iter().map(|h| (h.entry, h)).collect();
+    for overlap in exclusive_overlaps(&live, &shares) {
+        let (a, b) = (by_entry[&overlap.first], by_entry[&overlap.second]);
+        let role = |h: &Hold| if h.shared { "reader" } else { "writer" };
+        verdict.violations.push(Violation {
+            property: Property::WriterExclusion,
+            at: overlap.at,
+            message: format!(
+                "client-{} ({}) and client-{} ({}) both held the read-write lock from {:?} to {:?}",
+                a.client,
+                role(a),
+                b.client,
+                role(b),
+                overlap.at,
+                a.end.min(b.end)
+            ),
+            evidence: vec![overlap.first, overlap.second],
+        });
+    }
+}
+
+/// F2: never more than `permits` holds of the semaphore at one instant.
+pub(super) fn capacity(holds: &[Hold], permits: u32, verdict: &mut Verdict) {
+    let live: Vec<Hold> = holds.iter().filter(|h| h.end > h.start).cloned().collect();
+    if let Some((at, grants)) = over_capacity(&live, permits as usize) {
+        verdict.violations.push(Violation {
+            property: Property::Capacity,
+            at,
+            message: format!(
+                "{} clients held the semaphore at {at:?}, over its {permits} permit(s)",
+                grants.len()
+            ),
+            evidence: grants,
+        });
+    }
+}
+
+/// How far apart two waits must start for the checker to order them: a
+/// client records its first refusal when the reply arrives, so the
+/// server may have queued it up to a one-way delay earlier, and a tick.
+pub(crate) const ORDER_SLACK: Duration =
+    Duration::from_millis(2 * BASE_LATENCY.as_millis() as u64 + TICK_SLACK.as_millis() as u64);
+
+/// F3, or the fact it stands for: in fair mode every grant that overtook
+/// a live waiter is an `F3` violation; with the plain lock the same
+/// overtakings are a fact (`waiter-overtaken`, and their count in the
+/// verdict and the run's summary), so a report shows what fair mode buys.
+pub(super) fn fairness(scenario: &Scenario, history: &History, verdict: &mut Verdict) {
+    let opts = crate::client::lock_options(&scenario.lock);
+    // A request sent into a partition is answered by its command timeout,
+    // not when the partition heals: the client's absence lasts that long
+    // after the fault (the orphans checker's rule too).
+    let waits = waits(
+        history,
+        scenario.duration,
+        opts.effective_command_timeout() + ORDER_SLACK,
+    );
+    // A waiter absent for its waiter ttl less one renewal period (a third
+    // of it) may have lost its place.
+    let lapse_after = opts.effective_waiter_ttl() * 2 / 3;
+    let found = overtakings(
+        &waits,
+        |entry| history.entries[entry].at,
+        lapse_after,
+        ORDER_SLACK,
+    );
+    verdict.overtakings = found.len() as u64;
+    if found.is_empty() {
+        return;
+    }
+    if scenario.clients.workload.kind == WorkloadKind::Fair {
+        for overtaking in found {
+            let waited_since = waits
+                .iter()
+                .find(|w| {
+                    w.client == overtaking.waiter
+                        && w.started <= overtaking.at
+                        && overtaking.at < w.ended
+                })
+                .map_or(Duration::ZERO, |w| w.started);
+            verdict.violations.push(Violation {
+                property: Property::FairOrder,
+                at: overtaking.at,
+                message: format!(
+                    "client-{} was granted the fair lock at {:?} while client-{}, waiting since {waited_since:?} (before it) and live, still waited",
+                    overtaking.overtaker, overtaking.at, overtaking.waiter
+                ),
+                evidence: vec![overtaking.grant],
+            });
+        }
+    } else {
+        verdict.facts.insert("waiter-overtaken".to_owned());
+    }
+}
+
+/// Every wait of the history: from a client's `Waiting` (its first
+/// refused attempt) to its grant, its giving up or cancelling, or the run's
+/// end; a grant without a refusal is a wait that starts at the grant (it
+/// may overtake, and cannot be overtaken). Absences: the spans in which the
+/// client was paused, crashed or cut off.
+///
+/// Each absence is extended by `after` past the fault's end.
+pub fn waits(history: &History, run_end: Duration, after: Duration) -> Vec<Wait> {
+    let absent: BTreeMap<usize, Vec<(Duration, Duration)>> = absences(history)
+        .into_iter()
+        .map(|(client, spans)| {
+            let spans = spans
+                .into_iter()
+                .map(|(from, to)| (from, to.saturating_add(after)))
+                .collect();
+            (client, spans)
+        })
+        .collect();
+    let mut open: BTreeMap<usize, Duration> = BTreeMap::new();
+    let mut done = Vec::new();
+    for (index, entry) in history.entries.iter().enumerate() {
+        let Process::Client(client) = entry.process else {
+            continue;
+        };
+        let absent_of = || absent.get(&client).cloned().unwrap_or_default();
+        match &entry.op {
+            Op::Waiting => {
+                open.entry(client).or_insert(entry.at);
+            }
+            Op::AcquireOk { shared: false, .. } => done.push(Wait {
+                client,
+                started: open.remove(&client).unwrap_or(entry.at),
+                ended: entry.at,
+                granted: Some(index),
+                absent: absent_of(),
+            }),
+            Op::AcquireFail { .. } | Op::AcquireCancel => {
+                if let Some(started) = open.remove(&client) {
+                    done.push(Wait {
+                        client,
+                        started,
+                        ended: entry.at,
+                        granted: None,
+                        absent: absent_of(),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    for (client, started) in open {
+        done.push(Wait {
+            client,
+            started,
+            ended: run_end,
+            granted: None,
+            absent: absent.get(&client).cloned().unwrap_or_default(),
+        });
+    }
+    done.sort_by_key(|w| (w.started, w.client));
+    done
+}
+
+/// The spans each client could not act in: paused, crashed, or cut off by
+/// a partition (either way), from the fault entries.
+fn absences(history: &History) -> BTreeMap<usize, Vec<(Duration, Duration)>> {
+    let mut open: BTreeMap<(usize, &str), (Duration, usize)> = BTreeMap::new();
+    let mut spans: BTreeMap<usize, Vec<(Duration, Duration)>> = BTreeMap::new();
+    for entry in &history.entries {
+        let Op::Fault {
+            kind,
+            target,
+            phase,
+        } = &entry.op
+        else {
+            continue;
+        };
+        if !matches!(
+            kind.as_str(),
+            "pause" | "crash" | "partition" | "partition-oneway"
+        ) {
+            continue;
+        }
+        let Some(client) = target
+            .strip_prefix("client:")
+            .and_then(|n| n.parse::<usize>().ok())
+        else {
+            continue;
+        };
+        match phase {
+            Phase::Start => {
+                open.entry((client, kind.as_str()))
+                    .or_insert((entry.at, 0))
+                    .1 += 1
+            }
+            Phase::End => {
+                if let Some((from, depth)) = open.get_mut(&(client, kind.as_str())) {
+                    *depth -= 1;
+                    if *depth == 0 {
+                        let from = *from;
+                        open.remove(&(client, kind.as_str()));
+                        spans.entry(client).or_default().push((from, entry.at));
+                    }
+                }
+            }
+        }
+    }
+    for ((client, _), (from, _)) in open {
+        spans.entry(client).or_default().push((from, Duration::MAX));
+    }
+    spans
+}
 
 /// How a hold shares the lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,10 +358,15 @@ pub struct Overtaking {
 /// one renewal period) before the grant may have lost its place
 /// legitimately, and does not count as overtaken: it joins at the back when
 /// it comes back.
+///
+/// Waits that started within `order_slack` of each other are not ordered
+/// (the history records when a refusal arrived, not when the server queued
+/// it).
 pub fn overtakings(
     waits: &[Wait],
     grant_at: impl Fn(usize) -> Duration,
     lapse_after: Duration,
+    order_slack: Duration,
 ) -> Vec<Overtaking> {
     let mut found = Vec::new();
     for later in waits {
@@ -142,7 +375,7 @@ pub fn overtakings(
         };
         let at = grant_at(grant);
         for earlier in waits {
-            if earlier.client == later.client || earlier.started >= later.started {
+            if earlier.client == later.client || earlier.started + order_slack >= later.started {
                 continue;
             }
             let may_have_lapsed = earlier
@@ -183,6 +416,7 @@ mod tests {
             timer_deadline: ms(end),
             entry,
             lost_entry: None,
+            shared: false,
         }
     }
 
@@ -240,7 +474,7 @@ mod tests {
         // 1 still waited (until 900).
         let waits = [wait(1, 10, 900, Some(900)), wait(2, 20, 500, Some(500))];
         assert_eq!(
-            overtakings(&waits, grants, ms(100)),
+            overtakings(&waits, grants, ms(100), ms(5)),
             [Overtaking {
                 waiter: 1,
                 overtaker: 2,
@@ -250,7 +484,7 @@ mod tests {
         );
         // In arrival order: nobody overtaken.
         let fair = [wait(1, 10, 500, Some(500)), wait(2, 20, 900, Some(900))];
-        assert_eq!(overtakings(&fair, grants, ms(100)), []);
+        assert_eq!(overtakings(&fair, grants, ms(100), ms(5)), []);
     }
 
     #[test]
@@ -259,10 +493,150 @@ mod tests {
         let mut paused = wait(1, 10, 900, Some(900));
         paused.absent.push((ms(300), ms(700)));
         let waits = [paused.clone(), wait(2, 20, 500, Some(500))];
-        assert_eq!(overtakings(&waits, grants, ms(100)), []);
+        assert_eq!(overtakings(&waits, grants, ms(100), ms(5)), []);
         // A pause too short to lapse its place keeps it.
         paused.absent = vec![(ms(300), ms(350))];
         let waits = [paused, wait(2, 20, 500, Some(500))];
-        assert_eq!(overtakings(&waits, grants, ms(100)).len(), 1);
+        assert_eq!(overtakings(&waits, grants, ms(100), ms(5)).len(), 1);
+    }
+
+    // Planted bugs: histories with a violation of each family property put
+    // in on purpose, run through the whole checker as a run's history is.
+
+    use crate::{
+        config::Property,
+        history::{Entry, History},
+        scenario::parse_scenario,
+    };
+
+    fn scenario(workload: &str) -> Scenario {
+        let text = format!(
+            "name = \"planted\"\ndescription = \"\"\nduration = \"10s\"\nexpect = \"safe\"\n\
+             [lock]\nttl = \"1s\"\n[workload]\n{workload}\n"
+        );
+        parse_scenario("planted.toml", &text).expect("a valid scenario")
+    }
+
+    fn at(time: u64, client: usize, op: Op) -> Entry {
+        Entry {
+            at: ms(time),
+            local: ms(time),
+            process: Process::Client(client),
+            op,
+        }
+    }
+
+    fn grant(time: u64, client: usize, token: &str, shared: bool) -> Entry {
+        at(
+            time,
+            client,
+            Op::AcquireOk {
+                token: token.into(),
+                fence: if shared { 0 } else { time * 1_000 },
+                valid_until: ms(time + 900),
+                shared,
+            },
+        )
+    }
+
+    fn release(time: u64, client: usize, token: &str) -> Entry {
+        at(
+            time,
+            client,
+            Op::ReleaseInvoke {
+                token: token.into(),
+            },
+        )
+    }
+
+    fn violated(scenario: &Scenario, entries: Vec<Entry>) -> Vec<Property> {
+        let history = History { entries };
+        let verdict = crate::checker::check(scenario, &[], &history);
+        // The short histories leave the lock unheld for most of the run:
+        // only the safety properties are of interest here.
+        verdict
+            .violated()
+            .into_iter()
+            .filter(|p| !matches!(p, Property::Availability | Property::Liveness))
+            .collect()
+    }
+
+    #[test]
+    fn planted_writer_inside_readers_is_a_writer_exclusion_violation() {
+        let rw = scenario("kind = \"read-write\"");
+        let readers = vec![
+            grant(100, 0, "r0", true),
+            grant(150, 1, "r1", true),
+            release(300, 0, "r0"),
+            release(350, 1, "r1"),
+        ];
+        assert_eq!(violated(&rw, readers.clone()), [], "readers share");
+        let mut planted = readers;
+        planted.insert(2, grant(200, 2, "w2", false));
+        planted.push(release(400, 2, "w2"));
+        assert_eq!(violated(&rw, planted), [Property::WriterExclusion]);
+    }
+
+    #[test]
+    fn planted_third_permit_of_two_is_a_capacity_violation() {
+        let semaphore = scenario("kind = \"semaphore\"\npermits = 2");
+        let two = vec![
+            grant(100, 0, "p0", false),
+            grant(150, 1, "p1", false),
+            release(300, 0, "p0"),
+            grant(310, 2, "p2", false),
+            release(350, 1, "p1"),
+            release(400, 2, "p2"),
+        ];
+        assert_eq!(violated(&semaphore, two.clone()), [], "two at a time");
+        let mut planted = two;
+        // client-2 granted while both permits are held.
+        planted.insert(2, grant(200, 2, "p2early", false));
+        planted.insert(4, release(305, 2, "p2early"));
+        assert_eq!(violated(&semaphore, planted), [Property::Capacity]);
+    }
+
+    /// client-0 holds; client-1 starts waiting at 20, client-2 at 60;
+    /// client-0 releases at 300 and the next grant goes to `next`.
+    fn handoff(next: usize) -> Vec<Entry> {
+        let other = 3 - next;
+        vec![
+            at(0, 0, Op::AcquireInvoke),
+            grant(1, 0, "h0", false),
+            at(10, 1, Op::AcquireInvoke),
+            at(20, 1, Op::Waiting),
+            at(50, 2, Op::AcquireInvoke),
+            at(60, 2, Op::Waiting),
+            release(300, 0, "h0"),
+            grant(305, next, "h1", false),
+            release(500, next, "h1"),
+            grant(505, other, "h2", false),
+            release(700, other, "h2"),
+        ]
+    }
+
+    #[test]
+    fn planted_overtaking_fails_fair_mode_and_is_a_counted_fact_for_the_plain_lock() {
+        let fair = scenario("kind = \"fair\"");
+        assert_eq!(violated(&fair, handoff(1)), [], "arrival order");
+        assert_eq!(violated(&fair, handoff(2)), [Property::FairOrder]);
+        let plain = scenario("kind = \"mutex\"");
+        let verdict = crate::checker::check(
+            &plain,
+            &[],
+            &History {
+                entries: handoff(2),
+            },
+        );
+        assert!(
+            verdict
+                .violations
+                .iter()
+                .all(|v| v.property == Property::Availability),
+            "no safety violation: {:?}",
+            verdict.violations
+        );
+        assert!(verdict.facts.contains("waiter-overtaken"));
+        assert_eq!(verdict.overtakings, 1);
     }
 }

@@ -14,7 +14,7 @@ mod progress;
 mod safety;
 
 use crate::{
-    config::Scenario,
+    config::{Scenario, WorkloadKind},
     history::{History, Op, Phase, Process},
     outcome::{ConcreteFault, Verdict},
 };
@@ -47,6 +47,8 @@ pub struct Hold {
     pub entry: usize,
     /// History index of the `Lost`, if any.
     pub lost_entry: Option<usize>,
+    /// A shared hold (a reader's).
+    pub shared: bool,
 }
 
 /// What ended a belief interval.
@@ -88,6 +90,7 @@ pub fn holds(history: &History, run_end: Duration) -> Vec<Hold> {
                 token,
                 fence,
                 valid_until,
+                shared,
             } => {
                 open.insert(
                     token,
@@ -102,6 +105,7 @@ pub fn holds(history: &History, run_end: Duration) -> Vec<Hold> {
                         timer_deadline: *valid_until,
                         entry: index,
                         lost_entry: None,
+                        shared: *shared,
                     },
                 );
             }
@@ -178,17 +182,40 @@ fn check_with_slack(
     let run_end = scenario.duration;
     let holds = holds(history, run_end);
     let mut verdict = Verdict::default();
-    safety::lease_exclusion(&holds, &mut verdict);
-    safety::server_oracle(history, &holds, slack, complete_oracle, &mut verdict);
-    safety::tokens(scenario.lock.fencing, &holds, &mut verdict);
+    let kind = scenario.clients.workload.kind;
+    // The plain lock's key is one string, one owner: S1, and the checkers
+    // that read that key on the primary (S2, S5, A1), are the mutex's and
+    // the fair lock's. A read-write lock has F1 instead, a semaphore F2.
+    let one_owner = matches!(kind, WorkloadKind::Mutex | WorkloadKind::Fair);
+    match kind {
+        WorkloadKind::Mutex | WorkloadKind::Fair => safety::lease_exclusion(&holds, &mut verdict),
+        WorkloadKind::ReadWrite => family::writer_exclusion(&holds, &mut verdict),
+        WorkloadKind::Semaphore => {
+            family::capacity(&holds, scenario.clients.workload.permits, &mut verdict);
+        }
+    }
+    if one_owner {
+        safety::server_oracle(history, &holds, slack, complete_oracle, &mut verdict);
+    }
+    // Fences order the exclusive holds (a reader has none; a semaphore's
+    // holders overlap, so grant order at the clients is not the server's).
+    if kind != WorkloadKind::Semaphore {
+        let exclusive: Vec<Hold> = holds.iter().filter(|h| !h.shared).cloned().collect();
+        safety::tokens(scenario.lock.fencing, &exclusive, &mut verdict);
+    }
     safety::fenced_writes(history, &holds, &mut verdict);
     let command_timeout = crate::client::lock_options(&scenario.lock).effective_command_timeout();
-    if complete_oracle {
+    if complete_oracle && one_owner {
         safety::owner_only(history, &holds, command_timeout, &mut verdict);
     }
     safety::timely_loss(history, &holds, slack, &mut verdict);
+    if one_owner {
+        family::fairness(scenario, history, &mut verdict);
+    }
     progress::liveness(scenario, schedule, history, &holds, &mut verdict);
-    progress::orphans(scenario, history, &holds, &mut verdict);
+    if one_owner {
+        progress::orphans(scenario, history, &holds, &mut verdict);
+    }
     progress::availability(scenario, schedule, history, &holds, &mut verdict);
     progress::facts(scenario, history, &holds, &mut verdict);
     verdict.violations.sort_by_key(|v| (v.at, v.property));

@@ -642,6 +642,7 @@ mod tests {
                         token: LOST.into(),
                         fence: 1,
                         valid_until: ms(900),
+                        shared: false,
                     },
                 ),
                 entry(
@@ -670,6 +671,7 @@ mod tests {
                     token: token.into(),
                     fence: 1,
                     valid_until: ms(until),
+                    shared: false,
                 },
             )
         };

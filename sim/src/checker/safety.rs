@@ -312,6 +312,7 @@ mod tests {
                 token: token.into(),
                 fence,
                 valid_until: ms(until),
+                shared: false,
             },
         )
     }

@@ -321,8 +321,16 @@ pub fn command_keys(args: &[Vec<u8>]) -> Vec<&[u8]> {
     };
     let count = args.len();
     match name.as_slice() {
-        b"GET" | b"PTTL" | b"TTL" | b"INCR" if count == 2 => vec![&args[1]],
-        b"SET" | b"LPUSH" | b"PEXPIRE" | b"EXPIRE" if count >= 3 => vec![&args[1]],
+        b"GET" | b"PTTL" | b"TTL" | b"INCR" | b"ZCARD" if count == 2 => vec![&args[1]],
+        b"SET" | b"LPUSH" | b"PEXPIRE" | b"EXPIRE" | b"PEXPIREAT" | b"EXPIREAT" | b"ZSCORE"
+        | b"ZREM"
+            if count >= 3 =>
+        {
+            vec![&args[1]]
+        }
+        b"ZADD" | b"ZRANGE" | b"ZRANGEBYSCORE" | b"ZREMRANGEBYSCORE" if count >= 4 => {
+            vec![&args[1]]
+        }
         b"DEL" | b"EXISTS" | b"MGET" if count >= 2 => args[1..].iter().map(Vec::as_slice).collect(),
         b"EVAL" | b"EVALSHA" if count >= 3 => {
             // A bad key count names no keys: the script command reports it.

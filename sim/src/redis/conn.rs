@@ -395,13 +395,13 @@ fn eval(node: &NodeHandle, args: &[Vec<u8>], by_source: bool) -> Frame {
     let mut state = node.0.borrow_mut();
     state.db = db;
     if state.deposed {
-        let (grants, renewals) = scripts::successes(rest, &reply);
+        let (grants, renewals) = scripts::successes(script, rest, &reply);
         state.deposed_acks.grants += grants as u64;
         state.deposed_acks.renewals += renewals as u64;
     }
     state.propagate(effects);
     state.grants_behind_floor += scripts::grants_behind_floor(&reply, time.us) as u64;
-    if scripts::operations(rest) > 1 {
+    if scripts::operations(script, rest) > 1 {
         state.batched_calls += 1;
     }
     reply

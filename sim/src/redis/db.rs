@@ -36,6 +36,48 @@ pub enum Value {
     Str(Vec<u8>),
     /// A list (only so that WRONGTYPE can be exercised).
     List(Vec<Vec<u8>>),
+    /// A sorted set (the lock family's queues and leases).
+    ZSet(ZSet),
+}
+
+/// A sorted set: members with scores, ordered by (score, member) as Redis
+/// orders them. The lock family keeps a handful of members per key, so the
+/// order is computed when asked rather than kept in a second index.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ZSet {
+    scores: BTreeMap<Vec<u8>, f64>,
+}
+
+// Scores are never NaN: every way in (`ZADD`, an increment, a replicated
+// effect) refuses one, so equality is reflexive.
+impl Eq for ZSet {}
+
+impl ZSet {
+    /// The members in Redis's order: by score, ties by member bytes.
+    pub fn ordered(&self) -> Vec<(f64, &[u8])> {
+        let mut members: Vec<(f64, &[u8])> = self
+            .scores
+            .iter()
+            .map(|(member, score)| (*score, member.as_slice()))
+            .collect();
+        members.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+        members
+    }
+
+    /// How many members.
+    pub fn len(&self) -> usize {
+        self.scores.len()
+    }
+
+    /// Whether it has no member (Redis deletes such a key).
+    pub fn is_empty(&self) -> bool {
+        self.scores.is_empty()
+    }
+
+    /// A member's score.
+    pub fn score(&self, member: &[u8]) -> Option<f64> {
+        self.scores.get(member).copied()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,7 +88,7 @@ struct Stored {
 }
 
 /// A write as it is replicated.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
     /// Set a string with an optional absolute expiry.
     Set {
@@ -68,6 +110,21 @@ pub enum Effect {
         key: Vec<u8>,
         /// Unix ms on the writer's clock.
         at: i64,
+    },
+    /// Add members to a sorted set (created if missing), or set their
+    /// scores.
+    ZAdd {
+        /// The key.
+        key: Vec<u8>,
+        /// `(score, member)`, the scores as they now stand.
+        members: Vec<(f64, Vec<u8>)>,
+    },
+    /// Remove members from a sorted set; a set left empty is deleted.
+    ZRem {
+        /// The key.
+        key: Vec<u8>,
+        /// The members removed.
+        members: Vec<Vec<u8>>,
     },
     /// Prepend to a list.
     Push {
@@ -144,11 +201,15 @@ impl Db {
     pub fn restore(&mut self, key: &[u8], value: Value, expires_at: Option<i64>) -> Vec<Effect> {
         match value {
             Value::Str(bytes) => vec![self.set(key, &bytes, expires_at)],
-            Value::List(values) => {
+            value => {
                 let mut effects = vec![Effect::Del { key: key.to_vec() }];
-                effects.push(Effect::Push {
-                    key: key.to_vec(),
-                    values: values.into_iter().rev().collect(),
+                effects.push(match value {
+                    Value::List(values) => Effect::Push {
+                        key: key.to_vec(),
+                        values: values.into_iter().rev().collect(),
+                    },
+                    Value::ZSet(set) => zadd_all(key, &set),
+                    Value::Str(_) => unreachable!("strings are restored above"),
                 });
                 if let Some(at) = expires_at {
                     effects.push(Effect::ExpireAt {
@@ -169,7 +230,17 @@ impl Db {
         match self.live(key, now).map(|stored| &stored.value) {
             None => Ok(None),
             Some(Value::Str(bytes)) => Ok(Some(bytes)),
-            Some(Value::List(_)) => Err(error(WRONGTYPE)),
+            Some(Value::List(_) | Value::ZSet(_)) => Err(error(WRONGTYPE)),
+        }
+    }
+
+    /// The sorted set at `key`, `Ok(None)` if missing, `Err` on a wrong
+    /// type.
+    pub fn zset(&self, key: &[u8], now: NodeTime) -> Result<Option<&ZSet>, Frame> {
+        match self.live(key, now).map(|stored| &stored.value) {
+            None => Ok(None),
+            Some(Value::ZSet(set)) => Ok(Some(set)),
+            Some(_) => Err(error(WRONGTYPE)),
         }
     }
 
@@ -274,6 +345,36 @@ impl Db {
                     stored.expires_at = Some(*at);
                 }
             }
+            Effect::ZAdd { key, members } => {
+                let stored = self.entries.entry(key.clone()).or_insert(Stored {
+                    value: Value::ZSet(ZSet::default()),
+                    expires_at: None,
+                });
+                if !matches!(stored.value, Value::ZSet(_)) {
+                    // A primary never adds to a key of another type (it
+                    // answers WRONGTYPE): a replica follows what it says.
+                    stored.value = Value::ZSet(ZSet::default());
+                }
+                if let Value::ZSet(set) = &mut stored.value {
+                    for (score, member) in members {
+                        set.scores.insert(member.clone(), *score);
+                    }
+                }
+            }
+            Effect::ZRem { key, members } => {
+                if let Some(Stored {
+                    value: Value::ZSet(set),
+                    ..
+                }) = self.entries.get_mut(key)
+                {
+                    for member in members {
+                        set.scores.remove(member);
+                    }
+                    if set.is_empty() {
+                        self.entries.remove(key);
+                    }
+                }
+            }
             Effect::Push { key, values } => {
                 let stored = self.entries.entry(key.clone()).or_insert(Stored {
                     value: Value::List(Vec::new()),
@@ -306,6 +407,15 @@ impl Db {
                     key: key.clone(),
                     values: values.iter().rev().cloned().collect(),
                 }),
+                Value::ZSet(set) => {
+                    effects.push(zadd_all(key, set));
+                    if let Some(at) = stored.expires_at {
+                        effects.push(Effect::ExpireAt {
+                            key: key.clone(),
+                            at,
+                        });
+                    }
+                }
             }
         }
         effects
@@ -531,6 +641,50 @@ impl Db {
                     (Frame::Integer(0), Vec::new())
                 }
             }
+            b"PEXPIREAT" | b"EXPIREAT" => {
+                if args.len() != 3 {
+                    return Some(wrong_args());
+                }
+                let Some(amount) = parse_i64(&args[2]) else {
+                    return Some(not_integer());
+                };
+                let at = if name == b"EXPIREAT" {
+                    amount.checked_mul(1000)
+                } else {
+                    Some(amount)
+                };
+                let Some(at) = at else {
+                    let name = String::from_utf8_lossy(&args[0]).to_lowercase();
+                    return Some((
+                        error(&format!("ERR invalid expire time in '{name}' command")),
+                        Vec::new(),
+                    ));
+                };
+                if !self.exists(&args[1], now) {
+                    (Frame::Integer(0), Vec::new())
+                } else if at <= now.ms {
+                    // A deadline already passed deletes the key (Redis
+                    // replicates that as a DEL).
+                    self.del(&args[1], now);
+                    (
+                        Frame::Integer(1),
+                        vec![Effect::Del {
+                            key: args[1].clone(),
+                        }],
+                    )
+                } else {
+                    self.expire_at(&args[1], at, now);
+                    (
+                        Frame::Integer(1),
+                        vec![Effect::ExpireAt {
+                            key: args[1].clone(),
+                            at,
+                        }],
+                    )
+                }
+            }
+            b"ZADD" | b"ZCARD" | b"ZSCORE" | b"ZREM" | b"ZRANGE" | b"ZRANGEBYSCORE"
+            | b"ZREMRANGEBYSCORE" => return Some(self.sorted_set_command(&name, args, now)),
             b"PTTL" | b"TTL" => {
                 if args.len() != 2 {
                     return Some(wrong_args());
@@ -559,7 +713,7 @@ impl Db {
                 self.purge(&args[1], now);
                 let values: Vec<Vec<u8>> = args[2..].to_vec();
                 match self.entries.get(&args[1]).map(|s| &s.value) {
-                    Some(Value::Str(_)) => (error(WRONGTYPE), Vec::new()),
+                    Some(Value::Str(_) | Value::ZSet(_)) => (error(WRONGTYPE), Vec::new()),
                     _ => {
                         let effect = Effect::Push {
                             key: args[1].clone(),
@@ -589,6 +743,309 @@ impl Db {
         })
     }
 
+    /// The sorted-set commands: `ZADD` (`NX`, `XX`, `GT`, `LT`, `CH`,
+    /// `INCR`), `ZCARD`, `ZSCORE`, `ZREM`, `ZRANGE` (by index, `REV`,
+    /// `BYSCORE`, `LIMIT`, `WITHSCORES`; not `BYLEX`), `ZRANGEBYSCORE`
+    /// (`WITHSCORES`, `LIMIT`) and `ZREMRANGEBYSCORE`. A set left empty is
+    /// deleted, as Redis deletes it.
+    fn sorted_set_command(
+        &mut self,
+        name: &[u8],
+        args: &[Vec<u8>],
+        now: NodeTime,
+    ) -> (Frame, Vec<Effect>) {
+        let wrong_args = || {
+            let name = String::from_utf8_lossy(&args[0]).to_lowercase();
+            (
+                error(&format!(
+                    "ERR wrong number of arguments for '{name}' command"
+                )),
+                Vec::new(),
+            )
+        };
+        let syntax = || (error("ERR syntax error"), Vec::new());
+        let min_arity = match name {
+            b"ZCARD" => 2,
+            b"ZSCORE" | b"ZREM" => 3,
+            b"ZADD" | b"ZRANGE" | b"ZRANGEBYSCORE" | b"ZREMRANGEBYSCORE" => 4,
+            _ => return (error("ERR unknown command"), Vec::new()),
+        };
+        let exact = matches!(name, b"ZCARD" | b"ZSCORE" | b"ZREMRANGEBYSCORE");
+        if args.len() < min_arity || (exact && args.len() != min_arity) {
+            return wrong_args();
+        }
+        let key = &args[1];
+        let set = match self.zset(key, now) {
+            Ok(set) => set.cloned(),
+            Err(frame) => return (frame, Vec::new()),
+        };
+        match name {
+            b"ZCARD" => (
+                Frame::Integer(set.map_or(0, |set| set.len() as i64)),
+                Vec::new(),
+            ),
+            b"ZSCORE" => match set.and_then(|set| set.score(&args[2])) {
+                Some(score) => (bulk(format_score(score).as_bytes()), Vec::new()),
+                None => (Frame::Null, Vec::new()),
+            },
+            b"ZADD" => self.zadd(key, set, &args[2..], now),
+            b"ZREM" => {
+                let Some(set) = set else {
+                    return (Frame::Integer(0), Vec::new());
+                };
+                let mut removed: Vec<Vec<u8>> = Vec::new();
+                for member in &args[2..] {
+                    if set.score(member).is_some() && !removed.contains(member) {
+                        removed.push(member.clone());
+                    }
+                }
+                self.remove_members(key, removed)
+            }
+            b"ZREMRANGEBYSCORE" => {
+                let (Some(min), Some(max)) = (parse_bound(&args[2]), parse_bound(&args[3])) else {
+                    return (error("ERR min or max is not a float"), Vec::new());
+                };
+                let Some(set) = set else {
+                    return (Frame::Integer(0), Vec::new());
+                };
+                let removed = set
+                    .ordered()
+                    .into_iter()
+                    .filter(|(score, _)| in_range(*score, min, max))
+                    .map(|(_, member)| member.to_vec())
+                    .collect();
+                self.remove_members(key, removed)
+            }
+            _ => {
+                // ZRANGE and ZRANGEBYSCORE.
+                let by_score_command = name == b"ZRANGEBYSCORE";
+                let (mut by_score, mut rev, mut with_scores) = (by_score_command, false, false);
+                let mut limit: Option<(i64, i64)> = None;
+                let mut options = args[4..].iter();
+                while let Some(option) = options.next() {
+                    match option.to_ascii_uppercase().as_slice() {
+                        b"WITHSCORES" => with_scores = true,
+                        b"BYSCORE" if !by_score_command => by_score = true,
+                        b"REV" if !by_score_command => rev = true,
+                        b"LIMIT" => {
+                            let (Some(offset), Some(count)) = (options.next(), options.next())
+                            else {
+                                return syntax();
+                            };
+                            let (Some(offset), Some(count)) = (parse_i64(offset), parse_i64(count))
+                            else {
+                                return (
+                                    error("ERR value is not an integer or out of range"),
+                                    Vec::new(),
+                                );
+                            };
+                            limit = Some((offset, count));
+                        }
+                        _ => return syntax(),
+                    }
+                }
+                if limit.is_some() && !by_score {
+                    return (
+                        error(
+                            "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
+                        ),
+                        Vec::new(),
+                    );
+                }
+                let members: Vec<(f64, Vec<u8>)> = if by_score {
+                    // With REV the bounds come max first.
+                    let (low, high) = if rev {
+                        (&args[3], &args[2])
+                    } else {
+                        (&args[2], &args[3])
+                    };
+                    let (Some(min), Some(max)) = (parse_bound(low), parse_bound(high)) else {
+                        return (error("ERR min or max is not a float"), Vec::new());
+                    };
+                    let mut found: Vec<(f64, Vec<u8>)> = set
+                        .as_ref()
+                        .map(ZSet::ordered)
+                        .unwrap_or_default()
+                        .into_iter()
+                        .filter(|(score, _)| in_range(*score, min, max))
+                        .map(|(score, member)| (score, member.to_vec()))
+                        .collect();
+                    if rev {
+                        found.reverse();
+                    }
+                    match limit {
+                        Some((offset, _)) if offset < 0 => Vec::new(),
+                        Some((offset, count)) => {
+                            let skipped = found.into_iter().skip(offset as usize);
+                            if count < 0 {
+                                skipped.collect()
+                            } else {
+                                skipped.take(count as usize).collect()
+                            }
+                        }
+                        None => found,
+                    }
+                } else {
+                    let (Some(start), Some(stop)) = (parse_i64(&args[2]), parse_i64(&args[3]))
+                    else {
+                        return (
+                            error("ERR value is not an integer or out of range"),
+                            Vec::new(),
+                        );
+                    };
+                    let mut all: Vec<(f64, Vec<u8>)> = set
+                        .as_ref()
+                        .map(ZSet::ordered)
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|(score, member)| (score, member.to_vec()))
+                        .collect();
+                    if rev {
+                        all.reverse();
+                    }
+                    match index_range(start, stop, all.len()) {
+                        Some((from, to)) => all.drain(from..=to).collect(),
+                        None => Vec::new(),
+                    }
+                };
+                let mut reply = Vec::new();
+                for (score, member) in members {
+                    reply.push(bulk(&member));
+                    if with_scores {
+                        reply.push(bulk(format_score(score).as_bytes()));
+                    }
+                }
+                (Frame::Array(reply), Vec::new())
+            }
+        }
+    }
+
+    /// `ZADD key [NX|XX] [GT|LT] [CH] [INCR] score member …`, the set as it
+    /// stands (`None`: missing) and the arguments after the key.
+    fn zadd(
+        &mut self,
+        key: &[u8],
+        set: Option<ZSet>,
+        rest: &[Vec<u8>],
+        now: NodeTime,
+    ) -> (Frame, Vec<Effect>) {
+        let (mut nx, mut xx, mut gt, mut lt, mut ch, mut incr) =
+            (false, false, false, false, false, false);
+        let mut at = 0;
+        while let Some(option) = rest.get(at) {
+            match option.to_ascii_uppercase().as_slice() {
+                b"NX" => nx = true,
+                b"XX" => xx = true,
+                b"GT" => gt = true,
+                b"LT" => lt = true,
+                b"CH" => ch = true,
+                b"INCR" => incr = true,
+                _ => break,
+            }
+            at += 1;
+        }
+        let pairs = &rest[at..];
+        if pairs.is_empty() || !pairs.len().is_multiple_of(2) {
+            return (error("ERR syntax error"), Vec::new());
+        }
+        if nx && xx {
+            return (
+                error("ERR XX and NX options at the same time are not compatible"),
+                Vec::new(),
+            );
+        }
+        if (gt && lt) || (nx && (gt || lt)) {
+            return (
+                error("ERR GT, LT, and/or NX options at the same time are not compatible"),
+                Vec::new(),
+            );
+        }
+        if incr && pairs.len() > 2 {
+            return (
+                error("ERR INCR option supports a single increment-element pair"),
+                Vec::new(),
+            );
+        }
+        // Every score is checked before anything changes.
+        let mut scores = Vec::new();
+        for pair in pairs.chunks(2) {
+            match parse_score(&pair[0]) {
+                Some(score) => scores.push((score, pair[1].clone())),
+                None => return (error("ERR value is not a valid float"), Vec::new()),
+            }
+        }
+        let mut current = set.unwrap_or_default();
+        let (mut added, mut changed) = (0, 0);
+        let mut written: Vec<(f64, Vec<u8>)> = Vec::new();
+        let mut incremented: Option<f64> = None;
+        for (score, member) in scores {
+            let old = current.score(&member);
+            if (nx && old.is_some()) || (xx && old.is_none()) {
+                continue;
+            }
+            let new = match (incr, old) {
+                (true, Some(old)) => old + score,
+                _ => score,
+            };
+            if new.is_nan() {
+                return (
+                    error("ERR resulting score is not a number (NaN)"),
+                    Vec::new(),
+                );
+            }
+            if let Some(old) = old
+                && ((gt && new <= old) || (lt && new >= old))
+            {
+                continue;
+            }
+            if incr {
+                incremented = Some(new);
+            }
+            match old {
+                None => added += 1,
+                Some(old) if old != new => changed += 1,
+                Some(_) => continue,
+            }
+            current.scores.insert(member.clone(), new);
+            written.push((new, member));
+        }
+        let effects = if written.is_empty() {
+            Vec::new()
+        } else {
+            let effect = Effect::ZAdd {
+                key: key.to_vec(),
+                members: written,
+            };
+            self.purge(key, now);
+            self.apply(&effect);
+            vec![effect]
+        };
+        let reply = if incr {
+            match incremented {
+                Some(score) => bulk(format_score(score).as_bytes()),
+                None => Frame::Null,
+            }
+        } else {
+            Frame::Integer(if ch { added + changed } else { added })
+        };
+        (reply, effects)
+    }
+
+    /// Removes `members` from the sorted set at `key`: how many, and the
+    /// effect (none when nothing was removed).
+    fn remove_members(&mut self, key: &[u8], members: Vec<Vec<u8>>) -> (Frame, Vec<Effect>) {
+        let count = members.len() as i64;
+        if members.is_empty() {
+            return (Frame::Integer(0), Vec::new());
+        }
+        let effect = Effect::ZRem {
+            key: key.to_vec(),
+            members,
+        };
+        self.apply(&effect);
+        (Frame::Integer(count), vec![effect])
+    }
+
     /// INCR: the new value and its effect.
     pub fn incr(&mut self, key: &[u8], now: NodeTime) -> Result<(i64, Effect), Frame> {
         let current = match self.get(key, now)? {
@@ -604,6 +1061,101 @@ impl Db {
     }
 }
 
+/// One effect that adds every member of `set` at `key`.
+fn zadd_all(key: &[u8], set: &ZSet) -> Effect {
+    Effect::ZAdd {
+        key: key.to_vec(),
+        members: set
+            .ordered()
+            .into_iter()
+            .map(|(score, member)| (score, member.to_vec()))
+            .collect(),
+    }
+}
+
+/// A score as Redis 7.0 replies it: `%.17g` (17 significant digits, the
+/// exponent form outside 1e-4..1e17), `inf` and `-inf`.
+pub fn format_score(score: f64) -> String {
+    if score.is_infinite() {
+        return if score > 0.0 { "inf" } else { "-inf" }.to_owned();
+    }
+    if score == 0.0 {
+        return "0".to_owned();
+    }
+    let scientific = format!("{score:.16e}");
+    let (mantissa, exponent) = scientific
+        .split_once('e')
+        .unwrap_or((scientific.as_str(), "0"));
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    let trim = |text: &str| -> String {
+        if text.contains('.') {
+            text.trim_end_matches('0').trim_end_matches('.').to_owned()
+        } else {
+            text.to_owned()
+        }
+    };
+    if !(-4..17).contains(&exponent) {
+        let sign = if exponent < 0 { '-' } else { '+' };
+        format!("{}e{sign}{:02}", trim(mantissa), exponent.abs())
+    } else {
+        let decimals = usize::try_from(16 - exponent).unwrap_or(0);
+        trim(&format!("{score:.decimals$}"))
+    }
+}
+
+/// A score argument as Redis reads one: a decimal or exponent float, or
+/// `inf`, `+inf`, `-inf` (any case); never NaN. Negative zero is zero.
+fn parse_score(text: &[u8]) -> Option<f64> {
+    let text = std::str::from_utf8(text).ok()?;
+    let lower = text.to_ascii_lowercase();
+    let score = match lower.as_str() {
+        "inf" | "+inf" | "infinity" | "+infinity" => f64::INFINITY,
+        "-inf" | "-infinity" => f64::NEG_INFINITY,
+        _ if lower.contains("inf") || lower.contains("nan") || text.trim() != text => {
+            return None;
+        }
+        _ => text.parse::<f64>().ok()?,
+    };
+    Some(score + 0.0)
+}
+
+/// One end of a score range: the score and whether it is excluded
+/// (`(x`).
+type Bound = (f64, bool);
+
+fn parse_bound(text: &[u8]) -> Option<Bound> {
+    match text.strip_prefix(b"(") {
+        Some(rest) => Some((parse_score(rest)?, true)),
+        None => Some((parse_score(text)?, false)),
+    }
+}
+
+fn in_range(score: f64, (min, min_open): Bound, (max, max_open): Bound) -> bool {
+    let above = if min_open { score > min } else { score >= min };
+    let below = if max_open { score < max } else { score <= max };
+    above && below
+}
+
+/// `ZRANGE`'s index range over `len` members, negative indexes counting
+/// from the end: the inclusive positions, or `None` when empty.
+fn index_range(start: i64, stop: i64, len: usize) -> Option<(usize, usize)> {
+    let len = len as i64;
+    let start = if start < 0 {
+        (start + len).max(0)
+    } else {
+        start
+    };
+    let stop = if stop < 0 {
+        stop + len
+    } else {
+        stop.min(len - 1)
+    };
+    if start > stop || start >= len {
+        return None;
+    }
+    Some((start as usize, stop as usize))
+}
+
 /// Whether a command writes (and so is refused by a replica).
 pub fn is_write(name: &[u8]) -> bool {
     matches!(
@@ -616,6 +1168,11 @@ pub fn is_write(name: &[u8]) -> bool {
             | b"EXPIRE"
             | b"INCR"
             | b"LPUSH"
+            | b"PEXPIREAT"
+            | b"EXPIREAT"
+            | b"ZADD"
+            | b"ZREM"
+            | b"ZREMRANGEBYSCORE"
             | b"FLUSHALL"
             | b"FLUSHDB"
     )
@@ -770,5 +1327,57 @@ mod tests {
         assert_eq!(run(&mut replica, &["GET", "gone"], 10), Frame::Null);
         db.del(b"gone", at(10));
         assert_eq!(replica, db);
+    }
+
+    #[test]
+    fn sorted_sets_replicate_and_snapshot_with_their_expiry() {
+        let mut db = Db::default();
+        let mut replica = Db::default();
+        let mut effects = Vec::new();
+        for command in [
+            &["ZADD", "q", "2", "b", "1", "a", "3", "c"][..],
+            &["PEXPIREAT", "q", "5000"],
+            &["ZADD", "q", "XX", "9", "a"],
+            &["ZREM", "q", "b"],
+            &["ZREMRANGEBYSCORE", "q", "-inf", "(9"],
+        ] {
+            let args: Vec<Vec<u8>> = command.iter().map(|a| a.as_bytes().to_vec()).collect();
+            effects.extend(db.execute(&args, at(0)).expect("a data command").1);
+        }
+        for effect in &effects {
+            replica.apply(effect);
+        }
+        assert_eq!(replica, db);
+        assert_eq!(
+            run(&mut replica, &["ZRANGE", "q", "0", "-1", "WITHSCORES"], 0),
+            Frame::Array(vec![bulk(b"a"), bulk(b"9")])
+        );
+        let mut synced = Db::default();
+        for effect in db.snapshot(at(10)) {
+            synced.apply(&effect);
+        }
+        assert_eq!(synced, db);
+        assert_eq!(run(&mut synced, &["PTTL", "q"], 10), Frame::Integer(4990));
+        assert_eq!(run(&mut db, &["ZREM", "q", "a"], 0), Frame::Integer(1));
+        assert_eq!(
+            run(&mut db, &["EXISTS", "q"], 0),
+            Frame::Integer(0),
+            "an emptied set is gone"
+        );
+    }
+
+    #[test]
+    fn scores_print_as_redis_prints_them() {
+        for (score, text) in [
+            (0.1, "0.10000000000000001"),
+            (1e20, "1e+20"),
+            (1.5e-7, "1.4999999999999999e-07"),
+            (1_700_000_000_000_001.0, "1700000000000001"),
+            (3.0, "3"),
+            (-2.5, "-2.5"),
+            (f64::NEG_INFINITY, "-inf"),
+        ] {
+            assert_eq!(format_score(score), text);
+        }
     }
 }

@@ -425,7 +425,7 @@ impl NodeHandle {
         }
         let value = match value {
             db::Value::Str(bytes) => Some(bytes),
-            db::Value::List(_) => None,
+            db::Value::List(_) | db::Value::ZSet(_) => None,
         };
         Some((key, value))
     }

@@ -57,6 +57,21 @@ fn encode_effect(effect: &Effect) -> Frame {
                 at.to_string().into_bytes(),
             ]
         }
+        Effect::ZAdd { key, members } => {
+            // The score as Rust writes it, which parses back to the same
+            // f64 (and `inf`, `-inf`).
+            let mut parts = vec![b"ZADD".to_vec(), key.clone()];
+            for (score, member) in members {
+                parts.push(score.to_string().into_bytes());
+                parts.push(member.clone());
+            }
+            parts
+        }
+        Effect::ZRem { key, members } => {
+            let mut parts = vec![b"ZREM".to_vec(), key.clone()];
+            parts.extend(members.iter().cloned());
+            parts
+        }
         Effect::Push { key, values } => {
             let mut parts = vec![b"LPUSH".to_vec(), key.clone()];
             parts.extend(values.iter().cloned());
@@ -85,6 +100,22 @@ fn decode_effect(frame: Frame) -> Option<Effect> {
         b"PEXPIREAT" => Effect::ExpireAt {
             key: parts.next()?,
             at: parse_i64(&parts.next()?)?,
+        },
+        b"ZADD" => {
+            let key = parts.next()?;
+            let rest: Vec<Vec<u8>> = parts.collect();
+            let members = rest
+                .chunks(2)
+                .map(|pair| {
+                    let score: f64 = std::str::from_utf8(&pair[0]).ok()?.parse().ok()?;
+                    Some((score, pair.get(1)?.clone()))
+                })
+                .collect::<Option<Vec<_>>>()?;
+            Effect::ZAdd { key, members }
+        }
+        b"ZREM" => Effect::ZRem {
+            key: parts.next()?,
+            members: parts.collect(),
         },
         b"LPUSH" => Effect::Push {
             key: parts.next()?,

@@ -386,14 +386,23 @@ fn codes(args: &[Vec<u8>]) -> Vec<&[u8]> {
     codes
 }
 
-/// How many operations a call with arguments `args` carries.
-pub fn operations(args: &[Vec<u8>]) -> usize {
-    codes(args).len()
+/// How many operations a call of `script` with arguments `args` carries:
+/// `lock.lua` batches them, the lock family's scripts run one per call.
+pub fn operations(script: scripts::Script, args: &[Vec<u8>]) -> usize {
+    if script.sha1 == scripts::LOCK.sha1 {
+        codes(args).len()
+    } else {
+        1
+    }
 }
 
 /// How many of a call's operations succeeded as grants and as renewals,
-/// given the call's arguments and reply (observations for the reports).
-pub fn successes(args: &[Vec<u8>], reply: &Frame) -> (usize, usize) {
+/// given the script, the call's arguments and reply (observations for the
+/// reports).
+pub fn successes(script: scripts::Script, args: &[Vec<u8>], reply: &Frame) -> (usize, usize) {
+    if script.sha1 != scripts::LOCK.sha1 {
+        return family_successes(script, args, reply);
+    }
     let mut counts = (0, 0);
     for (code, reply) in codes(args).into_iter().zip(per_operation(reply)) {
         match (code, reply) {
@@ -405,6 +414,25 @@ pub fn successes(args: &[Vec<u8>], reply: &Frame) -> (usize, usize) {
         }
     }
     counts
+}
+
+/// [`successes`] for the lock family's scripts, one operation per call
+/// (each script's header lists its codes and replies): a grant is a fence
+/// (> 0), or 0 for a reader; a renewal answers 1.
+fn family_successes(script: scripts::Script, args: &[Vec<u8>], reply: &Frame) -> (usize, usize) {
+    let code = args.first().map(Vec::as_slice).unwrap_or_default();
+    let Frame::Integer(reply) = *reply else {
+        return (0, 0);
+    };
+    let (grant, renewal) = match script.name {
+        "fair" | "semaphore" => (code == b"a" && reply > 0, code == b"r" && reply == 1),
+        "rwlock" => (
+            (code == b"r" && reply == 0) || (code == b"w" && reply > 0),
+            matches!(code, b"e" | b"f") && reply == 1,
+        ),
+        _ => (false, false),
+    };
+    (usize::from(grant), usize::from(renewal))
 }
 
 #[cfg(test)]

@@ -34,6 +34,10 @@ pub struct Summary {
     pub violations: BTreeMap<String, u64>,
     /// "Sometimes" facts seen on any seed.
     pub facts: BTreeSet<String>,
+    /// Grants that overtook a live waiter, over all seeds (plain and fair
+    /// lock; see `Verdict::overtakings`).
+    #[serde(default)]
+    pub overtakings: u64,
     /// The lowest seed that fails the way the expectation is about: it
     /// shows the violation (expect = violation) or breaks safety (safe).
     pub first_failing_seed: Option<u64>,
@@ -63,6 +67,7 @@ impl Summary {
             seeds: 0,
             violations: BTreeMap::new(),
             facts: BTreeSet::new(),
+            overtakings: 0,
             first_failing_seed: None,
             first_violating_seed: None,
             met: false,
@@ -83,6 +88,7 @@ impl Summary {
                 .or_default() += 1;
         }
         self.facts.extend(verdict.facts.iter().cloned());
+        self.overtakings += verdict.overtakings;
         if counts(scenario, verdict) {
             self.first_failing_seed = lowest(self.first_failing_seed, Some(seed));
         }
@@ -193,6 +199,7 @@ pub fn merge(files: &[RunFile]) -> Result<RunFile, MergeError> {
             seeds: 0,
             violations: BTreeMap::new(),
             facts: BTreeSet::new(),
+            overtakings: 0,
             first_failing_seed: None,
             first_violating_seed: None,
             wall_ms: 0,
@@ -210,6 +217,7 @@ pub fn merge(files: &[RunFile]) -> Result<RunFile, MergeError> {
                 *total.violations.entry(property.clone()).or_default() += seeds;
             }
             total.facts.extend(part.facts.iter().cloned());
+            total.overtakings += part.overtakings;
             total.first_failing_seed = lowest(total.first_failing_seed, part.first_failing_seed);
             total.first_violating_seed =
                 lowest(total.first_violating_seed, part.first_violating_seed);
@@ -280,7 +288,13 @@ pub fn table(file: &RunFile) -> String {
                     "✗ MISSED"
                 }
                 .to_owned(),
-                s.facts.iter().cloned().collect::<Vec<_>>().join(", "),
+                {
+                    let mut facts: Vec<String> = s.facts.iter().cloned().collect();
+                    if s.overtakings > 0 {
+                        facts.push(format!("{} overtakings", s.overtakings));
+                    }
+                    facts.join(", ")
+                },
             ]
         })
         .collect();

@@ -6,7 +6,7 @@
 //! makes it happen.
 
 use crate::config::{
-    Expect, FaultKind, FencingMode, Persistence, Property, ServerFlavour, Topology,
+    Expect, FaultKind, FencingMode, Persistence, Property, ServerFlavour, Topology, WorkloadKind,
 };
 
 /// Which hosts a fault kind may hit.
@@ -254,7 +254,7 @@ pub fn kind_name(kind: FaultKind) -> &'static str {
 
 /// Every property: its name in scenario files and reports, and what it
 /// means.
-pub const PROPERTIES: [(&str, Property, &str); 9] = [
+pub const PROPERTIES: [(&str, Property, &str); 12] = [
     (
         "lease-exclusion",
         Property::LeaseExclusion,
@@ -300,6 +300,29 @@ pub const PROPERTIES: [(&str, Property, &str); 9] = [
         Property::Availability,
         "L2: outside faults (a slot migration is not one) and 2 x ttl + 1 s after each, the lock is never unheld for longer than 2 x ttl + 1 s",
     ),
+    (
+        "writer-exclusion",
+        Property::WriterExclusion,
+        "F1 (read-write): no writer's hold overlaps any other holder's, reader or writer",
+    ),
+    (
+        "capacity",
+        Property::Capacity,
+        "F2 (semaphore): never more holders than permits at one instant",
+    ),
+    (
+        "fair-order",
+        Property::FairOrder,
+        "F3 (fair mode): no live waiter is overtaken by a client that started waiting after it",
+    ),
+];
+
+/// The workload kinds by name (`[workload] kind`).
+pub const WORKLOAD_KINDS: [(&str, WorkloadKind); 4] = [
+    ("mutex", WorkloadKind::Mutex),
+    ("fair", WorkloadKind::Fair),
+    ("read-write", WorkloadKind::ReadWrite),
+    ("semaphore", WorkloadKind::Semaphore),
 ];
 
 /// The name a property has in scenario files and reports.

@@ -14,13 +14,13 @@ use super::{
     mix,
     names::{
         EXPECTS, FAULT_KINDS, FENCINGS, FLAVOURS, Hosts, PERSISTENCES, PROPERTIES, TOPOLOGY_KINDS,
-        Use,
+        Use, WORKLOAD_KINDS,
     },
     text::{Locator, ScenarioError},
 };
 use crate::config::{
     ClientsConfig, DurationRange, FaultSpec, FencingMode, LockConfig, Persistence, Scenario,
-    ServerConfig, ServerFlavour, Target, Topology,
+    ServerConfig, ServerFlavour, Target, Topology, WorkloadConfig, WorkloadKind,
 };
 
 /// Reads and checks the scenario file at `path`; errors name the file as
@@ -52,6 +52,8 @@ struct RawScenario {
     lock: Spanned<RawLock>,
     #[serde(default)]
     clients: Option<RawClients>,
+    #[serde(default)]
+    workload: Option<Spanned<RawWorkload>>,
     #[serde(default)]
     fault: Vec<Spanned<RawFault>>,
     mix: Option<Spanned<mix::RawMix>>,
@@ -99,6 +101,14 @@ struct RawClients {
     locks: Option<Spanned<usize>>,
     drop_guard: Option<Spanned<f64>>,
     cancel: Option<Spanned<f64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWorkload {
+    kind: Spanned<String>,
+    permits: Option<Spanned<u32>>,
+    read_share: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize)]
@@ -327,6 +337,12 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ScenarioError>
             .map_or(1, |l| *l.get_ref()),
         drop_guard: chance(&locator, clients_raw.and_then(|c| c.drop_guard.as_ref()))?,
         cancel: chance(&locator, clients_raw.and_then(|c| c.cancel.as_ref()))?,
+        workload: raw
+            .workload
+            .as_ref()
+            .map(|w| workload(&locator, w, &topology))
+            .transpose()?
+            .unwrap_or_default(),
     };
     if clients.count == 0 || clients.count > 64 {
         let span = count.map_or(0..0, Spanned::span);
@@ -369,6 +385,55 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ScenarioError>
         faults,
         mix,
     })
+}
+
+/// The `[workload]` table: a kind, and the keys that kind takes.
+fn workload(
+    locator: &Locator<'_>,
+    spanned: &Spanned<RawWorkload>,
+    topology: &Topology,
+) -> Result<WorkloadConfig, ScenarioError> {
+    let raw = spanned.get_ref();
+    let kind = one_of(locator, &raw.kind, "workload kind", &WORKLOAD_KINDS)?;
+    let mut config = WorkloadConfig {
+        kind,
+        ..WorkloadConfig::default()
+    };
+    if let Some(permits) = &raw.permits {
+        if kind != WorkloadKind::Semaphore {
+            return Err(locator.error(
+                permits.span(),
+                "`permits` applies to workload kind \"semaphore\" only",
+            ));
+        }
+        if !(1..=64).contains(permits.get_ref()) {
+            return Err(locator.error(permits.span(), "permits must be between 1 and 64"));
+        }
+        config.permits = *permits.get_ref();
+    }
+    if let Some(share) = &raw.read_share {
+        if kind != WorkloadKind::ReadWrite {
+            return Err(locator.error(
+                share.span(),
+                "`read_share` applies to workload kind \"read-write\" only",
+            ));
+        }
+        if !(0.0..=1.0).contains(share.get_ref()) {
+            return Err(locator.error(share.span(), "read_share must be between 0 and 1"));
+        }
+        config.read_share = *share.get_ref();
+    }
+    if kind != WorkloadKind::Mutex && matches!(topology, Topology::Redlock { .. }) {
+        return Err(locator.error(
+            raw.kind.span(),
+            format!(
+                "workload kind {:?} does not run on Redlock (lock-core refuses it: \
+                 AcquireError::NotOnRedlock)",
+                raw.kind.get_ref()
+            ),
+        ));
+    }
+    Ok(config)
 }
 
 fn topology(

@@ -3,11 +3,14 @@
 use std::time::Duration;
 
 use super::{
-    names::{EXPECTS, FENCINGS, FLAVOURS, PERSISTENCES, kind_name, name_of, property_name},
+    names::{
+        EXPECTS, FENCINGS, FLAVOURS, PERSISTENCES, WORKLOAD_KINDS, kind_name, name_of,
+        property_name,
+    },
     text::{duration_text, offset_text, quoted, range_text},
 };
 use crate::{
-    config::{Scenario, Topology},
+    config::{Scenario, Topology, WorkloadKind},
     outcome::ConcreteFault,
 };
 
@@ -133,6 +136,19 @@ pub fn to_toml(scenario: &Scenario) -> String {
     }
     if clients.cancel > 0.0 {
         line(format!("cancel = {}", clients.cancel));
+    }
+    let workload = &clients.workload;
+    line(String::new());
+    line("[workload]".to_owned());
+    line(format!(
+        "kind = {}",
+        quoted(name_of(&WORKLOAD_KINDS, workload.kind))
+    ));
+    match workload.kind {
+        WorkloadKind::Semaphore => line(format!("permits = {}", workload.permits)),
+        // Debug keeps a decimal point, so the value reads back as a float.
+        WorkloadKind::ReadWrite => line(format!("read_share = {:?}", workload.read_share)),
+        WorkloadKind::Mutex | WorkloadKind::Fair => {}
     }
     for fault in &scenario.faults {
         line(String::new());

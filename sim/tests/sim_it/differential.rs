@@ -37,6 +37,134 @@ fn eval(keys: &[&str], args: &[&str]) -> Step {
     cmd(&parts)
 }
 
+/// A call of one of the lock family's scripts (prelude + body), by SHA1.
+fn family(script: scripts::Script, keys: &[&str], args: &[&str]) -> Step {
+    let mut parts = vec!["EVALSHA", script.sha1];
+    let count = keys.len().to_string();
+    parts.push(&count);
+    parts.extend_from_slice(keys);
+    parts.extend_from_slice(args);
+    cmd(&parts)
+}
+
+/// The lock family's scripts through every operation: grants, refusals,
+/// queueing, renewals, releases, lapses and wrong types. Waiter and lease
+/// ttls are short where a sequence sleeps past them.
+fn family_sequences() -> Vec<(&'static str, Vec<Step>)> {
+    let fair = ["{f}", "{f}:queue", "{f}:waiters", "{f}:fence"];
+    let rw = ["{w}", "{w}:readers", "{w}:intent", "{w}:fence"];
+    let sem = ["{s}:leases", "{s}:fence"];
+    let fair_call = |args: &[&str]| family(scripts::FAIR, &fair, args);
+    let rw_call = |args: &[&str]| family(scripts::RWLOCK, &rw, args);
+    let sem_call = |args: &[&str]| family(scripts::SEMAPHORE, &sem, args);
+    let load = |script: scripts::Script| cmd(&["SCRIPT", "LOAD", script.source]);
+    vec![
+        (
+            "fair: queue in arrival order, renew places, lapse, give up, release",
+            vec![
+                load(scripts::FAIR),
+                fair_call(&["a", "h", "1000", "100"]),
+                fair_call(&["a", "x", "1000", "100"]),
+                fair_call(&["a", "y", "1000", "5000"]),
+                fair_call(&["a", "x", "1000", "100"]),
+                cmd(&["ZRANGE", fair[1], "0", "-1"]),
+                cmd(&["ZCARD", fair[2]]),
+                fair_call(&["w", "x", "100"]),
+                fair_call(&["w", "nobody", "100"]),
+                fair_call(&["r", "h", "1000"]),
+                fair_call(&["r", "x", "1000"]),
+                fair_call(&["d", "x"]),
+                fair_call(&["d", "h"]),
+                // x heads the queue: y is refused, x is granted.
+                fair_call(&["a", "y", "1000", "5000"]),
+                fair_call(&["a", "x", "1000", "100"]),
+                cmd(&["ZRANGE", fair[1], "0", "-1"]),
+                fair_call(&["d", "x"]),
+                fair_call(&["a", "z", "1000", "100"]),
+                fair_call(&["c", "z"]),
+                fair_call(&["c", "z"]),
+                // y's place lapses only after 5 s: a newcomer queues behind.
+                fair_call(&["a", "n", "1000", "60"]),
+                cmd(&["ZRANGE", fair[1], "0", "-1"]),
+                fair_call(&["c", "y"]),
+                Step::Sleep(150),
+                // n's place lapsed: the queue is empty, the next is granted.
+                cmd(&["EXISTS", fair[1], fair[2]]),
+                fair_call(&["a", "m", "1000", "60"]),
+                fair_call(&["bogus", "m"]),
+                cmd(&["SET", "{f}:queue", "str"]),
+                fair_call(&["a", "k", "1000", "60"]),
+            ],
+        ),
+        (
+            "read-write: readers share, a writer's intent holds readers back, leases lapse",
+            vec![
+                load(scripts::RWLOCK),
+                rw_call(&["r", "r1", "1000"]),
+                rw_call(&["r", "r2", "60"]),
+                rw_call(&["r", "r1", "1000"]),
+                rw_call(&["w", "w1", "1000", "5000"]),
+                cmd(&["GET", rw[2]]),
+                rw_call(&["r", "r3", "1000"]),
+                rw_call(&["w", "w2", "1000", "5000"]),
+                rw_call(&["e", "r1", "1000"]),
+                rw_call(&["e", "nobody", "1000"]),
+                rw_call(&["i", "w1", "5000"]),
+                rw_call(&["i", "w2", "5000"]),
+                rw_call(&["x", "r1"]),
+                rw_call(&["x", "r1"]),
+                Step::Sleep(150),
+                // r2's lease lapsed: the writer with the intent is granted.
+                cmd(&["ZCARD", rw[1]]),
+                rw_call(&["w", "w1", "1000", "5000"]),
+                cmd(&["EXISTS", rw[2]]),
+                rw_call(&["r", "r4", "1000"]),
+                rw_call(&["f", "w1", "1000"]),
+                rw_call(&["f", "w2", "1000"]),
+                rw_call(&["y", "w2"]),
+                rw_call(&["y", "w1"]),
+                rw_call(&["w", "w2", "1000", "5000"]),
+                rw_call(&["z", "w2"]),
+                rw_call(&["y", "w2"]),
+                rw_call(&["r", "r5", "1000"]),
+                rw_call(&["bogus", "r5"]),
+                cmd(&["SET", "{w}:readers", "str"]),
+                rw_call(&["r", "r6", "1000"]),
+            ],
+        ),
+        (
+            "semaphore: permits, refusals, renewals, lapses, owner-only release",
+            vec![
+                load(scripts::SEMAPHORE),
+                sem_call(&["a", "p1", "1000", "2"]),
+                sem_call(&["a", "p2", "60", "2"]),
+                sem_call(&["a", "p3", "1000", "2"]),
+                sem_call(&["a", "p1", "1000", "2"]),
+                cmd(&["ZCARD", sem[0]]),
+                sem_call(&["r", "p1", "1000"]),
+                sem_call(&["r", "p3", "1000"]),
+                sem_call(&["d", "p3"]),
+                Step::Sleep(150),
+                // p2's lease lapsed: p3 gets the permit.
+                sem_call(&["a", "p3", "1000", "2"]),
+                cmd(&["ZRANGE", sem[0], "0", "-1"]),
+                sem_call(&["d", "p1"]),
+                sem_call(&["d", "p3"]),
+                cmd(&["EXISTS", sem[0]]),
+                sem_call(&["bogus", "p1", "1000"]),
+                cmd(&["SET", "{s}:fence", "x"]),
+                cmd(&["LPUSH", "{s}:fence", "x"]),
+                cmd(&["DEL", "{s}:fence"]),
+                cmd(&["LPUSH", "{s}:fence", "x"]),
+                sem_call(&["a", "p4", "1000", "2"]),
+                cmd(&["EXISTS", sem[0]]),
+                cmd(&["SET", "{s}:leases", "str"]),
+                sem_call(&["a", "p5", "1000", "2"]),
+            ],
+        ),
+    ]
+}
+
 /// Every sequence the comparison runs; each starts from an empty keyspace.
 fn sequences() -> Vec<(&'static str, Vec<Step>)> {
     let lock = ["{l}", "{l}:fence"];
@@ -179,6 +307,129 @@ fn sequences() -> Vec<(&'static str, Vec<Step>)> {
             ]),
         ),
     ]);
+    out.push((
+        "sorted sets: add, score, range, remove, expire, wrong types",
+        vec![
+            cmd(&["ZADD", "z", "3", "c", "1", "a", "2", "b"]),
+            cmd(&["ZADD", "z", "1", "a", "5", "b"]),
+            cmd(&["ZADD", "z", "CH", "1", "a", "6", "b"]),
+            cmd(&["ZADD", "z", "XX", "9", "nobody", "7", "b"]),
+            cmd(&["ZADD", "z", "NX", "0", "a", "0.5", "d"]),
+            cmd(&["ZADD", "z", "GT", "CH", "0", "a", "8", "b"]),
+            cmd(&["ZADD", "z", "LT", "CH", "0", "a"]),
+            cmd(&["ZADD", "z", "INCR", "2", "a"]),
+            cmd(&["ZADD", "z", "XX", "INCR", "2", "nobody"]),
+            cmd(&["ZCARD", "z"]),
+            cmd(&["ZCARD", "nothing"]),
+            cmd(&["ZSCORE", "z", "a"]),
+            cmd(&["ZSCORE", "z", "nobody"]),
+            cmd(&["ZSCORE", "nothing", "a"]),
+            cmd(&["ZRANGE", "z", "0", "-1"]),
+            cmd(&["ZRANGE", "z", "0", "-1", "WITHSCORES"]),
+            cmd(&["ZRANGE", "z", "0", "0"]),
+            cmd(&["ZRANGE", "z", "-1", "-1", "WITHSCORES"]),
+            cmd(&["ZRANGE", "z", "-100", "1"]),
+            cmd(&["ZRANGE", "z", "2", "100"]),
+            cmd(&["ZRANGE", "z", "3", "1"]),
+            cmd(&["ZRANGE", "z", "10", "20"]),
+            cmd(&["ZRANGE", "z", "0", "-1", "REV", "WITHSCORES"]),
+            cmd(&["ZRANGE", "z", "(1", "+inf", "BYSCORE", "LIMIT", "1", "5"]),
+            cmd(&["ZRANGE", "nothing", "0", "-1"]),
+            cmd(&["ZRANGEBYSCORE", "z", "-inf", "+inf", "WITHSCORES"]),
+            cmd(&["ZRANGEBYSCORE", "z", "(0.5", "3"]),
+            cmd(&["ZRANGEBYSCORE", "z", "0.5", "(3"]),
+            cmd(&["ZRANGEBYSCORE", "z", "-inf", "4", "LIMIT", "1", "1"]),
+            cmd(&["ZRANGEBYSCORE", "z", "-inf", "4", "LIMIT", "0", "-1"]),
+            cmd(&["ZRANGEBYSCORE", "z", "5", "1"]),
+            cmd(&["ZREM", "z", "a", "a", "nobody"]),
+            cmd(&["ZREMRANGEBYSCORE", "z", "-inf", "(3"]),
+            cmd(&["ZRANGE", "z", "0", "-1", "WITHSCORES"]),
+            cmd(&["ZREMRANGEBYSCORE", "z", "(3", "+inf"]),
+            cmd(&["ZRANGE", "z", "0", "-1", "WITHSCORES"]),
+            cmd(&["ZREM", "z", "c"]),
+            cmd(&["EXISTS", "z"]),
+            cmd(&["ZREMRANGEBYSCORE", "z", "-inf", "+inf"]),
+            // Scores as Redis writes them.
+            cmd(&[
+                "ZADD",
+                "s",
+                "0.1",
+                "a",
+                "1e20",
+                "b",
+                "1700000000000001",
+                "c",
+                "-0",
+                "d",
+                "3.0",
+                "e",
+                "1.5e-7",
+                "f",
+                "inf",
+                "g",
+                "-inf",
+                "h",
+                "-2.5",
+                "i",
+                "123456789.125",
+                "j",
+            ]),
+            cmd(&["ZRANGE", "s", "0", "-1", "WITHSCORES"]),
+            // Bad arguments.
+            cmd(&["ZADD", "s", "nan", "x"]),
+            cmd(&["ZADD", "s", "soon", "x"]),
+            cmd(&["ZADD", "s", "XX", "NX", "1", "a"]),
+            cmd(&["ZADD", "s", "GT", "LT", "1", "a"]),
+            cmd(&["ZADD", "s", "INCR", "1", "a", "2", "b"]),
+            cmd(&["ZADD", "s", "1"]),
+            cmd(&["ZADD", "s", "1", "a", "2"]),
+            cmd(&["ZRANGEBYSCORE", "s", "a", "b"]),
+            cmd(&["ZRANGE", "s", "a", "b"]),
+            cmd(&["ZRANGE", "s", "0", "1", "LIMIT", "0", "1"]),
+            cmd(&["ZRANGE", "s", "0", "1", "BOGUS"]),
+            cmd(&["ZCARD", "s", "t"]),
+            // Wrong types both ways.
+            cmd(&["SET", "str", "v"]),
+            cmd(&["ZADD", "str", "1", "a"]),
+            cmd(&["ZCARD", "str"]),
+            cmd(&["ZRANGE", "str", "0", "-1"]),
+            cmd(&["ZRANGEBYSCORE", "str", "-inf", "+inf"]),
+            cmd(&["ZSCORE", "str", "a"]),
+            cmd(&["ZREM", "str", "a"]),
+            cmd(&["ZREMRANGEBYSCORE", "str", "-inf", "+inf"]),
+            cmd(&["GET", "s"]),
+            cmd(&["INCR", "s"]),
+            cmd(&["LPUSH", "s", "x"]),
+            cmd(&["SET", "s", "v", "GET"]),
+            cmd(&["MGET", "s", "str"]),
+            cmd(&["SET", "s", "v"]),
+            cmd(&["ZCARD", "s"]),
+            cmd(&["GET", "s"]),
+        ],
+    ));
+    out.push((
+        "sorted sets and PEXPIREAT expire on the server's clock",
+        vec![
+            cmd(&["ZADD", "z", "1", "a"]),
+            cmd(&["PEXPIREAT", "z", "99999999999999"]),
+            cmd(&["PEXPIREAT", "nothing", "99999999999999"]),
+            cmd(&["PTTL", "z"]),
+            cmd(&["PEXPIREAT", "z", "1"]),
+            cmd(&["EXISTS", "z"]),
+            cmd(&["PEXPIREAT", "z", "soon"]),
+            cmd(&["PEXPIREAT", "z"]),
+            cmd(&["ZADD", "z", "1", "a"]),
+            cmd(&["PEXPIRE", "z", "60"]),
+            cmd(&["ZADD", "z", "2", "b"]),
+            cmd(&["ZCARD", "z"]),
+            Step::Sleep(150),
+            cmd(&["ZCARD", "z"]),
+            cmd(&["ZRANGE", "z", "0", "-1"]),
+            cmd(&["ZADD", "z", "XX", "1", "a"]),
+            cmd(&["EXISTS", "z"]),
+        ],
+    ));
+    out.extend(family_sequences());
     out.push((
         "scripts are missing until loaded",
         vec![

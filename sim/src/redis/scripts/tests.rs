@@ -311,11 +311,11 @@ fn successes_count_grants_and_renewals_but_not_refusals() {
     let keys = ["{lock:k}", "{lock:k}:fence", "{lock:k}"];
     let args = ["t", "t1", "1000", "r", "t1", "1000"];
     let reply = call(&mut db, &keys, &args, 1_000);
-    assert_eq!(successes(&strs(&args), &reply), (1, 1));
+    assert_eq!(successes(scripts::LOCK, &strs(&args), &reply), (1, 1));
     let other = ["t", "t2", "1000", "r", "t2", "1000"];
     let reply = call(&mut db, &keys, &other, 1_100);
     assert_eq!(
-        successes(&strs(&other), &reply),
+        successes(scripts::LOCK, &strs(&other), &reply),
         (0, 0),
         "contended and not the owner"
     );

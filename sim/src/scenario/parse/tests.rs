@@ -426,3 +426,73 @@ fn a_mix_is_checked_against_the_topology() {
         assert!(error.message.contains(needle), "{bad}: {error}");
     }
 }
+
+#[test]
+fn the_workload_table_picks_the_kind_and_its_mistakes_point_at_their_line() {
+    let with =
+        |table: &str| GOOD.replacen("[[fault]]", &format!("[workload]\n{table}\n\n[[fault]]"), 1);
+    let semaphore =
+        parse_scenario("w.toml", &with("kind = \"semaphore\"\npermits = 3")).expect("valid");
+    assert_eq!(
+        semaphore.clients.workload,
+        WorkloadConfig {
+            kind: WorkloadKind::Semaphore,
+            permits: 3,
+            ..WorkloadConfig::default()
+        }
+    );
+    let back = parse_scenario("round-trip.toml", &to_toml(&semaphore)).expect("valid");
+    assert_eq!(back, semaphore);
+    let rw =
+        parse_scenario("w.toml", &with("kind = \"read-write\"\nread_share = 0.25")).expect("valid");
+    assert_eq!(rw.clients.workload.read_share, 0.25);
+    assert_eq!(
+        parse_scenario("round-trip.toml", &to_toml(&rw)).expect("valid"),
+        rw
+    );
+    assert_eq!(
+        parse_scenario("w.toml", GOOD)
+            .expect("valid")
+            .clients
+            .workload
+            .kind,
+        WorkloadKind::Mutex,
+        "no table: the plain lock"
+    );
+    for (table, line, needle) in [
+        ("kind = \"spinlock\"", 24, "unknown workload kind"),
+        (
+            "kind = \"fair\"\npermits = 2",
+            25,
+            "applies to workload kind \"semaphore\"",
+        ),
+        ("kind = \"semaphore\"\npermits = 0", 25, "between 1 and 64"),
+        (
+            "kind = \"mutex\"\nread_share = 0.5",
+            25,
+            "\"read-write\" only",
+        ),
+        (
+            "kind = \"read-write\"\nread_share = 1.5",
+            25,
+            "between 0 and 1",
+        ),
+        ("kind = \"fair\"\ncolour = 1", 25, "unknown field"),
+    ] {
+        let error = parse_scenario("bad.toml", &with(table)).expect_err(table);
+        assert!(error.message.contains(needle), "{table}: {error}");
+        assert!(
+            error.to_string().starts_with(&format!("bad.toml:{line}:")),
+            "{table}: {error}"
+        );
+    }
+    let redlock = GOOD
+        .replacen(
+            "kind = \"primary-replica\"\nreplicas = 1\nreplication_lag = \"1ms..50ms\"",
+            "kind = \"redlock\"\nnodes = 3",
+            1,
+        )
+        .replacen("[[fault]]", "[workload]\nkind = \"fair\"\n\n[[fault]]", 1);
+    let error = parse_scenario("bad.toml", &redlock).expect_err("fair on Redlock");
+    assert!(error.message.contains("does not run on Redlock"), "{error}");
+}

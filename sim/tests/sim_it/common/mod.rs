@@ -52,6 +52,7 @@ pub fn single(name: &str) -> Scenario {
             locks: 1,
             drop_guard: 0.0,
             cancel: 0.0,
+            workload: Default::default(),
         },
         faults: Vec::new(),
         mix: None,
