@@ -215,6 +215,8 @@ impl LockOptions {
     }
 
     /// Chooses how fencing tokens are issued (default [`Fencing::TimeMixed`]).
+    /// The plain lock's only: the lock family (fair mode, read and write
+    /// holds, permits) always issues the time-mixed fence.
     pub fn fencing(mut self, fencing: Fencing) -> Self {
         self.fencing = fencing;
         self
