@@ -148,7 +148,7 @@ cargo fmt --all --check
 step "vendor/ is the published crates plus vendor/patches"
 bash scripts/vendor.sh check
 
-# --- clippy rides along with every build -------------------------------------
+# --- clippy and rustdoc ride along with every build --------------------------
 # `cargo clippy` is `cargo check` with clippy-driver as the workspace's rustc:
 # a second compilation of the workspace, and of every dependency in check
 # mode. Here clippy-driver wraps rustc in the builds themselves (the
@@ -159,17 +159,23 @@ bash scripts/vendor.sh check
 # optimisations off in the crates it lints (LLVM still optimises them): the
 # workspace's own code here is not byte for byte `--release`'s, which it
 # already is not, having debug assertions.
+#
+# The same wrapper (scripts/rustc-wrapper.sh) then runs rustdoc -D warnings
+# on each library and binary it compiled, from the build's own dependency
+# metadata: `cargo doc` would compile every dependency again in check mode
+# for it (about 200 CPU-seconds).
 clippy_driver="$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver || true)"
 if [ -z "$clippy_driver" ]; then
   echo "FAILED: clippy-driver not found: install clippy (rustup component add clippy)" >&2
   exit 1
 fi
-export RUSTC_WORKSPACE_WRAPPER="$clippy_driver"
+export CLIPPY_DRIVER="$clippy_driver"
+export RUSTC_WORKSPACE_WRAPPER="$PWD/scripts/rustc-wrapper.sh"
 export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 
 # --- the scenario suite, in the background, from here to the end ------------
 
-step "the simulator, so the scenario suite can start (profile $PROFILE, linted)"
+step "the simulator, so the scenario suite can start (profile $PROFILE, linted, documented)"
 # `--test cli` selects a test target, so features resolve with the
 # dev-dependencies, as in the one build below: the binary built here is
 # the one build's, not built again.
@@ -189,7 +195,7 @@ bg suite "scenario suite (simulation, ${SIM_CI_SEEDS:-1500} seeds per scenario)"
 
 # --- the one build, linted ---------------------------------------------------
 
-step "the one build: every target of the workspace (profile $PROFILE), clippy -D warnings as it compiles"
+step "the one build: every target of the workspace (profile $PROFILE), clippy and rustdoc -D warnings as it compiles"
 cargo build --workspace --all-targets --profile "$PROFILE"
 
 step "lock-core with features cli (redis-lock-check) and metrics: built and linted for their tests"
@@ -323,10 +329,6 @@ static_after_tests() {
     if grep -q "Running" "$LOGS/tests.log" 2>/dev/null; then break; fi
     sleep 1
   done
-  echo "-- cargo doc -D warnings"
-  # rustdoc needs the dependencies' metadata in check mode, which no build
-  # above made: the one step that compiles them a second time.
-  RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
   echo "-- lock-core without its redis feature: built, linted, its unit tests"
   cargo build -p lock-core --no-default-features --profile "$PROFILE"
   cargo test -p lock-core --no-default-features --profile "$PROFILE" --lib
@@ -342,7 +344,7 @@ static_after_tests() {
   fi
   echo "ok: neither tokio nor redis"
 }
-bg static "cargo doc -D warnings; lock-core without its redis feature (built, unit tests, no tokio or redis)" \
+bg static "lock-core without its redis feature (built, unit tests, no tokio or redis)" \
   static_after_tests
 
 step "configuration comparison (quick; its table's shape is checked, not its timings)"
