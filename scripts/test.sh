@@ -239,6 +239,13 @@ fi
 # free port (and retries on a collision), so they cannot meet. Nothing here
 # builds: a cargo command that found something to build would wait on the
 # others' lock, not race them.
+#
+# Within a test binary, libtest runs as many tests at once as there are
+# cores (2 here), but the real-server tests mostly sleep and wait: the
+# lock-core integration tests (117) took 98 s with 2 at a time, 54 s with
+# 4, 40 s with 6 (on a loaded machine). 4, because the Redis and Valkey
+# passes run side by side and a few tests assert timings within 150 ms.
+export RUST_TEST_THREADS="${RUST_TEST_THREADS:-4}"
 
 workspace_tests() {
   set -euo pipefail
