@@ -148,7 +148,7 @@ cargo fmt --all --check
 step "vendor/ is the published crates plus vendor/patches"
 bash scripts/vendor.sh check
 
-# --- clippy rides along with every build -------------------------------------
+# --- clippy and rustdoc ride along with every build --------------------------
 # `cargo clippy` is `cargo check` with clippy-driver as the workspace's rustc:
 # a second compilation of the workspace, and of every dependency in check
 # mode. Here clippy-driver wraps rustc in the builds themselves (the
@@ -159,17 +159,23 @@ bash scripts/vendor.sh check
 # optimisations off in the crates it lints (LLVM still optimises them): the
 # workspace's own code here is not byte for byte `--release`'s, which it
 # already is not, having debug assertions.
+#
+# The same wrapper (scripts/rustc-wrapper.sh) then runs rustdoc -D warnings
+# on each library and binary it compiled, from the build's own dependency
+# metadata: `cargo doc` would compile every dependency again in check mode
+# for it (about 200 CPU-seconds).
 clippy_driver="$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver || true)"
 if [ -z "$clippy_driver" ]; then
   echo "FAILED: clippy-driver not found: install clippy (rustup component add clippy)" >&2
   exit 1
 fi
-export RUSTC_WORKSPACE_WRAPPER="$clippy_driver"
+export CLIPPY_DRIVER="$clippy_driver"
+export RUSTC_WORKSPACE_WRAPPER="$PWD/scripts/rustc-wrapper.sh"
 export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 
 # --- the scenario suite, in the background, from here to the end ------------
 
-step "the simulator, so the scenario suite can start (profile $PROFILE, linted)"
+step "the simulator, so the scenario suite can start (profile $PROFILE, linted, documented)"
 # `--test cli` selects a test target, so features resolve with the
 # dev-dependencies, as in the one build below: the binary built here is
 # the one build's, not built again.
@@ -189,7 +195,7 @@ bg suite "scenario suite (simulation, ${SIM_CI_SEEDS:-1500} seeds per scenario)"
 
 # --- the one build, linted ---------------------------------------------------
 
-step "the one build: every target of the workspace (profile $PROFILE), clippy -D warnings as it compiles"
+step "the one build: every target of the workspace (profile $PROFILE), clippy and rustdoc -D warnings as it compiles"
 cargo build --workspace --all-targets --profile "$PROFILE"
 
 step "lock-core with features cli (redis-lock-check) and metrics: built and linted for their tests"
@@ -233,6 +239,13 @@ fi
 # free port (and retries on a collision), so they cannot meet. Nothing here
 # builds: a cargo command that found something to build would wait on the
 # others' lock, not race them.
+#
+# Within a test binary, libtest runs as many tests at once as there are
+# cores (2 here), but the real-server tests mostly sleep and wait: the
+# lock-core integration tests (117) took 98 s with 2 at a time, 54 s with
+# 4, 40 s with 6 (on a loaded machine). 4, because the Redis and Valkey
+# passes run side by side and a few tests assert timings within 150 ms.
+export RUST_TEST_THREADS="${RUST_TEST_THREADS:-4}"
 
 workspace_tests() {
   set -euo pipefail
@@ -260,19 +273,32 @@ chaos_step() {
   set -euo pipefail
   # Real redis-server / redis-sentinel / redis-cli-made cluster processes,
   # one OS process per client, the simulator's fault schedules for seeds
-  # 0..runs-1, the same checkers. About 3 minutes: every file here is safe
+  # 0..runs-1, the same checkers. About 90 s: every file here is safe
   # on real processes, or unsafe and caught on every real run so far (see
   # README, "Chaos runs on real processes"): eviction, and the cluster shard
   # failover, whose seed 0 showed S1 on every real run (about 25 s). The
   # Sentinel stale primary is caught on about 3 real runs in 4, so it gets 4
   # (seeds 0..3; all four miss it about once in 250 runs). There is no safe
   # Sentinel file: with wait_replicas = 1 it is unsafe too, and caught less.
-  "$BIN/sim" chaos --runs 1 --work-dir "$TARGET_DIR/chaos-work" --report-dir "$TARGET_DIR/chaos-reports" \
+  #
+  # The two commands run side by side (each about 90 s): each takes its
+  # ports from its own fixed range, so their servers cannot meet, and with
+  # the cluster bus ports (port + 10000) both stay below 20000, under the
+  # kernel's ephemeral ports that the tests' servers use and under the
+  # README doctests' Redis (20000 and up).
+  local sentinel_log="$LOGS/chaos-sentinel.log" sentinel_pid rc=0
+  "$BIN/sim" chaos --runs 4 --base-port 7600 --work-dir "$TARGET_DIR/chaos-work/sentinel" \
+    --report-dir "$TARGET_DIR/chaos-reports" \
+    scenarios/sentinel-stale-primary.toml >"$sentinel_log" 2>&1 &
+  sentinel_pid=$!
+  "$BIN/sim" chaos --runs 1 --base-port 7100 --work-dir "$TARGET_DIR/chaos-work/others" \
+    --report-dir "$TARGET_DIR/chaos-reports" \
     scenarios/eviction.toml scenarios/long-pause-fenced.toml scenarios/failover-with-wait.toml \
     scenarios/cluster-shard-failover-wait.toml \
-    scenarios/cluster-shard-failover.toml scenarios/redlock-majority-partition.toml
-  "$BIN/sim" chaos --runs 4 --work-dir "$TARGET_DIR/chaos-work" --report-dir "$TARGET_DIR/chaos-reports" \
-    scenarios/sentinel-stale-primary.toml
+    scenarios/cluster-shard-failover.toml scenarios/redlock-majority-partition.toml || rc=$?
+  wait "$sentinel_pid" || rc=$?
+  cat "$sentinel_log"
+  return "$rc"
 }
 
 valkey_pass() {
@@ -323,12 +349,11 @@ static_after_tests() {
     if grep -q "Running" "$LOGS/tests.log" 2>/dev/null; then break; fi
     sleep 1
   done
-  echo "-- cargo doc -D warnings"
-  # rustdoc needs the dependencies' metadata in check mode, which no build
-  # above made: the one step that compiles them a second time.
-  RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
   echo "-- lock-core without its redis feature: built, linted, its unit tests"
-  cargo build -p lock-core --no-default-features --profile "$PROFILE"
+  # Built and linted, not documented (RUSTDOC_CHECK=0): the documentation
+  # is checked as the crate is published, with its default features, and
+  # it links items of the redis feature.
+  RUSTDOC_CHECK=0 cargo build -p lock-core --no-default-features --profile "$PROFILE"
   cargo test -p lock-core --no-default-features --profile "$PROFILE" --lib
   echo "-- lock-core without its redis feature depends on neither tokio nor redis"
   # One crate name per line, so a path that happens to contain "redis" (the
@@ -342,7 +367,7 @@ static_after_tests() {
   fi
   echo "ok: neither tokio nor redis"
 }
-bg static "cargo doc -D warnings; lock-core without its redis feature (built, unit tests, no tokio or redis)" \
+bg static "lock-core without its redis feature (built, unit tests, no tokio or redis)" \
   static_after_tests
 
 step "configuration comparison (quick; its table's shape is checked, not its timings)"
