@@ -519,6 +519,27 @@ async fn every_kind_works_on_a_cluster() {
     assert_eq!(shards.len(), 3, "the family's keys landed on every shard");
 }
 
+/// Waits for `waiter`, spawned before the release at `released`, and
+/// checks that it was granted within `bound` of it; returns its guard.
+async fn granted_within<G>(
+    what: &str,
+    released: Instant,
+    waiter: JoinHandle<Result<G, AcquireError>>,
+    bound: Duration,
+) -> G {
+    let guard = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("granted")
+        .expect("task")
+        .expect("granted");
+    assert!(
+        released.elapsed() < bound,
+        "{what}: {:?}",
+        released.elapsed()
+    );
+    guard
+}
+
 /// Waiters that would retry only seconds later are granted within a few
 /// hundred milliseconds of the release: the release's announcement wakes
 /// them (a fair lock's head on its own channel).
@@ -543,13 +564,7 @@ async fn a_release_wakes_the_waiter_at_once() {
     };
     tokio::time::sleep(ms(200)).await;
     holder.release().await.expect("release");
-    let released = Instant::now();
-    let guard = tokio::time::timeout(Duration::from_secs(5), waiter)
-        .await
-        .expect("granted")
-        .expect("task")
-        .expect("granted");
-    assert!(released.elapsed() < bound, "fair: {:?}", released.elapsed());
+    let guard = granted_within("fair", Instant::now(), waiter, bound).await;
     guard.release().await.expect("release");
 
     let reader = holders.acquire_read("gong", &opts).await.expect("free");
@@ -559,17 +574,7 @@ async fn a_release_wakes_the_waiter_at_once() {
     };
     tokio::time::sleep(ms(200)).await;
     reader.release().await.expect("release");
-    let released = Instant::now();
-    let guard = tokio::time::timeout(Duration::from_secs(5), writer)
-        .await
-        .expect("granted")
-        .expect("task")
-        .expect("granted");
-    assert!(
-        released.elapsed() < bound,
-        "writer: {:?}",
-        released.elapsed()
-    );
+    let guard = granted_within("writer", Instant::now(), writer, bound).await;
     guard.release().await.expect("release");
 
     let permit = holders
@@ -582,17 +587,7 @@ async fn a_release_wakes_the_waiter_at_once() {
     };
     tokio::time::sleep(ms(200)).await;
     permit.release().await.expect("release");
-    let released = Instant::now();
-    let guard = tokio::time::timeout(Duration::from_secs(5), next)
-        .await
-        .expect("granted")
-        .expect("task")
-        .expect("granted");
-    assert!(
-        released.elapsed() < bound,
-        "permit: {:?}",
-        released.elapsed()
-    );
+    let guard = granted_within("permit", Instant::now(), next, bound).await;
     guard.release().await.expect("release");
 }
 
