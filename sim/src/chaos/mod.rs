@@ -147,6 +147,11 @@ fn locate(text: &str, index: Option<usize>) -> (usize, usize) {
             .map(|at| text[at..].find("kinds").map_or(at, |k| at + k)),
     }
     .unwrap_or(0);
+    locate_offset(text, offset)
+}
+
+/// The line and column (1-based) of byte `offset` of `text`.
+fn locate_offset(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..offset.min(text.len())];
     let line = before.matches('\n').count() + 1;
     let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
@@ -194,6 +199,19 @@ pub fn check_faults(
                 }
             }
         }
+    }
+    if scenario.clients.workload.kind != crate::config::WorkloadKind::Mutex {
+        let (line, column) = text
+            .find("[workload]")
+            .map_or((1, 1), |at| locate_offset(&text, at));
+        return Err(ChaosError::Refused {
+            file: file.to_owned(),
+            line,
+            column,
+            kind: "workload.kind",
+            target: "clients".to_owned(),
+            why: "chaos clients run the plain lock only: the lock family's kinds (fair, read-write, semaphore) are checked in the simulator and by lock-core's real-Redis tests",
+        });
     }
     if scenario.clients.locks > 1 {
         return Err(ChaosError::Refused {

@@ -98,6 +98,25 @@ fn a_server_clock_jump_is_refused_by_name_and_place() {
 }
 
 #[test]
+fn a_lock_family_scenario_is_refused_by_name_and_place() {
+    let dir = scratch("family");
+    let file =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/semaphore-single-pauses.toml");
+    let output = chaos(&dir, &[file.to_str().expect("a utf-8 path")])
+        .output()
+        .expect("sim runs");
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert!(text.contains("semaphore-single-pauses.toml:16:1"), "{text}");
+    assert!(text.contains("`workload.kind`"), "{text}");
+    assert!(
+        pids(&dir).is_empty(),
+        "a refused run started {:?}",
+        pids(&dir)
+    );
+}
+
+#[test]
 fn a_server_fault_against_a_users_redis_is_refused() {
     let dir = scratch("target-refused");
     let file = tests_dir().join("server-jump.toml");
