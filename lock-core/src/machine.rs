@@ -36,8 +36,7 @@ pub(crate) fn resolve_kind(opts: &LockOptions, kind: LockKind) -> Result<LockKin
     Ok(kind)
 }
 
-/// How many times a release is sent before its outcome is left unknown,
-/// unless the key may still live longer (see `key_may_live_until`).
+/// How many times a release is sent before its outcome is left unknown.
 const RELEASE_ATTEMPTS: u32 = 3;
 
 /// The timers, indexing a small table; the next timeout is the earliest.
@@ -171,14 +170,6 @@ pub struct LockMachine {
     events: VecDeque<Event>,
     lost_emitted: bool,
     jitter: Jitter,
-    /// The latest instant the key could still exist on Redis by any
-    /// command of ours: the last grant or renewal sent, plus the command
-    /// timeout (it may reach Redis that late; later, its connection is
-    /// gone), the ttl and the drift term. A release whose outcome is
-    /// unknown keeps being retried until then, so that a key our
-    /// unanswered renewals kept alive does not block waiters for a ttl
-    /// after the network heals.
-    key_may_live_until: Option<Instant>,
 }
 
 impl LockMachine {
@@ -254,7 +245,6 @@ impl LockMachine {
             events: VecDeque::new(),
             lost_emitted: false,
             jitter: Jitter::new(jitter_seed),
-            key_may_live_until: None,
         })
     }
 
@@ -337,10 +327,6 @@ impl LockMachine {
             sent_at: now,
         });
         self.timers[Timer::CommandTimeout as usize] = Some(now + self.timing.command_timeout);
-        if kind != Kind::Release {
-            self.key_may_live_until =
-                Some(now + self.timing.command_timeout + self.timing.ttl + self.timing.drift);
-        }
         match (&mut self.state, kind) {
             (State::Held(hold), Kind::Renew) => {
                 self.state = State::Renewing(hold.clone());
@@ -583,17 +569,12 @@ impl LockMachine {
             Reply::Released => ReleaseOutcome::Deleted,
             // WRONGTYPE: the key is not a string, so not ours; nothing was deleted.
             Reply::NotOwner | Reply::Failed(Failure::WrongType) => ReleaseOutcome::NotOwner,
-            Reply::Failed(failure) if !failure.is_permanent() => {
+            Reply::Failed(failure)
+                if !failure.is_permanent() && releasing.attempts < RELEASE_ATTEMPTS =>
+            {
                 let delay = self.backoff(releasing.attempts);
-                // Three tries, and on until the key has surely expired:
-                // a key our renewals kept alive is freed as soon as a
-                // release gets through, not a ttl later.
-                let key_may_live = self.key_may_live_until.is_some_and(|end| now + delay < end);
-                if releasing.attempts < RELEASE_ATTEMPTS || key_may_live {
-                    self.timers[Timer::Retry as usize] = Some(now + delay);
-                    return;
-                }
-                ReleaseOutcome::Unknown
+                self.timers[Timer::Retry as usize] = Some(now + delay);
+                return;
             }
             _ => ReleaseOutcome::Unknown,
         };
