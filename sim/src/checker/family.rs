@@ -10,7 +10,7 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
-use super::{Hold, TICK_SLACK};
+use super::hold::{Hold, TICK_SLACK};
 use crate::{
     config::{Property, Scenario, WorkloadKind},
     history::{History, Op, Phase, Process},
@@ -398,7 +398,7 @@ pub fn overtakings(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checker::HoldEnd;
+    use crate::checker::hold::HoldEnd;
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
@@ -502,141 +502,4 @@ mod tests {
 
     // Planted bugs: histories with a violation of each family property put
     // in on purpose, run through the whole checker as a run's history is.
-
-    use crate::{
-        config::Property,
-        history::{Entry, History},
-        scenario::parse_scenario,
-    };
-
-    fn scenario(workload: &str) -> Scenario {
-        let text = format!(
-            "name = \"planted\"\ndescription = \"\"\nduration = \"10s\"\nexpect = \"safe\"\n\
-             [lock]\nttl = \"1s\"\n[workload]\n{workload}\n"
-        );
-        parse_scenario("planted.toml", &text).expect("a valid scenario")
-    }
-
-    fn at(time: u64, client: usize, op: Op) -> Entry {
-        Entry {
-            at: ms(time),
-            local: ms(time),
-            process: Process::Client(client),
-            op,
-        }
-    }
-
-    fn grant(time: u64, client: usize, token: &str, shared: bool) -> Entry {
-        at(
-            time,
-            client,
-            Op::AcquireOk {
-                token: token.into(),
-                fence: if shared { 0 } else { time * 1_000 },
-                valid_until: ms(time + 900),
-                shared,
-            },
-        )
-    }
-
-    fn release(time: u64, client: usize, token: &str) -> Entry {
-        at(
-            time,
-            client,
-            Op::ReleaseInvoke {
-                token: token.into(),
-            },
-        )
-    }
-
-    fn violated(scenario: &Scenario, entries: Vec<Entry>) -> Vec<Property> {
-        let history = History { entries };
-        let verdict = crate::checker::check(scenario, &[], &history);
-        // The short histories leave the lock unheld for most of the run:
-        // only the safety properties are of interest here.
-        verdict
-            .violated()
-            .into_iter()
-            .filter(|p| !matches!(p, Property::Availability | Property::Liveness))
-            .collect()
-    }
-
-    #[test]
-    fn planted_writer_inside_readers_is_a_writer_exclusion_violation() {
-        let rw = scenario("kind = \"read-write\"");
-        let readers = vec![
-            grant(100, 0, "r0", true),
-            grant(150, 1, "r1", true),
-            release(300, 0, "r0"),
-            release(350, 1, "r1"),
-        ];
-        assert_eq!(violated(&rw, readers.clone()), [], "readers share");
-        let mut planted = readers;
-        planted.insert(2, grant(200, 2, "w2", false));
-        planted.push(release(400, 2, "w2"));
-        assert_eq!(violated(&rw, planted), [Property::WriterExclusion]);
-    }
-
-    #[test]
-    fn planted_third_permit_of_two_is_a_capacity_violation() {
-        let semaphore = scenario("kind = \"semaphore\"\npermits = 2");
-        let two = vec![
-            grant(100, 0, "p0", false),
-            grant(150, 1, "p1", false),
-            release(300, 0, "p0"),
-            grant(310, 2, "p2", false),
-            release(350, 1, "p1"),
-            release(400, 2, "p2"),
-        ];
-        assert_eq!(violated(&semaphore, two.clone()), [], "two at a time");
-        let mut planted = two;
-        // client-2 granted while both permits are held.
-        planted.insert(2, grant(200, 2, "p2early", false));
-        planted.insert(4, release(305, 2, "p2early"));
-        assert_eq!(violated(&semaphore, planted), [Property::Capacity]);
-    }
-
-    /// client-0 holds; client-1 starts waiting at 20, client-2 at 60;
-    /// client-0 releases at 300 and the next grant goes to `next`.
-    fn handoff(next: usize) -> Vec<Entry> {
-        let other = 3 - next;
-        vec![
-            at(0, 0, Op::AcquireInvoke),
-            grant(1, 0, "h0", false),
-            at(10, 1, Op::AcquireInvoke),
-            at(20, 1, Op::Waiting),
-            at(50, 2, Op::AcquireInvoke),
-            at(60, 2, Op::Waiting),
-            release(300, 0, "h0"),
-            grant(305, next, "h1", false),
-            release(500, next, "h1"),
-            grant(505, other, "h2", false),
-            release(700, other, "h2"),
-        ]
-    }
-
-    #[test]
-    fn planted_overtaking_fails_fair_mode_and_is_a_counted_fact_for_the_plain_lock() {
-        let fair = scenario("kind = \"fair\"");
-        assert_eq!(violated(&fair, handoff(1)), [], "arrival order");
-        assert_eq!(violated(&fair, handoff(2)), [Property::FairOrder]);
-        let plain = scenario("kind = \"mutex\"");
-        let verdict = crate::checker::check(
-            &plain,
-            &[],
-            &History {
-                entries: handoff(2),
-            },
-        );
-        assert!(
-            verdict
-                .violations
-                .iter()
-                .all(|v| v.property == Property::Availability),
-            "no safety violation: {:?}",
-            verdict.violations
-        );
-        assert!(verdict.facts.contains("waiter-overtaken"));
-        assert_eq!(verdict.overtakings, 1);
-    }
 }
