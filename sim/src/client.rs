@@ -158,6 +158,8 @@ pub struct ClientSetup {
     pub discovery: Discovery,
     /// Test-only: count validity from the reply instead of the send.
     pub broken_validity: bool,
+    /// Test-only: a fair waiter's place lasts ten times the waiter ttl.
+    pub stretched_waiter_ttl: bool,
     /// Where the client keeps its deadlines for the world.
     pub deadlines: Deadlines,
 }
@@ -326,6 +328,10 @@ async fn workload(setup: ClientSetup) -> turmoil::Result {
     let mut opts = lock_options(&scenario.lock);
     if scenario.clients.workload.kind == WorkloadKind::Fair {
         opts = opts.fair();
+        if setup.stretched_waiter_ttl {
+            let stretched = opts.effective_waiter_ttl() * 10;
+            opts = opts.waiter_ttl(stretched);
+        }
     }
     if setup.broken_validity {
         opts = opts.sabotage_validity_from_reply();

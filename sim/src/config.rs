@@ -76,6 +76,9 @@ pub enum Property {
     /// F3 (fair mode): no live waiter is overtaken by a client that
     /// started waiting after it.
     FairOrder,
+    /// F4 (fair mode): a waiter that dies or pauses in the queue delays
+    /// the next grant by at most its waiter ttl.
+    DeadWaiter,
 }
 
 impl Property {

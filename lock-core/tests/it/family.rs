@@ -1,8 +1,9 @@
 //! The lock family on a real Redis: the counting semaphore, the read-write
 //! lock and fair mode, through `Locker` and its guards. Exclusion (at most
 //! N permits, no reader beside a writer), a dead holder or waiter (its
-//! client's driver aborted, as a killed process) blocking nobody longer
-//! than its ttl or waiter ttl, owner-only release, the lost signal when the
+//! client's driver aborted inside this process; `family_kill.rs` kills a
+//! real client process with `SIGKILL`) blocking nobody longer than its ttl
+//! or waiter ttl, owner-only release, the lost signal when the
 //! lease is removed behind a holder's back, arrival order in fair mode,
 //! writer preference, the Redlock refusal, and every kind on a cluster.
 //!

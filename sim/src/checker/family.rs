@@ -192,7 +192,7 @@ pub fn waits(history: &History, run_end: Duration, after: Duration) -> Vec<Wait>
 
 /// The spans each client could not act in: paused, crashed, or cut off by
 /// a partition (either way), from the fault entries.
-fn absences(history: &History) -> BTreeMap<usize, Vec<(Duration, Duration)>> {
+pub(super) fn absences(history: &History) -> BTreeMap<usize, Vec<(Duration, Duration)>> {
     let mut open: BTreeMap<(usize, &str), (Duration, usize)> = BTreeMap::new();
     let mut spans: BTreeMap<usize, Vec<(Duration, Duration)>> = BTreeMap::new();
     for entry in &history.entries {

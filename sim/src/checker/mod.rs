@@ -9,6 +9,7 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
+pub mod dead_waiter;
 pub mod family;
 mod hold;
 mod progress;
@@ -170,6 +171,9 @@ fn check_with_slack(
     safety::timely_loss(history, &holds, slack, &mut verdict);
     if one_owner {
         family::fairness(scenario, history, &mut verdict);
+    }
+    if kind == WorkloadKind::Fair {
+        dead_waiter::dead_waiters(scenario, history, &holds, &mut verdict);
     }
     progress::liveness(scenario, schedule, history, &holds, &mut verdict);
     if one_owner {
@@ -427,5 +431,61 @@ mod tests {
         );
         assert!(verdict.facts.contains("waiter-overtaken"));
         assert_eq!(verdict.overtakings, 1);
+    }
+
+    /// client-0 holds until 1000; client-1 queues at 12 and pauses for
+    /// good at 900 (inside client-0's hold, so its acquire was refused);
+    /// client-2 queues behind it at 202 and is granted at `granted`.
+    fn dead_head(granted: u64) -> Vec<Entry> {
+        use crate::history::Phase;
+        let fault = |time: u64, phase: Phase| Entry {
+            at: ms(time),
+            local: ms(time),
+            process: Process::Controller,
+            op: Op::Fault {
+                kind: "pause".into(),
+                target: "client:1".into(),
+                phase,
+            },
+        };
+        vec![
+            at(0, 0, Op::AcquireInvoke),
+            grant(1, 0, "h0", false),
+            at(10, 1, Op::AcquireInvoke),
+            at(12, 1, Op::Waiting),
+            at(200, 2, Op::AcquireInvoke),
+            at(202, 2, Op::Waiting),
+            // Renewed: its lease runs past its release.
+            at(
+                600,
+                0,
+                Op::Renewed {
+                    token: "h0".into(),
+                    valid_until: ms(1_500),
+                },
+            ),
+            fault(900, Phase::Start),
+            release(1000, 0, "h0"),
+            grant(granted, 2, "h2", false),
+            release(granted + 100, 2, "h2"),
+            fault(9_000, Phase::End),
+        ]
+    }
+
+    #[test]
+    fn planted_dead_head_held_past_its_waiter_ttl_is_a_dead_waiter_violation() {
+        let fair = scenario("kind = \"fair\"");
+        // ttl 1 s: waiter ttl 333 ms. client-1's place lapses by 900 + 2
+        // (a one-way delay) + 333 + 5.33 (its drift) + 2 (a tick) = 1242.33
+        // ms; a retry later (121 ms), client-2 must have been granted.
+        let terms = super::dead_waiter::Terms::of(&fair);
+        assert_eq!(terms.retry_slack(), ms(121));
+        assert_eq!(violated(&fair, dead_head(1_240)), [], "within its place");
+        assert_eq!(violated(&fair, dead_head(1_363)), [], "within a retry");
+        // A queue that kept the dead head's place for longer.
+        assert_eq!(violated(&fair, dead_head(1_400)), [Property::DeadWaiter]);
+        // The plain lock has no queue to hold anyone up: F4 is fair mode's.
+        let plain = scenario("kind = \"mutex\"");
+        assert_eq!(violated(&plain, dead_head(1_400)), []);
     }
 }

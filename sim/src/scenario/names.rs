@@ -254,7 +254,7 @@ pub fn kind_name(kind: FaultKind) -> &'static str {
 
 /// Every property: its name in scenario files and reports, and what it
 /// means.
-pub const PROPERTIES: [(&str, Property, &str); 12] = [
+pub const PROPERTIES: [(&str, Property, &str); 13] = [
     (
         "lease-exclusion",
         Property::LeaseExclusion,
@@ -314,6 +314,11 @@ pub const PROPERTIES: [(&str, Property, &str); 12] = [
         "fair-order",
         Property::FairOrder,
         "F3 (fair mode): no live waiter is overtaken by a client that started waiting after it",
+    ),
+    (
+        "dead-waiter",
+        Property::DeadWaiter,
+        "F4 (fair mode): a waiter that dies or pauses in the queue delays the next grant by at most its waiter ttl (and a retry)",
     ),
 ];
 

@@ -59,6 +59,10 @@ pub struct WorldOptions {
     /// Run the clients with a deliberately broken validity rule (counted
     /// from the reply instead of the send), to prove the checkers catch it.
     pub broken_validity: bool,
+    /// Run fair-mode clients with a waiter ttl ten times the scenario's
+    /// (the server keeps a dead waiter's place that long), to prove F4
+    /// catches a place that outlives the ttl it is held to.
+    pub stretched_waiter_ttl: bool,
 }
 
 impl Default for WorldOptions {
@@ -66,6 +70,7 @@ impl Default for WorldOptions {
         Self {
             skip_idle: true,
             broken_validity: false,
+            stretched_waiter_ttl: false,
         }
     }
 }
@@ -385,6 +390,7 @@ impl World<'_> {
                 clock: clock.clone(),
                 discovery: discovery.clone(),
                 broken_validity: options.broken_validity,
+                stretched_waiter_ttl: options.stretched_waiter_ttl,
                 deadlines: deadlines.clone(),
             };
             let host = client_host(index);

@@ -21,6 +21,7 @@ mod differential;
 mod differential_cluster;
 mod equivalence;
 mod eviction;
+mod fair_dead_waiter;
 mod lazy_aof;
 mod resp_fuzz;
 mod sabotage;
