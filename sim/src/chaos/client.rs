@@ -21,17 +21,35 @@ use std::{
 
 use lock_core::{
     Event, LockOptions, Locker, LockerBuilder, Observed,
-    internal::{Clock, ConnectFuture, Connector, Dialer, NodeAddress, RedisStream},
+    internal::{
+        Clock, ConnectFuture, Connector, Dialer, Entropy, NodeAddress, OsEntropy, RedisStream,
+    },
 };
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use super::wire::{ClientArgs, ClientCommand, ClientLine, Reach, mono_ns, since};
 use crate::{
-    client::{KEY, lock_options},
+    client::{KEY, client_host, lock_options},
     config::{DurationRange, Scenario},
     history::{Op, Phase},
     rng::Rng,
 };
+
+/// The operating system's random bits, with tokens ending in the client's
+/// name (`client-N:chaos`) instead of a pid and host: the checkers tell
+/// whose key sits on Redis by its token (A1), as in the simulator, where
+/// they end in `client-N:sim`.
+struct NamedEntropy(String);
+
+impl Entropy for NamedEntropy {
+    fn owner_suffix(&self) -> &str {
+        &self.0
+    }
+
+    fn next_u64(&self) -> u64 {
+        OsEntropy.next_u64()
+    }
+}
 
 /// How long a client takes between checking its lease and sending its
 /// second write (as the simulated client).
@@ -323,6 +341,7 @@ async fn workload(args: ClientArgs) {
         };
         let builder = builder
             .clock(clock.clone())
+            .entropy(NamedEntropy(format!("{}:chaos", client_host(args.index))))
             .connect_timeout(scenario.lock.ttl)
             .observer(observer.clone());
         match builder.connect().await {
