@@ -1145,63 +1145,10 @@ async fn oracle(topology: Topology, ports: Vec<u16>, recorder: Recorder) {
             continue;
         }
         let sample = if redlock {
-            for (index, view) in views.iter_mut().enumerate() {
-                match view {
-                    Some((owner, pttl)) => {
-                        remembered[index] = owner.clone().filter(|_| *pttl > 0).map(|owner| {
-                            let ttl = Duration::from_millis(pttl.unsigned_abs());
-                            (owner, sent.saturating_add(ttl.as_nanos() as u64))
-                        });
-                    }
-                    None => {
-                        *view = remembered[index].as_ref().and_then(|(owner, ends)| {
-                            let left = ends.saturating_sub(sent) / 1_000_000;
-                            (left > 0).then(|| (Some(owner.clone()), left as i64))
-                        });
-                    }
-                }
-            }
-            let quorum = ports.len() / 2 + 1;
-            let mut counts: BTreeMap<String, Vec<i64>> = BTreeMap::new();
-            for (owner, pttl) in views.iter().flatten() {
-                if let Some(owner) = owner {
-                    counts.entry(owner.clone()).or_default().push(*pttl);
-                }
-            }
-            let found = counts.into_iter().find_map(|(owner, mut pttls)| {
-                (pttls.len() >= quorum).then(|| {
-                    pttls.sort_unstable_by(|a, b| b.cmp(a));
-                    (owner, pttls.get(quorum - 1).copied())
-                })
-            });
-            Some((
-                0,
-                found.as_ref().map(|f| f.0.clone()),
-                found.and_then(|f| f.1),
-            ))
+            let (owner, pttl) = redlock_sample(&mut views, &mut remembered, sent);
+            Some((0, owner, pttl))
         } else {
-            // Of the nodes that say they are primary, the one holding a
-            // key; a deposed primary still in its stale window says
-            // master too, so the newest (highest index promoted) is not
-            // knowable here: prefer a master with the key's owner absent
-            // only when no master has it.
-            let masters: Vec<(usize, &(Option<String>, i64))> = views
-                .iter()
-                .enumerate()
-                .filter_map(|(i, v)| v.as_ref().map(|v| (i, v)))
-                .collect();
-            match masters.as_slice() {
-                [] => None,
-                [(index, (owner, pttl))] => Some((*index, owner.clone(), Some(*pttl))),
-                // Two masters (a stale window): the authority is the one
-                // promoted last, as the simulator's primary of record is
-                // from the promotion on; before any promotion was seen the
-                // oracle skips such samples rather than guess.
-                several => several
-                    .iter()
-                    .find(|(index, _)| follows_promotions && Some(*index) == promoted)
-                    .map(|(index, (owner, pttl))| (*index, owner.clone(), Some(*pttl))),
-            }
+            primary_sample(&views, follows_promotions.then_some(promoted).flatten())
         };
         let Some((primary, owner, pttl)) = sample else {
             continue;
@@ -1219,5 +1166,138 @@ async fn oracle(topology: Topology, ports: Vec<u16>, recorder: Recorder) {
                 },
             );
         }
+    }
+}
+
+/// One node's view of the lock key: its owner (if any) and `PTTL`; `None`
+/// when the node did not answer (or, outside Redlock, is not a primary).
+type View = Option<(Option<String>, i64)>;
+
+/// Redlock's authority from one round of `views` read at `sent` (the
+/// shared monotonic clock, ns): the owner a majority of nodes hold, and
+/// the quorum-th longest of their `PTTL`s. A node that did not answer
+/// counts with the key it had at its last answer (`remembered`: owner and
+/// when its ttl ends), until that ttl ends, as the simulator counts a down
+/// node: it grants nobody else meanwhile, and a restart that emptied it
+/// shows at its first answer, which replaces what is remembered.
+fn redlock_sample(
+    views: &mut [View],
+    remembered: &mut [Option<(String, u64)>],
+    sent: u64,
+) -> (Option<String>, Option<i64>) {
+    for (view, memory) in views.iter_mut().zip(remembered.iter_mut()) {
+        match view {
+            Some((owner, pttl)) => {
+                *memory = owner.clone().filter(|_| *pttl > 0).map(|owner| {
+                    let ttl = Duration::from_millis(pttl.unsigned_abs());
+                    (owner, sent.saturating_add(ttl.as_nanos() as u64))
+                });
+            }
+            None => {
+                *view = memory.as_ref().and_then(|(owner, ends)| {
+                    let left = ends.saturating_sub(sent) / 1_000_000;
+                    (left > 0).then(|| (Some(owner.clone()), left as i64))
+                });
+            }
+        }
+    }
+    let quorum = views.len() / 2 + 1;
+    let mut counts: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+    for (owner, pttl) in views.iter().flatten() {
+        if let Some(owner) = owner {
+            counts.entry(owner.clone()).or_default().push(*pttl);
+        }
+    }
+    let found = counts.into_iter().find_map(|(owner, mut pttls)| {
+        (pttls.len() >= quorum).then(|| {
+            pttls.sort_unstable_by(|a, b| b.cmp(a));
+            (owner, pttls.get(quorum - 1).copied())
+        })
+    });
+    match found {
+        Some((owner, pttl)) => (Some(owner), pttl),
+        None => (None, None),
+    }
+}
+
+/// The authority among the nodes that say they are primary (`views`, by
+/// index): the only one, or, while a deposed primary in its stale window
+/// says master too, the one last seen promoted from replica (`promoted`,
+/// when the topology follows promotions), as the simulator's primary of
+/// record is from the promotion on; before any promotion was seen such a
+/// round is skipped rather than guessed.
+fn primary_sample(
+    views: &[View],
+    promoted: Option<usize>,
+) -> Option<(usize, Option<String>, Option<i64>)> {
+    let masters: Vec<(usize, &(Option<String>, i64))> = views
+        .iter()
+        .enumerate()
+        .filter_map(|(i, v)| v.as_ref().map(|v| (i, v)))
+        .collect();
+    match masters.as_slice() {
+        [] => None,
+        [(index, (owner, pttl))] => Some((*index, owner.clone(), Some(*pttl))),
+        several => several
+            .iter()
+            .find(|(index, _)| Some(*index) == promoted)
+            .map(|(index, (owner, pttl))| (*index, owner.clone(), Some(*pttl))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn holds(owner: &str, pttl: i64) -> View {
+        Some((Some(owner.to_owned()), pttl))
+    }
+
+    fn empty() -> View {
+        Some((None, -2))
+    }
+
+    #[test]
+    fn a_down_redlock_node_counts_with_the_key_it_last_had_until_its_ttl() {
+        let mut remembered = vec![None; 3];
+        let mut round = |views: &[View], at_ms: u64| {
+            redlock_sample(&mut views.to_vec(), &mut remembered, at_ms * MS)
+        };
+        // Nodes 0 and 2 hold a's key, node 1 is empty: a has a majority.
+        let first = round(&[holds("a", 1000), empty(), holds("a", 300)], 0);
+        assert_eq!(first, (Some("a".to_owned()), Some(300)));
+        // Node 2 stops answering: it still counts with a's key, 200 ms left.
+        let down = round(&[holds("a", 900), empty(), None], 100);
+        assert_eq!(down, (Some("a".to_owned()), Some(200)));
+        // Past the ttl it had, it counts for nobody.
+        assert_eq!(round(&[holds("a", 600), empty(), None], 400), (None, None));
+        // Back and empty (a restart without persistence): nobody's.
+        let mut remembered = vec![None; 3];
+        let mut round = |views: &[View], at_ms: u64| {
+            redlock_sample(&mut views.to_vec(), &mut remembered, at_ms * MS)
+        };
+        round(&[holds("a", 1000), empty(), holds("a", 1000)], 0);
+        assert_eq!(
+            round(&[holds("a", 900), empty(), empty()], 100),
+            (None, None)
+        );
+        assert_eq!(round(&[holds("a", 800), empty(), None], 200), (None, None));
+    }
+
+    #[test]
+    fn two_primaries_answer_for_the_one_last_promoted_or_not_at_all() {
+        let views = [holds("old", 500), None, holds("new", 900)];
+        assert_eq!(primary_sample(&views, None), None);
+        assert_eq!(
+            primary_sample(&views, Some(2)),
+            Some((2, Some("new".to_owned()), Some(900)))
+        );
+        assert_eq!(
+            primary_sample(&[None, empty(), None], None),
+            Some((1, None, Some(-2)))
+        );
+        assert_eq!(primary_sample(&[None, None], Some(0)), None);
     }
 }
