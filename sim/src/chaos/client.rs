@@ -232,6 +232,78 @@ pub fn main(args_json: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A locker builder that reaches the deployment as `reach` says, through
+/// `dialer`'s links (`primary`: the node a primary-replica client follows).
+fn builder_for(reach: &Reach, dialer: &LinkDialer, primary: &Arc<AtomicUsize>) -> LockerBuilder {
+    match reach {
+        Reach::Primary { nodes, .. } => LockerBuilder::with_connector(PrimaryConnector {
+            dialer: dialer.clone(),
+            nodes: Arc::new(nodes.clone()),
+            primary: Arc::clone(primary),
+            fixed: None,
+        }),
+        Reach::Redlock { nodes } => {
+            let shared = Arc::new(nodes.clone());
+            LockerBuilder::redlock_with_connectors((0..nodes.len()).map(|node| PrimaryConnector {
+                dialer: dialer.clone(),
+                nodes: Arc::clone(&shared),
+                primary: Arc::clone(primary),
+                fixed: Some(node),
+            }))
+        }
+        Reach::Sentinel { sentinels, master } => LockerBuilder::sentinel_with_dialer(
+            dialer.clone(),
+            sentinels
+                .iter()
+                .map(|port| NodeAddress::new("127.0.0.1", *port))
+                .collect(),
+            master,
+        ),
+        Reach::Cluster { nodes } => LockerBuilder::cluster_with_dialer(
+            dialer.clone(),
+            nodes
+                .iter()
+                .map(|port| NodeAddress::new("127.0.0.1", *port))
+                .collect(),
+        ),
+    }
+}
+
+/// The history's entry for what the observer saw of the lock `token`
+/// (`None` for what the history does not record).
+fn history_op(observed: &Observed<'_>, token: String, clock: &DriftClock) -> Option<Op> {
+    let op = match observed.event {
+        Event::Acquired { fence, valid_until } => Op::AcquireOk {
+            token,
+            fence: *fence,
+            valid_until: clock.true_time_of(*valid_until),
+            shared: false,
+        },
+        Event::Renewed { valid_until } => Op::Renewed {
+            token,
+            valid_until: clock.true_time_of(*valid_until),
+        },
+        Event::Lost { reason } => Op::Lost {
+            token,
+            reason: reason.to_string(),
+            valid_until: since(clock.epoch_ns, mono_ns()),
+        },
+        Event::Released { outcome } => Op::ReleaseOk {
+            token,
+            outcome: format!("{outcome:?}"),
+        },
+        Event::AcquireFailed(failure) => Op::AcquireFail {
+            error: failure.to_string(),
+        },
+        Event::RenewFailed(failure) => Op::RenewFailed {
+            token,
+            reason: format!("{failure:?}"),
+        },
+        _ => return None,
+    };
+    Some(op)
+}
+
 async fn workload(args: ClientArgs) {
     let clock = DriftClock::new(args.epoch_ns);
     let out = Out {
@@ -270,34 +342,8 @@ async fn workload(args: ClientArgs) {
                 }
                 _ => {}
             }
-            let op = match observed.event {
-                Event::Acquired { fence, valid_until } => Op::AcquireOk {
-                    token,
-                    fence: *fence,
-                    valid_until: clock.true_time_of(*valid_until),
-                    shared: false,
-                },
-                Event::Renewed { valid_until } => Op::Renewed {
-                    token,
-                    valid_until: clock.true_time_of(*valid_until),
-                },
-                Event::Lost { reason } => Op::Lost {
-                    token,
-                    reason: reason.to_string(),
-                    valid_until: since(clock.epoch_ns, mono_ns()),
-                },
-                Event::Released { outcome } => Op::ReleaseOk {
-                    token,
-                    outcome: format!("{outcome:?}"),
-                },
-                Event::AcquireFailed(failure) => Op::AcquireFail {
-                    error: failure.to_string(),
-                },
-                Event::RenewFailed(failure) => Op::RenewFailed {
-                    token,
-                    reason: format!("{failure:?}"),
-                },
-                _ => return,
+            let Some(op) = history_op(observed, token, &clock) else {
+                return;
             };
             out.record(op);
         }
@@ -305,40 +351,7 @@ async fn workload(args: ClientArgs) {
     let scenario = &args.scenario;
     let opts = lock_options(&scenario.lock);
     let (locker, driver) = loop {
-        let builder = match &args.reach {
-            Reach::Primary { nodes, .. } => LockerBuilder::with_connector(PrimaryConnector {
-                dialer: dialer.clone(),
-                nodes: Arc::new(nodes.clone()),
-                primary: Arc::clone(&primary),
-                fixed: None,
-            }),
-            Reach::Redlock { nodes } => {
-                let shared = Arc::new(nodes.clone());
-                LockerBuilder::redlock_with_connectors((0..nodes.len()).map(|node| {
-                    PrimaryConnector {
-                        dialer: dialer.clone(),
-                        nodes: Arc::clone(&shared),
-                        primary: Arc::clone(&primary),
-                        fixed: Some(node),
-                    }
-                }))
-            }
-            Reach::Sentinel { sentinels, master } => LockerBuilder::sentinel_with_dialer(
-                dialer.clone(),
-                sentinels
-                    .iter()
-                    .map(|port| NodeAddress::new("127.0.0.1", *port))
-                    .collect(),
-                master,
-            ),
-            Reach::Cluster { nodes } => LockerBuilder::cluster_with_dialer(
-                dialer.clone(),
-                nodes
-                    .iter()
-                    .map(|port| NodeAddress::new("127.0.0.1", *port))
-                    .collect(),
-            ),
-        };
+        let builder = builder_for(&args.reach, &dialer, &primary);
         let builder = builder
             .clock(clock.clone())
             .entropy(NamedEntropy(format!("{}:chaos", client_host(args.index))))

@@ -107,6 +107,42 @@ struct Seed<'a> {
     migrations: BTreeMap<usize, super::migrate::Migration>,
 }
 
+impl Seed<'_> {
+    /// Applies `schedule` in real time, its starts and ends in time order,
+    /// then waits out the run; stops at the first fault that fails.
+    async fn apply(
+        &mut self,
+        schedule: &[ConcreteFault],
+        procs: &mut Processes,
+    ) -> Result<(), ChaosError> {
+        let mut events: Vec<(Duration, usize, bool)> = Vec::new();
+        for (index, fault) in schedule.iter().enumerate() {
+            events.push((fault.at, index, true));
+            if let Some(duration) = fault.duration
+                && lasts(fault.kind)
+            {
+                events.push((fault.at + duration, index, false));
+            }
+        }
+        events.sort_by_key(|(at, index, start)| (*at, !*start, *index));
+        let start = tokio::time::Instant::now();
+        for (at, index, begin) in events {
+            if at >= self.scenario.duration {
+                break;
+            }
+            tokio::time::sleep_until(start + at).await;
+            let fault = &schedule[index];
+            if begin {
+                self.begin(index, fault, procs).await?;
+            } else {
+                self.end(index, fault, procs).await?;
+            }
+        }
+        tokio::time::sleep_until(start + self.scenario.duration).await;
+        Ok(())
+    }
+}
+
 /// Runs seed `seed` of `scenario` with `schedule` on real processes.
 pub(super) async fn run_seed(
     scenario: &Scenario,
@@ -168,38 +204,7 @@ pub(super) async fn run_seed(
             .spawn_client(index, seed, &reach, &ports_to_link, procs, dir)
             .await?;
     }
-    // The schedule, in real time: starts and ends in time order.
-    let mut events: Vec<(Duration, usize, bool)> = Vec::new();
-    for (index, fault) in schedule.iter().enumerate() {
-        events.push((fault.at, index, true));
-        if let Some(duration) = fault.duration
-            && lasts(fault.kind)
-        {
-            events.push((fault.at + duration, index, false));
-        }
-    }
-    events.sort_by_key(|(at, index, start)| (*at, !*start, *index));
-    let start = tokio::time::Instant::now();
-    let mut failure = None;
-    for (at, index, begin) in events {
-        if at >= scenario.duration {
-            break;
-        }
-        tokio::time::sleep_until(start + at).await;
-        let fault = &schedule[index];
-        let applied = if begin {
-            seed_state.begin(index, fault, procs).await
-        } else {
-            seed_state.end(index, fault, procs).await
-        };
-        if let Err(error) = applied {
-            failure = Some(error);
-            break;
-        }
-    }
-    if failure.is_none() {
-        tokio::time::sleep_until(start + scenario.duration).await;
-    }
+    let failure = seed_state.apply(schedule, procs).await.err();
     // Stop the clients first: the history ends here.
     for client in &seed_state.clients {
         procs.signal(client.id, Signal::KILL);
@@ -523,68 +528,14 @@ impl Seed<'_> {
                     deployment.start_node(procs, n)?;
                 }
             }
-            (FaultKind::Partition, _) => {
-                for link in self.links_of(target) {
-                    link.set(|mode| {
-                        mode.hold_up = true;
-                        mode.hold_down = true;
-                    });
-                }
+            (FaultKind::Partition | FaultKind::PartitionOneway | FaultKind::Latency, _) => {
+                self.cut_links(fault, target);
             }
-            (FaultKind::PartitionOneway, FaultTarget::Client(_)) => {
-                for link in self.links_of(target) {
-                    link.set(|mode| mode.hold_up = true);
-                }
+            (FaultKind::ClockDrift | FaultKind::ClockJump, FaultTarget::Client(n)) => {
+                self.move_clock(n, fault);
             }
-            (FaultKind::PartitionOneway, _) => {
-                for link in self.links_of(target) {
-                    link.set(|mode| mode.hold_down = true);
-                }
-            }
-            (FaultKind::Latency, _) => {
-                let delay = fault.delay.unwrap_or(Duration::from_millis(100));
-                for link in self.links_of(target) {
-                    link.set(|mode| mode.delay = delay);
-                }
-            }
-            (FaultKind::ClockDrift, FaultTarget::Client(n)) => {
-                self.command(
-                    n,
-                    ClientCommand::Drift {
-                        rate: fault.rate.unwrap_or_default(),
-                    },
-                );
-            }
-            (FaultKind::ClockJump, FaultTarget::Client(n)) => {
-                if let Some(offset) = fault.offset
-                    && !offset.negative
-                {
-                    self.command(
-                        n,
-                        ClientCommand::Jump {
-                            ns: offset.magnitude.as_nanos() as i64,
-                        },
-                    );
-                }
-            }
-            (FaultKind::Busy, FaultTarget::Redis(n)) => {
-                let port = self.deployment()?.nodes[n].port;
-                let duration = fault.duration.unwrap_or(Duration::from_millis(100));
-                tokio::spawn(busy(port, duration));
-            }
-            (FaultKind::Evict, FaultTarget::Redis(n)) => {
-                let port = self.deployment()?.nodes[n].port;
-                if let Some((key, value)) = evict(port).await {
-                    self.recorder.record(
-                        Process::Controller,
-                        Op::Evicted {
-                            node: n,
-                            key,
-                            value,
-                        },
-                    );
-                }
-                self.record_fault(fault, target, Phase::End);
+            (FaultKind::Busy | FaultKind::Evict, FaultTarget::Redis(n)) => {
+                self.load_node(n, fault, target).await?;
             }
             (FaultKind::Failover, FaultTarget::Redis(old))
                 if matches!(self.scenario.topology, Topology::Sentinel { .. }) =>
@@ -597,27 +548,96 @@ impl Seed<'_> {
             (FaultKind::ShardFailover, FaultTarget::Redis(_)) => {
                 self.shard_failover(fault.duration, procs).await?;
             }
-            (FaultKind::SlotMigration, _) => {
-                let pick = self.rng.between(0, 1 << 16);
-                let recorder = self.recorder.clone();
-                let migration = super::migrate::begin(
-                    self.deployment()?,
-                    &lock_key(),
-                    pick,
-                    fault.duration.unwrap_or_default(),
-                    move |key, from, to| recorder.record_migrated(key, from, to),
-                )
-                .await?;
-                if let Some(migration) = migration {
-                    self.migrations.insert(index, migration);
-                }
-            }
+            (FaultKind::SlotMigration, _) => self.begin_migration(index, fault).await?,
             (kind, target) => {
                 return Err(ChaosError::Internal(format!(
                     "{} on {target} reached the controller unrefused",
                     fault_kind(kind).name
                 )));
             }
+        }
+        Ok(())
+    }
+
+    /// A partition (both ways, or one way: a client's requests, a node's
+    /// replies) or latency begins on `target`'s links.
+    fn cut_links(&self, fault: &ConcreteFault, target: FaultTarget) {
+        let delay = fault.delay.unwrap_or(Duration::from_millis(100));
+        for link in self.links_of(target) {
+            match (fault.kind, target) {
+                (FaultKind::PartitionOneway, FaultTarget::Client(_)) => {
+                    link.set(|mode| mode.hold_up = true);
+                }
+                (FaultKind::PartitionOneway, _) => link.set(|mode| mode.hold_down = true),
+                (FaultKind::Latency, _) => link.set(|mode| mode.delay = delay),
+                _ => link.set(|mode| {
+                    mode.hold_up = true;
+                    mode.hold_down = true;
+                }),
+            }
+        }
+    }
+
+    /// Client `n`'s clock drifts or jumps forward (a monotonic clock never
+    /// steps back), through its injected clock.
+    fn move_clock(&mut self, n: usize, fault: &ConcreteFault) {
+        if fault.kind == FaultKind::ClockDrift {
+            let rate = fault.rate.unwrap_or_default();
+            self.command(n, ClientCommand::Drift { rate });
+        } else if let Some(offset) = fault.offset
+            && !offset.negative
+        {
+            let ns = offset.magnitude.as_nanos() as i64;
+            self.command(n, ClientCommand::Jump { ns });
+        }
+    }
+
+    /// Node `n` runs a busy script, or evicts the lock key (an instant:
+    /// its end is recorded at once).
+    async fn load_node(
+        &mut self,
+        n: usize,
+        fault: &ConcreteFault,
+        target: FaultTarget,
+    ) -> Result<(), ChaosError> {
+        let port = self.deployment()?.nodes[n].port;
+        if fault.kind == FaultKind::Busy {
+            let duration = fault.duration.unwrap_or(Duration::from_millis(100));
+            tokio::spawn(busy(port, duration));
+            return Ok(());
+        }
+        if let Some((key, value)) = evict(port).await {
+            self.recorder.record(
+                Process::Controller,
+                Op::Evicted {
+                    node: n,
+                    key,
+                    value,
+                },
+            );
+        }
+        self.record_fault(fault, target, Phase::End);
+        Ok(())
+    }
+
+    /// Slot migration `index` begins: its keys start moving.
+    async fn begin_migration(
+        &mut self,
+        index: usize,
+        fault: &ConcreteFault,
+    ) -> Result<(), ChaosError> {
+        let pick = self.rng.between(0, 1 << 16);
+        let recorder = self.recorder.clone();
+        let migration = super::migrate::begin(
+            self.deployment()?,
+            &lock_key(),
+            pick,
+            fault.duration.unwrap_or_default(),
+            move |key, from, to| recorder.record_migrated(key, from, to),
+        )
+        .await?;
+        if let Some(migration) = migration {
+            self.migrations.insert(index, migration);
         }
         Ok(())
     }
