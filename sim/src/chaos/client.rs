@@ -21,17 +21,35 @@ use std::{
 
 use lock_core::{
     Event, LockOptions, Locker, LockerBuilder, Observed,
-    internal::{Clock, ConnectFuture, Connector, Dialer, NodeAddress, RedisStream},
+    internal::{
+        Clock, ConnectFuture, Connector, Dialer, Entropy, NodeAddress, OsEntropy, RedisStream,
+    },
 };
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use super::wire::{ClientArgs, ClientCommand, ClientLine, Reach, mono_ns, since};
 use crate::{
-    client::{KEY, lock_options},
+    client::{KEY, client_host, lock_options},
     config::{DurationRange, Scenario},
     history::{Op, Phase},
     rng::Rng,
 };
+
+/// The operating system's random bits, with tokens ending in the client's
+/// name (`client-N:chaos`) instead of a pid and host: the checkers tell
+/// whose key sits on Redis by its token (A1), as in the simulator, where
+/// they end in `client-N:sim`.
+struct NamedEntropy(String);
+
+impl Entropy for NamedEntropy {
+    fn owner_suffix(&self) -> &str {
+        &self.0
+    }
+
+    fn next_u64(&self) -> u64 {
+        OsEntropy.next_u64()
+    }
+}
 
 /// How long a client takes between checking its lease and sending its
 /// second write (as the simulated client).
@@ -214,6 +232,78 @@ pub fn main(args_json: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A locker builder that reaches the deployment as `reach` says, through
+/// `dialer`'s links (`primary`: the node a primary-replica client follows).
+fn builder_for(reach: &Reach, dialer: &LinkDialer, primary: &Arc<AtomicUsize>) -> LockerBuilder {
+    match reach {
+        Reach::Primary { nodes, .. } => LockerBuilder::with_connector(PrimaryConnector {
+            dialer: dialer.clone(),
+            nodes: Arc::new(nodes.clone()),
+            primary: Arc::clone(primary),
+            fixed: None,
+        }),
+        Reach::Redlock { nodes } => {
+            let shared = Arc::new(nodes.clone());
+            LockerBuilder::redlock_with_connectors((0..nodes.len()).map(|node| PrimaryConnector {
+                dialer: dialer.clone(),
+                nodes: Arc::clone(&shared),
+                primary: Arc::clone(primary),
+                fixed: Some(node),
+            }))
+        }
+        Reach::Sentinel { sentinels, master } => LockerBuilder::sentinel_with_dialer(
+            dialer.clone(),
+            sentinels
+                .iter()
+                .map(|port| NodeAddress::new("127.0.0.1", *port))
+                .collect(),
+            master,
+        ),
+        Reach::Cluster { nodes } => LockerBuilder::cluster_with_dialer(
+            dialer.clone(),
+            nodes
+                .iter()
+                .map(|port| NodeAddress::new("127.0.0.1", *port))
+                .collect(),
+        ),
+    }
+}
+
+/// The history's entry for what the observer saw of the lock `token`
+/// (`None` for what the history does not record).
+fn history_op(observed: &Observed<'_>, token: String, clock: &DriftClock) -> Option<Op> {
+    let op = match observed.event {
+        Event::Acquired { fence, valid_until } => Op::AcquireOk {
+            token,
+            fence: *fence,
+            valid_until: clock.true_time_of(*valid_until),
+            shared: false,
+        },
+        Event::Renewed { valid_until } => Op::Renewed {
+            token,
+            valid_until: clock.true_time_of(*valid_until),
+        },
+        Event::Lost { reason } => Op::Lost {
+            token,
+            reason: reason.to_string(),
+            valid_until: since(clock.epoch_ns, mono_ns()),
+        },
+        Event::Released { outcome } => Op::ReleaseOk {
+            token,
+            outcome: format!("{outcome:?}"),
+        },
+        Event::AcquireFailed(failure) => Op::AcquireFail {
+            error: failure.to_string(),
+        },
+        Event::RenewFailed(failure) => Op::RenewFailed {
+            token,
+            reason: format!("{failure:?}"),
+        },
+        _ => return None,
+    };
+    Some(op)
+}
+
 async fn workload(args: ClientArgs) {
     let clock = DriftClock::new(args.epoch_ns);
     let out = Out {
@@ -252,34 +342,8 @@ async fn workload(args: ClientArgs) {
                 }
                 _ => {}
             }
-            let op = match observed.event {
-                Event::Acquired { fence, valid_until } => Op::AcquireOk {
-                    token,
-                    fence: *fence,
-                    valid_until: clock.true_time_of(*valid_until),
-                    shared: false,
-                },
-                Event::Renewed { valid_until } => Op::Renewed {
-                    token,
-                    valid_until: clock.true_time_of(*valid_until),
-                },
-                Event::Lost { reason } => Op::Lost {
-                    token,
-                    reason: reason.to_string(),
-                    valid_until: since(clock.epoch_ns, mono_ns()),
-                },
-                Event::Released { outcome } => Op::ReleaseOk {
-                    token,
-                    outcome: format!("{outcome:?}"),
-                },
-                Event::AcquireFailed(failure) => Op::AcquireFail {
-                    error: failure.to_string(),
-                },
-                Event::RenewFailed(failure) => Op::RenewFailed {
-                    token,
-                    reason: format!("{failure:?}"),
-                },
-                _ => return,
+            let Some(op) = history_op(observed, token, &clock) else {
+                return;
             };
             out.record(op);
         }
@@ -287,42 +351,10 @@ async fn workload(args: ClientArgs) {
     let scenario = &args.scenario;
     let opts = lock_options(&scenario.lock);
     let (locker, driver) = loop {
-        let builder = match &args.reach {
-            Reach::Primary { nodes, .. } => LockerBuilder::with_connector(PrimaryConnector {
-                dialer: dialer.clone(),
-                nodes: Arc::new(nodes.clone()),
-                primary: Arc::clone(&primary),
-                fixed: None,
-            }),
-            Reach::Redlock { nodes } => {
-                let shared = Arc::new(nodes.clone());
-                LockerBuilder::redlock_with_connectors((0..nodes.len()).map(|node| {
-                    PrimaryConnector {
-                        dialer: dialer.clone(),
-                        nodes: Arc::clone(&shared),
-                        primary: Arc::clone(&primary),
-                        fixed: Some(node),
-                    }
-                }))
-            }
-            Reach::Sentinel { sentinels, master } => LockerBuilder::sentinel_with_dialer(
-                dialer.clone(),
-                sentinels
-                    .iter()
-                    .map(|port| NodeAddress::new("127.0.0.1", *port))
-                    .collect(),
-                master,
-            ),
-            Reach::Cluster { nodes } => LockerBuilder::cluster_with_dialer(
-                dialer.clone(),
-                nodes
-                    .iter()
-                    .map(|port| NodeAddress::new("127.0.0.1", *port))
-                    .collect(),
-            ),
-        };
+        let builder = builder_for(&args.reach, &dialer, &primary);
         let builder = builder
             .clock(clock.clone())
+            .entropy(NamedEntropy(format!("{}:chaos", client_host(args.index))))
             .connect_timeout(scenario.lock.ttl)
             .observer(observer.clone());
         match builder.connect().await {

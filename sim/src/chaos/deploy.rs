@@ -131,6 +131,103 @@ fn node_args(
     .collect()
 }
 
+/// Node `index`'s cluster bus: a port, and a proxy in front of it that the
+/// node announces (`cluster-announce-bus-port`), while it connects out
+/// from a loopback address of its own (`bind-source-addr 127.0.0.20+i`),
+/// so that the controller can cut it off the bus alone. Adds the cluster
+/// arguments to `args`.
+async fn bus_port(
+    topology: &Topology,
+    dir: &std::path::Path,
+    index: usize,
+    seed: u64,
+    ports: &mut Ports,
+    args: &mut Vec<String>,
+) -> Result<(u16, (Link, IpAddr)), ChaosError> {
+    let bus = ports.take()?;
+    let link = super::proxy::start(bus, seed)
+        .await
+        .map_err(|source| ChaosError::Io {
+            what: "starting a cluster bus proxy".to_owned(),
+            source,
+        })?;
+    // 127.0.0.0/8 is loopback: each node gets an address of its own to
+    // connect from.
+    let source = Ipv4Addr::new(127, 0, 0, 20 + index as u8);
+    let timeout = topology.node_timeout().unwrap_or(Duration::from_secs(1));
+    args.extend(
+        [
+            "--cluster-announce-ip",
+            "127.0.0.1",
+            "--cluster-announce-bus-port",
+            &link.port.to_string(),
+            "--bind-source-addr",
+            &source.to_string(),
+            "--cluster-enabled",
+            "yes",
+            "--cluster-port",
+            &bus.to_string(),
+            "--cluster-config-file",
+            &dir.join(format!("nodes-{index}.conf"))
+                .display()
+                .to_string(),
+            "--cluster-node-timeout",
+            &timeout.as_millis().to_string(),
+        ]
+        .iter()
+        .map(|s| (*s).to_owned()),
+    );
+    Ok((bus, (link, IpAddr::V4(source))))
+}
+
+/// The proxy through which the others (replicas, sentinels) reach node
+/// `index` on `port`, which the node announces as its address: replication
+/// then runs through it, delayed by a lag drawn per chunk from the file's
+/// `replication_lag`, in order, as the simulator draws one per write
+/// (loopback alone replicates in microseconds; one fixed lag would keep a
+/// release and the grant after it together, where drawn ones let the
+/// release arrive alone). Every address a sentinel knows is a proxy one,
+/// so it finds no replica "replicating from a different address" to fix
+/// behind the proxy's back, and after a failover it points the replicas
+/// at the new primary's proxy. Clients dial nodes directly (through their
+/// own links). Adds the announce arguments to `args`, and `--replicaof`
+/// the first node's proxy (`primary`) when there is one.
+async fn replication_link(
+    topology: &Topology,
+    port: u16,
+    index: usize,
+    seed: u64,
+    primary: Option<u16>,
+    args: &mut Vec<String>,
+) -> Result<Link, ChaosError> {
+    let link = super::proxy::start(port, seed.wrapping_add(index as u64))
+        .await
+        .map_err(|source| ChaosError::Io {
+            what: "starting a replication proxy".to_owned(),
+            source,
+        })?;
+    link.set(|mode| mode.drawn_down = topology.replication_lag());
+    let announce = link.port.to_string();
+    args.extend(
+        [
+            "--replica-announce-ip",
+            "127.0.0.1",
+            "--replica-announce-port",
+            &announce,
+        ]
+        .iter()
+        .map(|s| (*s).to_owned()),
+    );
+    if let Some(primary) = primary {
+        args.extend(
+            ["--replicaof", "127.0.0.1", &primary.to_string()]
+                .iter()
+                .map(|s| (*s).to_owned()),
+        );
+    }
+    Ok(link)
+}
+
 impl Deployment {
     /// Starts node `index` with its arguments; waits until it listens.
     pub(super) fn start_node(
@@ -184,95 +281,17 @@ impl Deployment {
         for index in 0..count {
             let port = ports.take()?;
             let mut args = node_args(&dir, index, port, persistence);
-            let mut bus_link = None;
-            let bus = if cluster {
-                let bus = ports.take()?;
-                let link =
-                    super::proxy::start(bus, seed)
-                        .await
-                        .map_err(|source| ChaosError::Io {
-                            what: "starting a cluster bus proxy".to_owned(),
-                            source,
-                        })?;
-                // 127.0.0.0/8 is loopback: each node gets an address of
-                // its own to connect from.
-                let source = Ipv4Addr::new(127, 0, 0, 20 + index as u8);
-                args.extend(
-                    [
-                        "--cluster-announce-ip",
-                        "127.0.0.1",
-                        "--cluster-announce-bus-port",
-                        &link.port.to_string(),
-                        "--bind-source-addr",
-                        &source.to_string(),
-                    ]
-                    .iter()
-                    .map(|s| (*s).to_owned()),
-                );
-                bus_link = Some((link, IpAddr::V4(source)));
-                args.extend(
-                    [
-                        "--cluster-enabled",
-                        "yes",
-                        "--cluster-port",
-                        &bus.to_string(),
-                        "--cluster-config-file",
-                        &dir.join(format!("nodes-{index}.conf"))
-                            .display()
-                            .to_string(),
-                        "--cluster-node-timeout",
-                        &topology
-                            .node_timeout()
-                            .unwrap_or(Duration::from_secs(1))
-                            .as_millis()
-                            .to_string(),
-                    ]
-                    .iter()
-                    .map(|s| (*s).to_owned()),
-                );
-                Some(bus)
+            let (bus, bus_link) = if cluster {
+                let (bus, link) = bus_port(topology, &dir, index, seed, ports, &mut args).await?;
+                (Some(bus), Some(link))
             } else {
-                None
+                (None, None)
             };
             let announce = if topology.can_fail_over() {
-                // The others (replicas, sentinels) reach each node through
-                // a proxy of the controller's, which the node announces as
-                // its address: replication then runs through it, delayed
-                // by a lag drawn per chunk from the file's
-                // `replication_lag`, in order, as the simulator draws one
-                // per write (loopback alone replicates in microseconds;
-                // one fixed lag would keep a release and the grant after
-                // it together, where drawn ones let the release arrive
-                // alone). Every address a sentinel knows is a proxy one,
-                // so it finds no replica "replicating from a different
-                // address" to fix behind the proxy's back, and after a
-                // failover it points the replicas at the new primary's
-                // proxy. Clients dial nodes directly (through their own
-                // links).
-                let link = super::proxy::start(port, seed.wrapping_add(index as u64))
-                    .await
-                    .map_err(|source| ChaosError::Io {
-                        what: "starting a replication proxy".to_owned(),
-                        source,
-                    })?;
-                link.set(|mode| mode.drawn_down = topology.replication_lag());
-                args.extend(
-                    [
-                        "--replica-announce-ip",
-                        "127.0.0.1",
-                        "--replica-announce-port",
-                        &link.port.to_string(),
-                    ]
-                    .iter()
-                    .map(|s| (*s).to_owned()),
-                );
-                if let Some(primary) = nodes.first().and_then(|n: &Node| n.announce.as_ref()) {
-                    args.extend(
-                        ["--replicaof", "127.0.0.1", &primary.port.to_string()]
-                            .iter()
-                            .map(|s| (*s).to_owned()),
-                    );
-                }
+                let primary = nodes.first().and_then(|n: &Node| n.announce.as_ref());
+                let primary = primary.map(|link| link.port);
+                let link =
+                    replication_link(topology, port, index, seed, primary, &mut args).await?;
                 Some(link)
             } else {
                 None
@@ -441,6 +460,42 @@ impl Deployment {
         Ok(())
     }
 
+    /// Makes node `replica` a replica of `primary` (node id `id`, shard
+    /// `shard`): it meets the primary on the bus, then `CLUSTER REPLICATE`
+    /// until it has learnt the primary's id.
+    async fn attach_replica(
+        &self,
+        replica: usize,
+        primary: usize,
+        id: &str,
+        shard: usize,
+    ) -> Result<(), ChaosError> {
+        let mut r = self.admin(replica).await?;
+        let _: redis::Value = redis::cmd("CLUSTER")
+            .arg("MEET")
+            .arg("127.0.0.1")
+            .arg(self.nodes[primary].port)
+            .arg(self.nodes[primary].bus_reached_at())
+            .query_async(&mut r)
+            .await
+            .map_err(|e| start_error("CLUSTER MEET", &e))?;
+        for _ in 0..200 {
+            let done: redis::RedisResult<redis::Value> = redis::cmd("CLUSTER")
+                .arg("REPLICATE")
+                .arg(id)
+                .query_async(&mut r)
+                .await;
+            if done.is_ok() {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Err(ChaosError::Start {
+            what: format!("redis-{replica}"),
+            why: format!("could not become a replica of shard {shard}"),
+        })
+    }
+
     async fn create_cluster(
         &mut self,
         procs: &mut Processes,
@@ -499,37 +554,8 @@ impl Deployment {
                 .await
                 .map_err(|e| start_error("CLUSTER MYID", &e))?;
             for offset in 1..=replicas {
-                let replica = primary + offset;
-                let mut r = self.admin(replica).await?;
-                let _: redis::Value = redis::cmd("CLUSTER")
-                    .arg("MEET")
-                    .arg("127.0.0.1")
-                    .arg(self.nodes[primary].port)
-                    .arg(self.nodes[primary].bus_reached_at())
-                    .query_async(&mut r)
-                    .await
-                    .map_err(|e| start_error("CLUSTER MEET", &e))?;
-                // The replica must learn the primary's id before it can
-                // replicate it.
-                let mut attached = false;
-                for _ in 0..200 {
-                    let done: redis::RedisResult<redis::Value> = redis::cmd("CLUSTER")
-                        .arg("REPLICATE")
-                        .arg(&id)
-                        .query_async(&mut r)
-                        .await;
-                    if done.is_ok() {
-                        attached = true;
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                if !attached {
-                    return Err(ChaosError::Start {
-                        what: format!("redis-{replica}"),
-                        why: format!("could not become a replica of shard {shard}"),
-                    });
-                }
+                self.attach_replica(primary + offset, primary, &id, shard)
+                    .await?;
             }
         }
         // Wait for every node to say the cluster is ok and for the

@@ -38,9 +38,18 @@ impl ClusterNode {
     }
 }
 
+/// Each node's client port, by index, and whether its process runs.
+fn node_ports(deployment: &Deployment) -> Vec<(u16, bool)> {
+    deployment
+        .nodes
+        .iter()
+        .map(|node| (node.port, node.proc.is_some()))
+        .collect()
+}
+
 /// The port of the primary that serves `slot`, and its replicas' ports.
 pub(super) async fn slot_owner(deployment: &Deployment, slot: u16) -> Option<(u16, Vec<u16>)> {
-    let nodes = cluster_nodes(deployment).await?;
+    let nodes = cluster_nodes(&node_ports(deployment)).await?;
     let owner = nodes.iter().find(|n| n.primary && n.owns(slot))?;
     let replicas = nodes
         .iter()
@@ -63,14 +72,14 @@ pub(super) struct Migration {
     stepper: JoinHandle<()>,
 }
 
-/// `CLUSTER NODES` of the first node that answers (a node that answers
-/// with something else is skipped).
-async fn cluster_nodes(deployment: &Deployment) -> Option<Vec<ClusterNode>> {
-    for node in &deployment.nodes {
-        if node.proc.is_none() {
+/// `CLUSTER NODES` of the first running node (of `ports`: port, running)
+/// that answers (a node that answers with something else is skipped).
+async fn cluster_nodes(ports: &[(u16, bool)]) -> Option<Vec<ClusterNode>> {
+    for &(port, running) in ports {
+        if !running {
             continue;
         }
-        let Ok(mut conn) = admin(node.port).await else {
+        let Ok(mut conn) = admin(port).await else {
             continue;
         };
         let Ok(text) = redis::cmd("CLUSTER")
@@ -159,11 +168,23 @@ pub(super) async fn begin(
     duration: Duration,
     on_moved: impl Fn(String, usize, usize) + Send + 'static,
 ) -> Result<Option<Migration>, ChaosError> {
+    begin_among(&node_ports(deployment), key, pick, duration, on_moved).await
+}
+
+/// [`begin`] on the cluster whose nodes are `ports` (port, running), by
+/// index.
+async fn begin_among(
+    ports: &[(u16, bool)],
+    key: &str,
+    pick: u64,
+    duration: Duration,
+    on_moved: impl Fn(String, usize, usize) + Send + 'static,
+) -> Result<Option<Migration>, ChaosError> {
     let slot = lock_core::internal::cluster::slot_of(key);
-    let Some(nodes) = cluster_nodes(deployment).await else {
+    let Some(nodes) = cluster_nodes(ports).await else {
         return Ok(None);
     };
-    let index_of = |port: u16| deployment.nodes.iter().position(|n| n.port == port);
+    let index_of = |port: u16| ports.iter().position(|&(p, _)| p == port);
     let Some(owner) = nodes.iter().find(|n| n.primary && n.owns(slot)) else {
         return Ok(None);
     };
@@ -250,7 +271,175 @@ pub(super) async fn finish(
 
 #[cfg(test)]
 mod tests {
+    use std::{
+        path::PathBuf,
+        process::{Child, Command, Stdio},
+        sync::{Arc, Mutex},
+    };
+
     use super::*;
+    use crate::chaos::procs::{Ports, wait_listening};
+
+    /// Three cluster-enabled `redis-server`s that `redis-cli --cluster
+    /// create` made one cluster, each owning a third of the slots; killed
+    /// on drop. Ports from `SIM_CHAOS_TEST_BASE_PORT` up when it is set,
+    /// else from the kernel.
+    struct TestCluster {
+        children: Vec<Child>,
+        /// Client ports, by index.
+        ports: Vec<u16>,
+        dir: PathBuf,
+    }
+
+    impl Drop for TestCluster {
+        fn drop(&mut self) {
+            for child in &mut self.children {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    impl TestCluster {
+        async fn start() -> Self {
+            let base = std::env::var("SIM_CHAOS_TEST_BASE_PORT")
+                .ok()
+                .and_then(|port| port.parse().ok());
+            let mut ports = Ports::new(base);
+            let mut cluster = Self {
+                children: Vec::new(),
+                ports: Vec::new(),
+                dir: std::env::temp_dir().join(format!("sim-migrate-{}", std::process::id())),
+            };
+            let _ = std::fs::remove_dir_all(&cluster.dir);
+            for index in 0..3 {
+                let (port, bus) = (ports.take().unwrap(), ports.take().unwrap());
+                let dir = cluster.dir.join(index.to_string());
+                std::fs::create_dir_all(&dir).unwrap();
+                let child = Command::new("redis-server")
+                    .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                    .args([
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-port",
+                        &bus.to_string(),
+                    ])
+                    .args(["--save", "", "--appendonly", "no", "--dir"])
+                    .arg(&dir)
+                    .stdout(Stdio::null())
+                    .spawn()
+                    .expect("redis-server on PATH");
+                cluster.children.push(child);
+                cluster.ports.push(port);
+                assert!(
+                    wait_listening(port, Duration::from_secs(10)),
+                    "node {index}"
+                );
+            }
+            let create = Command::new("redis-cli")
+                .args(["--cluster", "create"])
+                .args(cluster.ports.iter().map(|port| format!("127.0.0.1:{port}")))
+                .args(["--cluster-replicas", "0", "--cluster-yes"])
+                .stdout(Stdio::null())
+                .status()
+                .expect("redis-cli on PATH");
+            assert!(create.success());
+            for _ in 0..500 {
+                if cluster.agrees().await {
+                    return cluster;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            panic!("the cluster never came up");
+        }
+
+        /// Whether every node says the cluster is up.
+        async fn agrees(&self) -> bool {
+            for &port in &self.ports {
+                let Ok(mut conn) = admin(port).await else {
+                    return false;
+                };
+                let info: String = redis::cmd("CLUSTER")
+                    .arg("INFO")
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap_or_default();
+                if !info.contains("cluster_state:ok") {
+                    return false;
+                }
+            }
+            true
+        }
+
+        fn running(&self) -> Vec<(u16, bool)> {
+            self.ports.iter().map(|&port| (port, true)).collect()
+        }
+    }
+
+    /// `GET key` on `port` as a plain client sends it (no `ASKING`).
+    async fn get(port: u16, key: &str) -> redis::RedisResult<Option<String>> {
+        let mut conn = admin(port).await.unwrap();
+        redis::cmd("GET").arg(key).query_async(&mut conn).await
+    }
+
+    #[tokio::test]
+    async fn a_migrated_slots_keys_end_on_the_target_and_are_read_there() {
+        let cluster = TestCluster::start().await;
+        let names = lock_core::scripts::KeyNames::new("lock", crate::client::KEY);
+        let slot = lock_core::internal::cluster::slot_of(&names.lock);
+        let nodes = cluster_nodes(&cluster.running()).await.unwrap();
+        let owner = nodes.iter().find(|n| n.owns(slot)).unwrap().port;
+        let from = cluster.ports.iter().position(|&p| p == owner).unwrap();
+        let mut conn = admin(owner).await.unwrap();
+        for (key, value) in [(&names.lock, "token"), (&names.fence, "17")] {
+            redis::cmd("SET")
+                .arg(key)
+                .arg(value)
+                .query_async::<()>(&mut conn)
+                .await
+                .unwrap();
+        }
+        let moved = Arc::new(Mutex::new(Vec::new()));
+        let heard = Arc::clone(&moved);
+        let record = move |key, from, to| heard.lock().unwrap().push((key, from, to));
+        let duration = Duration::from_millis(300);
+        let migration = begin_among(&cluster.running(), &names.lock, 1, duration, record.clone())
+            .await
+            .unwrap()
+            .expect("another shard to move to");
+        tokio::time::sleep(duration / 2).await;
+        finish(migration, record).await.unwrap();
+        let moved = moved.lock().unwrap().clone();
+        let to = moved.first().expect("a key moved").2;
+        assert_ne!(to, from);
+        let mut keys: Vec<&str> = moved.iter().map(|(key, _, _)| key.as_str()).collect();
+        keys.sort_unstable();
+        assert_eq!(keys, [names.lock.as_str(), names.fence.as_str()]);
+        assert!(
+            moved.iter().all(|&(_, f, t)| (f, t) == (from, to)),
+            "{moved:?}"
+        );
+        // The target serves the slot: a plain GET reads the keys there.
+        let target = cluster.ports[to];
+        assert_eq!(
+            get(target, &names.lock).await.unwrap().as_deref(),
+            Some("token")
+        );
+        assert_eq!(
+            get(target, &names.fence).await.unwrap().as_deref(),
+            Some("17")
+        );
+        // The source sends clients there, and so does the third node.
+        for port in cluster.ports.iter().filter(|&&p| p != target) {
+            let error = get(*port, &names.lock).await.unwrap_err();
+            assert_eq!(error.code(), Some("MOVED"), "{error}");
+            assert!(
+                error.to_string().ends_with(&format!(":{target}")),
+                "{error}"
+            );
+        }
+    }
 
     #[test]
     fn a_cluster_nodes_line_gives_its_slots_and_skips_migrations() {

@@ -5,6 +5,16 @@
 //! chunk `delay` after it was read, in order. A link can also hold only
 //! the connections that come from given addresses (a cluster node's bus
 //! traffic, told apart by the source address it binds).
+//!
+//! A connection dialled while its link is cut (either direction, or its
+//! source address) is not connected upstream at once: through a real cut
+//! the SYN or the SYN-ACK is dropped and the handshake completes only at
+//! the client's first SYN retransmission after the heal. The kernel here
+//! has already completed it with the proxy, so the proxy takes the client's
+//! bytes but connects upstream (and delivers them) only at that instant
+//! ([`SYN_RETRANSMITS`]), and drops the connection, as `connect()` times
+//! out, when the cut outlasts them all; a client that closes before never
+//! reaches the server.
 
 use std::{
     collections::BTreeSet,
@@ -46,7 +56,31 @@ impl LinkMode {
         let held = if up { self.hold_up } else { self.hold_down };
         held || peer.is_some_and(|peer| self.cut_peers.contains(&peer))
     }
+
+    /// Whether a handshake from `peer` would be lost now: a cut either way
+    /// drops the SYN or the SYN-ACK.
+    fn cuts_handshake(&self, peer: Option<IpAddr>) -> bool {
+        self.holds(true, peer) || self.holds(false, peer)
+    }
 }
+
+/// When, after `connect()` began, Linux sends the SYN again while no
+/// SYN-ACK comes back (6.x defaults: `tcp_syn_linear_timeouts = 4` linear
+/// 1 s timeouts, then doubling; `tcp_syn_retries = 6`). Measured through a
+/// one-way iptables DROP on loopback in either direction: a connection
+/// begun during the cut completed 1.02, 2.04, 3.07, 4.09 and 5.11 s after
+/// its `connect()` for heals 0.3, 1.3, 2.3, 3.3 and 5.0 s after it.
+pub(super) const SYN_RETRANSMITS: [Duration; 6] = [
+    Duration::from_secs(1),
+    Duration::from_secs(2),
+    Duration::from_secs(3),
+    Duration::from_secs(4),
+    Duration::from_secs(5),
+    Duration::from_secs(7),
+];
+
+/// When `connect()` gives up (`ETIMEDOUT`) after the last retransmission.
+pub(super) const SYN_GIVE_UP: Duration = Duration::from_secs(11);
 
 /// The switch of one link.
 #[derive(Debug, Clone)]
@@ -75,11 +109,19 @@ pub(super) async fn start(upstream: u16, seed: u64) -> std::io::Result<Link> {
             let peer = Some(from.ip());
             connections += 1;
             let rng = Rng::fork(seed, connections);
-            let watching = watching.clone();
+            let mut watching = watching.clone();
             tokio::spawn(async move {
-                let Ok(server) = TcpStream::connect((Ipv4Addr::LOCALHOST, upstream)).await else {
+                let mut client = client;
+                let Some(early) = handshake(&mut client, &mut watching, peer).await else {
                     return;
                 };
+                let Ok(mut server) = TcpStream::connect((Ipv4Addr::LOCALHOST, upstream)).await
+                else {
+                    return;
+                };
+                if !early.is_empty() && server.write_all(&early).await.is_err() {
+                    return;
+                }
                 let _ = client.set_nodelay(true);
                 let _ = server.set_nodelay(true);
                 let (client_read, client_write) = client.into_split();
@@ -102,6 +144,47 @@ pub(super) async fn start(upstream: u16, seed: u64) -> std::io::Result<Link> {
         }
     });
     Ok(Link { mode, port })
+}
+
+/// Waits, for a connection accepted now from `peer`, until its handshake
+/// would have completed through the link: at once when the link is not
+/// cut, otherwise at the first of [`SYN_RETRANSMITS`] that finds it healed.
+/// Returns what the client sent meanwhile, or `None` when the client
+/// closed first or `connect()` would have timed out (the client is then
+/// dropped: it sees the connection reset).
+async fn handshake(
+    client: &mut TcpStream,
+    mode: &mut watch::Receiver<LinkMode>,
+    peer: Option<IpAddr>,
+) -> Option<Vec<u8>> {
+    let began = Instant::now();
+    if !mode.borrow_and_update().cuts_handshake(peer) {
+        return Some(Vec::new());
+    }
+    let mut early = Vec::new();
+    for after in SYN_RETRANSMITS {
+        read_until(client, &mut early, began + after).await?;
+        if !mode.borrow_and_update().cuts_handshake(peer) {
+            return Some(early);
+        }
+    }
+    read_until(client, &mut early, began + SYN_GIVE_UP).await?;
+    None
+}
+
+/// Reads what `client` sends into `early` until `due`; `None` if the
+/// client closed first.
+async fn read_until(client: &mut TcpStream, early: &mut Vec<u8>, due: Instant) -> Option<()> {
+    let mut buf = [0u8; 4096];
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep_until(due) => return Some(()),
+            read = client.read(&mut buf) => match read {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => early.extend_from_slice(&buf[..n]),
+            },
+        }
+    }
 }
 
 /// Copies one direction, holding and delaying as the mode says.
@@ -170,7 +253,13 @@ async fn pipe(
 
 #[cfg(test)]
 mod tests {
-    use std::net::SocketAddr;
+    use std::{
+        net::SocketAddr,
+        sync::{
+            Arc,
+            atomic::{AtomicUsize, Ordering},
+        },
+    };
 
     use tokio::net::TcpSocket;
 
@@ -178,10 +267,18 @@ mod tests {
 
     /// An upstream that echoes what it reads; returns its port.
     async fn echo() -> u16 {
+        counted_echo().await.0
+    }
+
+    /// [`echo`], and how many connections it accepted so far.
+    async fn counted_echo() -> (u16, Arc<AtomicUsize>) {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
         let port = listener.local_addr().unwrap().port();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&accepted);
         tokio::spawn(async move {
             while let Ok((mut stream, _)) = listener.accept().await {
+                counter.fetch_add(1, Ordering::SeqCst);
                 tokio::spawn(async move {
                     let mut buf = [0u8; 1024];
                     while let Ok(n) = stream.read(&mut buf).await {
@@ -192,7 +289,7 @@ mod tests {
                 });
             }
         });
-        port
+        (port, accepted)
     }
 
     /// A connection to `port` from the loopback address `from`.
@@ -247,6 +344,53 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(back[0], b'd');
+    }
+
+    #[tokio::test]
+    async fn a_connection_dialled_during_a_cut_reaches_the_server_at_the_first_syn_retransmission_after_the_heal()
+     {
+        let (upstream, accepted) = counted_echo().await;
+        let link = start(upstream, 1).await.unwrap();
+        link.set(|mode| mode.hold_down = true);
+        let dialled = Instant::now();
+        let mut stream = dial_from(Ipv4Addr::LOCALHOST, link.port).await;
+        stream.write_all(b"x").await.unwrap();
+        // Healed between the first retransmission (1 s) and the second.
+        tokio::time::sleep_until(dialled + Duration::from_millis(1300)).await;
+        assert_eq!(
+            accepted.load(Ordering::SeqCst),
+            0,
+            "connected during the cut"
+        );
+        link.set(|mode| mode.hold_down = false);
+        let mut back = [0u8; 1];
+        tokio::time::timeout(Duration::from_secs(5), stream.read_exact(&mut back))
+            .await
+            .unwrap()
+            .unwrap();
+        let took = dialled.elapsed();
+        assert_eq!(back[0], b'x');
+        assert!(took >= SYN_RETRANSMITS[1], "answered at the heal: {took:?}");
+        assert!(took < SYN_RETRANSMITS[2], "{took:?}");
+    }
+
+    #[tokio::test]
+    async fn a_connection_abandoned_during_a_cut_never_reaches_the_server() {
+        let (upstream, accepted) = counted_echo().await;
+        let link = start(upstream, 1).await.unwrap();
+        link.set(|mode| mode.hold_up = true);
+        let mut stream = dial_from(Ipv4Addr::LOCALHOST, link.port).await;
+        stream.write_all(b"x").await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        drop(stream);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        link.set(|mode| mode.hold_up = false);
+        tokio::time::sleep(SYN_RETRANSMITS[0] + Duration::from_millis(300)).await;
+        assert_eq!(accepted.load(Ordering::SeqCst), 0);
+        // Healed, a new connection goes through at once.
+        let mut stream = dial_from(Ipv4Addr::LOCALHOST, link.port).await;
+        let short = Duration::from_millis(500);
+        assert_eq!(round_trip(&mut stream, b'y', short).await, Some(b'y'));
     }
 
     #[tokio::test]

@@ -107,6 +107,42 @@ struct Seed<'a> {
     migrations: BTreeMap<usize, super::migrate::Migration>,
 }
 
+impl Seed<'_> {
+    /// Applies `schedule` in real time, its starts and ends in time order,
+    /// then waits out the run; stops at the first fault that fails.
+    async fn apply(
+        &mut self,
+        schedule: &[ConcreteFault],
+        procs: &mut Processes,
+    ) -> Result<(), ChaosError> {
+        let mut events: Vec<(Duration, usize, bool)> = Vec::new();
+        for (index, fault) in schedule.iter().enumerate() {
+            events.push((fault.at, index, true));
+            if let Some(duration) = fault.duration
+                && lasts(fault.kind)
+            {
+                events.push((fault.at + duration, index, false));
+            }
+        }
+        events.sort_by_key(|(at, index, start)| (*at, !*start, *index));
+        let start = tokio::time::Instant::now();
+        for (at, index, begin) in events {
+            if at >= self.scenario.duration {
+                break;
+            }
+            tokio::time::sleep_until(start + at).await;
+            let fault = &schedule[index];
+            if begin {
+                self.begin(index, fault, procs).await?;
+            } else {
+                self.end(index, fault, procs).await?;
+            }
+        }
+        tokio::time::sleep_until(start + self.scenario.duration).await;
+        Ok(())
+    }
+}
+
 /// Runs seed `seed` of `scenario` with `schedule` on real processes.
 pub(super) async fn run_seed(
     scenario: &Scenario,
@@ -168,38 +204,7 @@ pub(super) async fn run_seed(
             .spawn_client(index, seed, &reach, &ports_to_link, procs, dir)
             .await?;
     }
-    // The schedule, in real time: starts and ends in time order.
-    let mut events: Vec<(Duration, usize, bool)> = Vec::new();
-    for (index, fault) in schedule.iter().enumerate() {
-        events.push((fault.at, index, true));
-        if let Some(duration) = fault.duration
-            && lasts(fault.kind)
-        {
-            events.push((fault.at + duration, index, false));
-        }
-    }
-    events.sort_by_key(|(at, index, start)| (*at, !*start, *index));
-    let start = tokio::time::Instant::now();
-    let mut failure = None;
-    for (at, index, begin) in events {
-        if at >= scenario.duration {
-            break;
-        }
-        tokio::time::sleep_until(start + at).await;
-        let fault = &schedule[index];
-        let applied = if begin {
-            seed_state.begin(index, fault, procs).await
-        } else {
-            seed_state.end(index, fault, procs).await
-        };
-        if let Err(error) = applied {
-            failure = Some(error);
-            break;
-        }
-    }
-    if failure.is_none() {
-        tokio::time::sleep_until(start + scenario.duration).await;
-    }
+    let failure = seed_state.apply(schedule, procs).await.err();
     // Stop the clients first: the history ends here.
     for client in &seed_state.clients {
         procs.signal(client.id, Signal::KILL);
@@ -523,68 +528,14 @@ impl Seed<'_> {
                     deployment.start_node(procs, n)?;
                 }
             }
-            (FaultKind::Partition, _) => {
-                for link in self.links_of(target) {
-                    link.set(|mode| {
-                        mode.hold_up = true;
-                        mode.hold_down = true;
-                    });
-                }
+            (FaultKind::Partition | FaultKind::PartitionOneway | FaultKind::Latency, _) => {
+                self.cut_links(fault, target);
             }
-            (FaultKind::PartitionOneway, FaultTarget::Client(_)) => {
-                for link in self.links_of(target) {
-                    link.set(|mode| mode.hold_up = true);
-                }
+            (FaultKind::ClockDrift | FaultKind::ClockJump, FaultTarget::Client(n)) => {
+                self.move_clock(n, fault);
             }
-            (FaultKind::PartitionOneway, _) => {
-                for link in self.links_of(target) {
-                    link.set(|mode| mode.hold_down = true);
-                }
-            }
-            (FaultKind::Latency, _) => {
-                let delay = fault.delay.unwrap_or(Duration::from_millis(100));
-                for link in self.links_of(target) {
-                    link.set(|mode| mode.delay = delay);
-                }
-            }
-            (FaultKind::ClockDrift, FaultTarget::Client(n)) => {
-                self.command(
-                    n,
-                    ClientCommand::Drift {
-                        rate: fault.rate.unwrap_or_default(),
-                    },
-                );
-            }
-            (FaultKind::ClockJump, FaultTarget::Client(n)) => {
-                if let Some(offset) = fault.offset
-                    && !offset.negative
-                {
-                    self.command(
-                        n,
-                        ClientCommand::Jump {
-                            ns: offset.magnitude.as_nanos() as i64,
-                        },
-                    );
-                }
-            }
-            (FaultKind::Busy, FaultTarget::Redis(n)) => {
-                let port = self.deployment()?.nodes[n].port;
-                let duration = fault.duration.unwrap_or(Duration::from_millis(100));
-                tokio::spawn(busy(port, duration));
-            }
-            (FaultKind::Evict, FaultTarget::Redis(n)) => {
-                let port = self.deployment()?.nodes[n].port;
-                if let Some((key, value)) = evict(port).await {
-                    self.recorder.record(
-                        Process::Controller,
-                        Op::Evicted {
-                            node: n,
-                            key,
-                            value,
-                        },
-                    );
-                }
-                self.record_fault(fault, target, Phase::End);
+            (FaultKind::Busy | FaultKind::Evict, FaultTarget::Redis(n)) => {
+                self.load_node(n, fault, target).await?;
             }
             (FaultKind::Failover, FaultTarget::Redis(old))
                 if matches!(self.scenario.topology, Topology::Sentinel { .. }) =>
@@ -597,27 +548,96 @@ impl Seed<'_> {
             (FaultKind::ShardFailover, FaultTarget::Redis(_)) => {
                 self.shard_failover(fault.duration, procs).await?;
             }
-            (FaultKind::SlotMigration, _) => {
-                let pick = self.rng.between(0, 1 << 16);
-                let recorder = self.recorder.clone();
-                let migration = super::migrate::begin(
-                    self.deployment()?,
-                    &lock_key(),
-                    pick,
-                    fault.duration.unwrap_or_default(),
-                    move |key, from, to| recorder.record_migrated(key, from, to),
-                )
-                .await?;
-                if let Some(migration) = migration {
-                    self.migrations.insert(index, migration);
-                }
-            }
+            (FaultKind::SlotMigration, _) => self.begin_migration(index, fault).await?,
             (kind, target) => {
                 return Err(ChaosError::Internal(format!(
                     "{} on {target} reached the controller unrefused",
                     fault_kind(kind).name
                 )));
             }
+        }
+        Ok(())
+    }
+
+    /// A partition (both ways, or one way: a client's requests, a node's
+    /// replies) or latency begins on `target`'s links.
+    fn cut_links(&self, fault: &ConcreteFault, target: FaultTarget) {
+        let delay = fault.delay.unwrap_or(Duration::from_millis(100));
+        for link in self.links_of(target) {
+            match (fault.kind, target) {
+                (FaultKind::PartitionOneway, FaultTarget::Client(_)) => {
+                    link.set(|mode| mode.hold_up = true);
+                }
+                (FaultKind::PartitionOneway, _) => link.set(|mode| mode.hold_down = true),
+                (FaultKind::Latency, _) => link.set(|mode| mode.delay = delay),
+                _ => link.set(|mode| {
+                    mode.hold_up = true;
+                    mode.hold_down = true;
+                }),
+            }
+        }
+    }
+
+    /// Client `n`'s clock drifts or jumps forward (a monotonic clock never
+    /// steps back), through its injected clock.
+    fn move_clock(&mut self, n: usize, fault: &ConcreteFault) {
+        if fault.kind == FaultKind::ClockDrift {
+            let rate = fault.rate.unwrap_or_default();
+            self.command(n, ClientCommand::Drift { rate });
+        } else if let Some(offset) = fault.offset
+            && !offset.negative
+        {
+            let ns = offset.magnitude.as_nanos() as i64;
+            self.command(n, ClientCommand::Jump { ns });
+        }
+    }
+
+    /// Node `n` runs a busy script, or evicts the lock key (an instant:
+    /// its end is recorded at once).
+    async fn load_node(
+        &mut self,
+        n: usize,
+        fault: &ConcreteFault,
+        target: FaultTarget,
+    ) -> Result<(), ChaosError> {
+        let port = self.deployment()?.nodes[n].port;
+        if fault.kind == FaultKind::Busy {
+            let duration = fault.duration.unwrap_or(Duration::from_millis(100));
+            tokio::spawn(busy(port, duration));
+            return Ok(());
+        }
+        if let Some((key, value)) = evict(port).await {
+            self.recorder.record(
+                Process::Controller,
+                Op::Evicted {
+                    node: n,
+                    key,
+                    value,
+                },
+            );
+        }
+        self.record_fault(fault, target, Phase::End);
+        Ok(())
+    }
+
+    /// Slot migration `index` begins: its keys start moving.
+    async fn begin_migration(
+        &mut self,
+        index: usize,
+        fault: &ConcreteFault,
+    ) -> Result<(), ChaosError> {
+        let pick = self.rng.between(0, 1 << 16);
+        let recorder = self.recorder.clone();
+        let migration = super::migrate::begin(
+            self.deployment()?,
+            &lock_key(),
+            pick,
+            fault.duration.unwrap_or_default(),
+            move |key, from, to| recorder.record_migrated(key, from, to),
+        )
+        .await?;
+        if let Some(migration) = migration {
+            self.migrations.insert(index, migration);
         }
         Ok(())
     }
@@ -1145,63 +1165,10 @@ async fn oracle(topology: Topology, ports: Vec<u16>, recorder: Recorder) {
             continue;
         }
         let sample = if redlock {
-            for (index, view) in views.iter_mut().enumerate() {
-                match view {
-                    Some((owner, pttl)) => {
-                        remembered[index] = owner.clone().filter(|_| *pttl > 0).map(|owner| {
-                            let ttl = Duration::from_millis(pttl.unsigned_abs());
-                            (owner, sent.saturating_add(ttl.as_nanos() as u64))
-                        });
-                    }
-                    None => {
-                        *view = remembered[index].as_ref().and_then(|(owner, ends)| {
-                            let left = ends.saturating_sub(sent) / 1_000_000;
-                            (left > 0).then(|| (Some(owner.clone()), left as i64))
-                        });
-                    }
-                }
-            }
-            let quorum = ports.len() / 2 + 1;
-            let mut counts: BTreeMap<String, Vec<i64>> = BTreeMap::new();
-            for (owner, pttl) in views.iter().flatten() {
-                if let Some(owner) = owner {
-                    counts.entry(owner.clone()).or_default().push(*pttl);
-                }
-            }
-            let found = counts.into_iter().find_map(|(owner, mut pttls)| {
-                (pttls.len() >= quorum).then(|| {
-                    pttls.sort_unstable_by(|a, b| b.cmp(a));
-                    (owner, pttls.get(quorum - 1).copied())
-                })
-            });
-            Some((
-                0,
-                found.as_ref().map(|f| f.0.clone()),
-                found.and_then(|f| f.1),
-            ))
+            let (owner, pttl) = redlock_sample(&mut views, &mut remembered, sent);
+            Some((0, owner, pttl))
         } else {
-            // Of the nodes that say they are primary, the one holding a
-            // key; a deposed primary still in its stale window says
-            // master too, so the newest (highest index promoted) is not
-            // knowable here: prefer a master with the key's owner absent
-            // only when no master has it.
-            let masters: Vec<(usize, &(Option<String>, i64))> = views
-                .iter()
-                .enumerate()
-                .filter_map(|(i, v)| v.as_ref().map(|v| (i, v)))
-                .collect();
-            match masters.as_slice() {
-                [] => None,
-                [(index, (owner, pttl))] => Some((*index, owner.clone(), Some(*pttl))),
-                // Two masters (a stale window): the authority is the one
-                // promoted last, as the simulator's primary of record is
-                // from the promotion on; before any promotion was seen the
-                // oracle skips such samples rather than guess.
-                several => several
-                    .iter()
-                    .find(|(index, _)| follows_promotions && Some(*index) == promoted)
-                    .map(|(index, (owner, pttl))| (*index, owner.clone(), Some(*pttl))),
-            }
+            primary_sample(&views, follows_promotions.then_some(promoted).flatten())
         };
         let Some((primary, owner, pttl)) = sample else {
             continue;
@@ -1219,5 +1186,138 @@ async fn oracle(topology: Topology, ports: Vec<u16>, recorder: Recorder) {
                 },
             );
         }
+    }
+}
+
+/// One node's view of the lock key: its owner (if any) and `PTTL`; `None`
+/// when the node did not answer (or, outside Redlock, is not a primary).
+type View = Option<(Option<String>, i64)>;
+
+/// Redlock's authority from one round of `views` read at `sent` (the
+/// shared monotonic clock, ns): the owner a majority of nodes hold, and
+/// the quorum-th longest of their `PTTL`s. A node that did not answer
+/// counts with the key it had at its last answer (`remembered`: owner and
+/// when its ttl ends), until that ttl ends, as the simulator counts a down
+/// node: it grants nobody else meanwhile, and a restart that emptied it
+/// shows at its first answer, which replaces what is remembered.
+fn redlock_sample(
+    views: &mut [View],
+    remembered: &mut [Option<(String, u64)>],
+    sent: u64,
+) -> (Option<String>, Option<i64>) {
+    for (view, memory) in views.iter_mut().zip(remembered.iter_mut()) {
+        match view {
+            Some((owner, pttl)) => {
+                *memory = owner.clone().filter(|_| *pttl > 0).map(|owner| {
+                    let ttl = Duration::from_millis(pttl.unsigned_abs());
+                    (owner, sent.saturating_add(ttl.as_nanos() as u64))
+                });
+            }
+            None => {
+                *view = memory.as_ref().and_then(|(owner, ends)| {
+                    let left = ends.saturating_sub(sent) / 1_000_000;
+                    (left > 0).then(|| (Some(owner.clone()), left as i64))
+                });
+            }
+        }
+    }
+    let quorum = views.len() / 2 + 1;
+    let mut counts: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+    for (owner, pttl) in views.iter().flatten() {
+        if let Some(owner) = owner {
+            counts.entry(owner.clone()).or_default().push(*pttl);
+        }
+    }
+    let found = counts.into_iter().find_map(|(owner, mut pttls)| {
+        (pttls.len() >= quorum).then(|| {
+            pttls.sort_unstable_by(|a, b| b.cmp(a));
+            (owner, pttls.get(quorum - 1).copied())
+        })
+    });
+    match found {
+        Some((owner, pttl)) => (Some(owner), pttl),
+        None => (None, None),
+    }
+}
+
+/// The authority among the nodes that say they are primary (`views`, by
+/// index): the only one, or, while a deposed primary in its stale window
+/// says master too, the one last seen promoted from replica (`promoted`,
+/// when the topology follows promotions), as the simulator's primary of
+/// record is from the promotion on; before any promotion was seen such a
+/// round is skipped rather than guessed.
+fn primary_sample(
+    views: &[View],
+    promoted: Option<usize>,
+) -> Option<(usize, Option<String>, Option<i64>)> {
+    let masters: Vec<(usize, &(Option<String>, i64))> = views
+        .iter()
+        .enumerate()
+        .filter_map(|(i, v)| v.as_ref().map(|v| (i, v)))
+        .collect();
+    match masters.as_slice() {
+        [] => None,
+        [(index, (owner, pttl))] => Some((*index, owner.clone(), Some(*pttl))),
+        several => several
+            .iter()
+            .find(|(index, _)| Some(*index) == promoted)
+            .map(|(index, (owner, pttl))| (*index, owner.clone(), Some(*pttl))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn holds(owner: &str, pttl: i64) -> View {
+        Some((Some(owner.to_owned()), pttl))
+    }
+
+    fn empty() -> View {
+        Some((None, -2))
+    }
+
+    #[test]
+    fn a_down_redlock_node_counts_with_the_key_it_last_had_until_its_ttl() {
+        let mut remembered = vec![None; 3];
+        let mut round = |views: &[View], at_ms: u64| {
+            redlock_sample(&mut views.to_vec(), &mut remembered, at_ms * MS)
+        };
+        // Nodes 0 and 2 hold a's key, node 1 is empty: a has a majority.
+        let first = round(&[holds("a", 1000), empty(), holds("a", 300)], 0);
+        assert_eq!(first, (Some("a".to_owned()), Some(300)));
+        // Node 2 stops answering: it still counts with a's key, 200 ms left.
+        let down = round(&[holds("a", 900), empty(), None], 100);
+        assert_eq!(down, (Some("a".to_owned()), Some(200)));
+        // Past the ttl it had, it counts for nobody.
+        assert_eq!(round(&[holds("a", 600), empty(), None], 400), (None, None));
+        // Back and empty (a restart without persistence): nobody's.
+        let mut remembered = vec![None; 3];
+        let mut round = |views: &[View], at_ms: u64| {
+            redlock_sample(&mut views.to_vec(), &mut remembered, at_ms * MS)
+        };
+        round(&[holds("a", 1000), empty(), holds("a", 1000)], 0);
+        assert_eq!(
+            round(&[holds("a", 900), empty(), empty()], 100),
+            (None, None)
+        );
+        assert_eq!(round(&[holds("a", 800), empty(), None], 200), (None, None));
+    }
+
+    #[test]
+    fn two_primaries_answer_for_the_one_last_promoted_or_not_at_all() {
+        let views = [holds("old", 500), None, holds("new", 900)];
+        assert_eq!(primary_sample(&views, None), None);
+        assert_eq!(
+            primary_sample(&views, Some(2)),
+            Some((2, Some("new".to_owned()), Some(900)))
+        );
+        assert_eq!(
+            primary_sample(&[None, empty(), None], None),
+            Some((1, None, Some(-2)))
+        );
+        assert_eq!(primary_sample(&[None, None], Some(0)), None);
     }
 }

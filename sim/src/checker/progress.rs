@@ -249,9 +249,10 @@ pub(super) fn facts(scenario: &Scenario, history: &History, holds: &[Hold], verd
     }
 }
 
-/// The client a token belongs to: tokens end in `:client-N:sim`.
+/// The client a token belongs to: tokens end in `:client-N:sim` (the
+/// simulator) or `:client-N:chaos` (real runs).
 fn client_of_token(token: &str) -> Option<usize> {
-    let rest = token.strip_suffix(":sim")?;
+    let (rest, _) = token.rsplit_once(':')?;
     let (_, client) = rest.rsplit_once(":client-")?;
     client.parse().ok()
 }
@@ -549,6 +550,16 @@ mod tests {
     }
 
     const LOST: &str = "1234abcd:client-1:sim";
+
+    #[test]
+    fn a_token_names_its_client_in_simulated_and_real_runs() {
+        assert_eq!(client_of_token(LOST), Some(1));
+        // Real runs (`sim chaos`): the uuid, then `client-N:chaos`.
+        let real = "7f3e9c1a-0b2d-4e5f-8a6b-1c2d3e4f5a6b:client-12:chaos";
+        assert_eq!(client_of_token(real), Some(12));
+        // lock-core's default suffix (`pid:host`) names no client.
+        assert_eq!(client_of_token("7f3e9c1a:4242:vm"), None);
+    }
 
     #[test]
     fn a_key_nobody_wants_for_longer_than_a_command_timeout_is_an_orphan() {
