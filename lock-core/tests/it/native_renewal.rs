@@ -5,6 +5,9 @@
 //! server's own `INFO commandstats`, on whichever server the fixture starts
 //! (`scripts/test.sh` runs this file against Redis 7.0 and Valkey 8.1).
 //!
+//! Renewals that fall due together go out as one batch: on Valkey a
+//! pipeline of those `SET`s, on Redis one script call for all of them.
+//!
 //! On a full Valkey (above `maxmemory`, `noeviction`) `SET` is refused with
 //! `OOM` where the script's `PEXPIRE` still renews: the renewal falls back
 //! to the script and the lock stays held; once memory is back, renewals are
@@ -206,4 +209,101 @@ async fn a_full_valkey_refuses_set_and_the_script_renews_in_its_place() {
         );
     }
     guard.release().await.expect("release");
+}
+
+/// How many locks the batched test holds: acquired together, so their
+/// renewals fall due together and the watchdog sends them as batches.
+const TOGETHER: usize = 8;
+
+#[tokio::test]
+async fn batched_renewals_are_a_native_pipeline_on_valkey_and_one_script_call_on_redis() {
+    let server = RedisServer::start();
+    let family = family(&server);
+    let (locker, renewals) = locker(&server).await;
+    let opts = options();
+    let guards: Vec<LockGuard> = futures_util::future::join_all((0..TOGETHER).map(|index| {
+        let (locker, opts) = (&locker, &opts);
+        async move { locker.acquire(&format!("batched-{index}"), opts).await }
+    }))
+    .await
+    .into_iter()
+    .map(|guard| guard.expect("acquire"))
+    .collect();
+    let _: String = server.query(&["CONFIG", "RESETSTAT"]);
+    let renewed = hold_all(&guards, &renewals, Duration::from_millis(1_200)).await;
+    let (evalsha, _) = command_stats(&server, "evalsha");
+    let (set, set_rejected) = command_stats(&server, "set");
+    assert!(
+        renewed >= 5 * TOGETHER as u64,
+        "only {renewed} renewals of {TOGETHER} locks in 1.2 s"
+    );
+    match family {
+        Family::Valkey81 => {
+            assert_eq!(
+                evalsha, 0,
+                "Valkey 8.1: {renewed} batched renewals sent {evalsha} EVALSHA (expected a pipeline of SET IFEQ)"
+            );
+            assert!(
+                set >= renewed && set_rejected == 0,
+                "{renewed} renewals, {set} SET, {set_rejected} refused"
+            );
+        }
+        Family::Redis7 => {
+            assert_eq!(
+                set, 0,
+                "Redis 7 has no SET IFEQ, yet {set} SET calls went out"
+            );
+            // The renewals shared calls: the batches this test is about.
+            assert!(
+                evalsha >= 1 && evalsha < renewed,
+                "Redis 7: {renewed} renewals in {evalsha} EVALSHA (expected batches)"
+            );
+        }
+    }
+
+    // A full server refuses every SET of a pipeline (OOM): those renewals
+    // go out again as the script, and every lock stays held.
+    let _: String = server.query(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+    let _: String = server.query(&["CONFIG", "SET", "maxmemory", "1"]);
+    let _: String = server.query(&["CONFIG", "RESETSTAT"]);
+    let renewed = hold_all(&guards, &renewals, Duration::from_millis(800)).await;
+    let (evalsha, _) = command_stats(&server, "evalsha");
+    let (set, set_rejected) = command_stats(&server, "set");
+    assert!(
+        renewed >= 3 * TOGETHER as u64,
+        "only {renewed} renewals of {TOGETHER} locks in 0.8 s on a full server"
+    );
+    assert!(
+        evalsha >= 1,
+        "{renewed} renewals on a full server, none by the script"
+    );
+    assert_eq!(set, 0, "a SET ran on a full server");
+    if family == Family::Valkey81 {
+        assert!(
+            set_rejected >= renewed,
+            "{renewed} renewals, {set_rejected} SET refused"
+        );
+    }
+    let _: String = server.query(&["CONFIG", "SET", "maxmemory", "0"]);
+    for guard in guards {
+        guard.release().await.expect("release");
+    }
+}
+
+/// [`hold`] for several guards at once.
+async fn hold_all(guards: &[LockGuard], renewals: &AtomicU64, window: Duration) -> u64 {
+    let before = renewals.load(Ordering::Relaxed);
+    let started = tokio::time::Instant::now();
+    while started.elapsed() < window {
+        assert!(
+            guards.iter().all(LockGuard::is_held),
+            "a lock was lost while held"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        guards.iter().all(LockGuard::is_held),
+        "a lock was lost while held"
+    );
+    renewals.load(Ordering::Relaxed) - before
 }

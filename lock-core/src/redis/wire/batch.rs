@@ -42,12 +42,17 @@ use std::{
     task::{Context, Poll, Waker},
 };
 
+use redis::{RedisError, Value};
+
 use super::{
     call,
     codec::{self, BatchOp, OpKind},
 };
-use crate::redis::connect::node::Live;
-use crate::{Command, Failure, Reply, scripts::KeyNames};
+use crate::redis::connect::node::{Dialect, Live};
+use crate::{
+    Command, Failure, Reply,
+    scripts::{KeyNames, LockKind},
+};
 
 /// At most this many operations share one script call, so that no single
 /// call blocks the server for long.
@@ -402,6 +407,9 @@ fn set_waker(slot: &mut Option<Waker>, cx: &Context<'_>) {
 /// Encodes the sealed batch as one `EVALSHA` and starts sending it, with
 /// `wait` after it.
 fn seal(items: Vec<Item>, live: Live, wait: codec::Waits) -> SendFuture {
+    if renews_natively(&items, live.dialect()) {
+        return Box::pin(renew_natively(live, items, wait));
+    }
     let ops: Vec<BatchOp<'_>> = items
         .iter()
         .map(|item| BatchOp {
@@ -413,6 +421,85 @@ fn seal(items: Vec<Item>, live: Live, wait: codec::Waits) -> SendFuture {
     let kinds: Vec<OpKind> = items.iter().map(|item| OpKind::of(&item.command)).collect();
     let cmd = codec::encode_batch(&ops, live.dialect());
     Box::pin(call::batch(live, cmd, wait, kinds))
+}
+
+/// Whether a sealed batch goes out as a pipeline of native renewals: every
+/// operation a plain lock's renewal, on a server with `SET … IFEQ` (Valkey
+/// 8.1+). Each `SET` does what the script's renew operation does (see
+/// [`codec::encode`]), and costs the server a fraction of it.
+fn renews_natively(items: &[Item], dialect: Dialect) -> bool {
+    dialect.set_ifeq
+        && items.iter().all(|item| {
+            item.names.kind == LockKind::Plain && matches!(item.command, Command::Renew { .. })
+        })
+}
+
+/// Sends a batch of renewals as one pipeline of `SET lock token IFEQ token
+/// PX ttl`, with the batch's `WAIT` and `WAITAOF` behind them (they count
+/// every `SET` before them), and decodes a reply per renewal. A renewal
+/// whose `SET` the server refused (see [`codec::refuses_native`]: `OOM`
+/// on a full server, a syntax error) changed nothing: those go out again
+/// as one script call, with the waits behind it, and a refusal for good
+/// turns the native command off on the connection.
+async fn renew_natively(live: Live, items: Vec<Item>, waits: codec::Waits) -> Vec<Reply> {
+    let dialect = live.dialect();
+    let after = waits.cmds();
+    let count = items.len() + after.len();
+    let mut pipe = redis::pipe();
+    for item in &items {
+        pipe.add_command(codec::encode(&item.names, &item.token, &item.command, dialect).call);
+    }
+    for wait in after {
+        pipe.add_command(wait);
+    }
+    let mut conn = live.conn.clone();
+    let values = match conn.send_packed_commands(&pipe, 0, count).await {
+        Ok(values) if values.len() == count => values,
+        Ok(_) => return vec![Reply::Failed(Failure::Protocol); items.len()],
+        Err(error) => return vec![Reply::Failed(codec::failure_of(&error)); items.len()],
+    };
+    let (answers, waited) = values.split_at(items.len());
+    if waits.waitaof_unknown(waited) {
+        live.refusals.refuse_waitaof();
+    }
+    let mut replies = Vec::with_capacity(items.len());
+    let mut refused = Vec::new();
+    for (index, answer) in answers.iter().enumerate() {
+        if let Value::ServerError(error) = answer {
+            let error = RedisError::from(error.clone());
+            if codec::refuses_native(&error) {
+                if codec::refuses_for_good(&error) {
+                    live.refusals.refuse_set_ifeq();
+                }
+                refused.push(index);
+            }
+        }
+        replies.push(waits.apply(codec::decode_set_ifeq(answer), waited));
+    }
+    if refused.is_empty() {
+        return replies;
+    }
+    tracing::debug!(
+        refused = refused.len(),
+        "SET IFEQ refused: renewing those with the script"
+    );
+    let mut script = dialect;
+    script.set_ifeq = false;
+    let ops: Vec<BatchOp<'_>> = refused
+        .iter()
+        .map(|&index| BatchOp {
+            keys: &items[index].names,
+            token: &items[index].token,
+            command: &items[index].command,
+        })
+        .collect();
+    let cmd = codec::encode_batch(&ops, script);
+    let kinds = vec![OpKind::Renew; refused.len()];
+    let again = call::batch(live, cmd, waits, kinds).await;
+    for (index, reply) in refused.into_iter().zip(again) {
+        replies[index] = reply;
+    }
+    replies
 }
 
 #[cfg(test)]
