@@ -6,7 +6,8 @@ use std::{collections::BTreeMap, time::Duration};
 use lock_core::scripts::KeyNames;
 
 use super::{
-    Hold, TICK_SLACK, grant_times, oracle_timeline, short, stale_writes, stopped_intervals,
+    hold::{Hold, TICK_SLACK},
+    timeline::{grant_times, oracle_timeline, short, stale_writes, stopped_intervals},
 };
 use crate::{
     client::{KEY, lock_options},
@@ -499,8 +500,9 @@ pub(super) fn orphans(
 
 #[cfg(test)]
 mod tests {
+    use super::super::timeline::holds;
     use super::*;
-    use crate::{checker::holds, history::Entry};
+    use crate::history::Entry;
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)

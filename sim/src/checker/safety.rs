@@ -3,7 +3,10 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
-use super::{Hold, HoldEnd, grant_times, oracle_timeline, short, stale_writes, stopped_intervals};
+use super::{
+    hold::{Hold, HoldEnd},
+    timeline::{grant_times, oracle_timeline, short, stale_writes, stopped_intervals},
+};
 use crate::{
     config::{FencingMode, Property},
     history::{History, Op, Process},
@@ -285,11 +288,9 @@ fn told_at_once(history: &History, slack: Duration, verdict: &mut Verdict) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::{hold::TICK_SLACK, timeline::holds};
     use super::*;
-    use crate::{
-        checker::holds,
-        history::{Entry, Phase},
-    };
+    use crate::history::{Entry, Phase};
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
@@ -430,7 +431,7 @@ mod tests {
         };
         let holds_late = holds(&late, ms(3000));
         let mut verdict = Verdict::default();
-        timely_loss(&late, &holds_late, crate::checker::TICK_SLACK, &mut verdict);
+        timely_loss(&late, &holds_late, TICK_SLACK, &mut verdict);
         assert_eq!(verdict.violated().len(), 1);
 
         let fault = |at, phase| {
@@ -454,12 +455,7 @@ mod tests {
             ],
         };
         let mut verdict = Verdict::default();
-        timely_loss(
-            &frozen,
-            &holds(&frozen, ms(3000)),
-            crate::checker::TICK_SLACK,
-            &mut verdict,
-        );
+        timely_loss(&frozen, &holds(&frozen, ms(3000)), TICK_SLACK, &mut verdict);
         assert!(verdict.violations.is_empty());
     }
 
@@ -483,12 +479,7 @@ mod tests {
             ],
         };
         let mut verdict = Verdict::default();
-        timely_loss(
-            &prompt,
-            &holds(&prompt, ms(3000)),
-            crate::checker::TICK_SLACK,
-            &mut verdict,
-        );
+        timely_loss(&prompt, &holds(&prompt, ms(3000)), TICK_SLACK, &mut verdict);
         assert!(verdict.violations.is_empty(), "{:?}", verdict.violations);
         // READONLY taken for a passing error: retried, Lost only later.
         let late = History {
@@ -500,12 +491,7 @@ mod tests {
             ],
         };
         let mut verdict = Verdict::default();
-        timely_loss(
-            &late,
-            &holds(&late, ms(3000)),
-            crate::checker::TICK_SLACK,
-            &mut verdict,
-        );
+        timely_loss(&late, &holds(&late, ms(3000)), TICK_SLACK, &mut verdict);
         assert_eq!(verdict.violations.len(), 1, "{:?}", verdict.violations);
         assert!(verdict.violations[0].message.contains("Failed(ReadOnly)"));
         // A timeout says nothing about the key: no loss is due.
@@ -519,7 +505,7 @@ mod tests {
         timely_loss(
             &timeout,
             &holds(&timeout, ms(900)),
-            crate::checker::TICK_SLACK,
+            TICK_SLACK,
             &mut verdict,
         );
         assert!(verdict.violations.is_empty());

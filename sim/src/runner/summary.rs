@@ -8,7 +8,7 @@ use std::{
 
 use serde::{Deserialize, Serialize};
 
-use super::{Shard, counts};
+use super::seeds::{Shard, counts};
 use crate::{
     config::{Expect, Property, Scenario},
     outcome::{ConcreteFault, Verdict},
