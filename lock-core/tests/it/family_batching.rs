@@ -98,8 +98,9 @@ async fn the_watchdog_batches_plain_renewals_and_never_the_familys() {
     let server = RedisServer::start();
     let calls = watch(&server, "held", "done");
     let locker = Locker::connect(&server.url()).await.expect("connect");
-    // Renewed every 200 ms; a renewal window of 25 ms.
-    let opts = LockOptions::new(Duration::from_millis(600));
+    // Renewed every 500 ms; a renewal window of 62 ms, so that holds
+    // taken together stay due together on a loaded machine.
+    let opts = LockOptions::new(Duration::from_millis(1_500));
     let fair = opts.clone().fair();
     // Taken together, so that every renewal falls due within the window.
     let names = |kind: &str, n: usize| (0..n).map(|i| format!("{kind}-{i}")).collect::<Vec<_>>();
@@ -126,8 +127,8 @@ async fn the_watchdog_batches_plain_renewals_and_never_the_familys() {
     let permits: Vec<_> = permits.into_iter().map(|g| g.expect("permit")).collect();
     let write = write.expect("write");
     echo(&server, "held");
-    // Five renewal rounds and more.
-    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    // Four renewal rounds.
+    tokio::time::sleep(Duration::from_millis(2_100)).await;
     echo(&server, "done");
     let calls = calls
         .recv_timeout(Duration::from_secs(10))
@@ -172,12 +173,12 @@ async fn the_watchdog_batches_plain_renewals_and_never_the_familys() {
     for (token, kind) in &kind_of {
         let count = renewals.get(token.as_str()).copied().unwrap_or(0);
         assert!(
-            count >= 4,
-            "the {kind} hold {token} was renewed {count} times in 1.1 s (every 200 ms)"
+            count >= 3,
+            "the {kind} hold {token} was renewed {count} times in 2.1 s (every 500 ms)"
         );
     }
     assert!(
-        batched_plain >= 3,
+        batched_plain >= 2,
         "the plain renewals shared {batched_plain} calls: the group commit was off, so the test shows nothing"
     );
     eprintln!(
