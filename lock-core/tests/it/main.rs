@@ -19,6 +19,7 @@ mod error_replies;
 mod exclusion;
 mod fair_script;
 mod family;
+mod family_batching;
 mod family_kill;
 mod fixture;
 mod keyspace;

@@ -375,3 +375,92 @@ impl Ready<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::{Entry, Phase};
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn terms() -> Terms {
+        Terms {
+            one_way: ms(2),
+            tick: ms(2),
+            ttl: ms(1_000),
+            drift: ms(12),
+            waiter_ttl: ms(333),
+            waiter_drift: ms(5),
+            after_absence: ms(172),
+        }
+    }
+
+    fn hold(client: usize, start: u64, end: u64) -> Hold {
+        Hold {
+            client,
+            token: format!("t{client}"),
+            fence: 1,
+            start: ms(start),
+            end: ms(end),
+            ended_by: HoldEnd::Release,
+            deadline: ms(end + 500),
+            timer_deadline: ms(end + 500),
+            entry: 0,
+            lost_entry: None,
+            shared: false,
+        }
+    }
+
+    fn fault(kind: &str, target: &str) -> Entry {
+        Entry {
+            at: ms(100),
+            local: ms(100),
+            process: Process::Controller,
+            op: Op::Fault {
+                kind: kind.into(),
+                target: target.into(),
+                phase: Phase::Start,
+            },
+        }
+    }
+
+    #[test]
+    fn a_waiter_dead_inside_anothers_hold_lapses_by_its_waiter_ttl_else_by_a_lease() {
+        let (terms, history, absent) = (terms(), History::default(), BTreeMap::new());
+        let holds = [hold(0, 0, 1_000)];
+        let ready = Ready {
+            terms: &terms,
+            history: &history,
+            holds: &holds,
+            pendings: &[],
+            absent: &absent,
+        };
+        // Refused for sure: its place lapses a waiter ttl (and the terms)
+        // after it died.
+        assert_eq!(ready.lapse(1, ms(500)).0, ms(500 + 2 + 333 + 5 + 2));
+        // Within a one-way delay and a tick of the release: its acquire may
+        // have found the lock free and been granted unseen.
+        assert_eq!(ready.lapse(1, ms(997)).0, ms(997 + 2 + 1_000 + 12 + 2));
+        // A hold of its own does not refuse it.
+        assert_eq!(ready.lapse(0, ms(500)).0, ms(500 + 2 + 1_000 + 12 + 2));
+    }
+
+    #[test]
+    fn only_runs_under_client_pauses_crashes_and_partitions_are_judged() {
+        let run = |entries: Vec<Entry>| judged(&History { entries });
+        assert!(run(vec![]));
+        assert!(run(vec![
+            fault("pause", "client:1"),
+            fault("crash", "client:0"),
+            fault("partition", "client:2"),
+        ]));
+        assert!(!run(vec![
+            fault("pause", "client:1"),
+            fault("restart", "redis:0")
+        ]));
+        assert!(!run(vec![fault("partition-oneway", "client:1")]));
+        assert!(!run(vec![fault("partition", "redis:0")]));
+    }
+}
