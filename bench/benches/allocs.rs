@@ -5,6 +5,7 @@
 //! the caller all run on the counted thread.
 //!
 //! `cargo bench -p bench --features count-allocations --bench allocs`
+#![warn(clippy::too_many_lines)]
 
 use std::time::Duration;
 

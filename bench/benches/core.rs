@@ -1,5 +1,6 @@
 //! The sans-IO machine's own cost per lock cycle, with no I/O at all: what
 //! the lock adds on top of the Redis round trips.
+#![warn(clippy::too_many_lines)]
 
 use std::{
     hint::black_box,

@@ -17,6 +17,7 @@
 //! runtime. `cargo bench -p bench --bench family` (`-- --quick`: fewer
 //! rounds); needs a Redis as the other benches find one (`REDIS_URL`, a
 //! spawned `redis-server`, or the Docker image).
+#![warn(clippy::too_many_lines)]
 
 use std::time::{Duration, Instant};
 

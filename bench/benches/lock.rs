@@ -6,6 +6,7 @@
 //! built from (PING, SET NX PX, EVALSHA of the same script) on the same kind
 //! of connection, and rslock doing the same work. Compare medians within a
 //! run; across runs this machine varies by up to 2×.
+#![warn(clippy::too_many_lines)]
 
 use std::time::{Duration, Instant};
 
@@ -15,6 +16,16 @@ use bench::{
     raw_connection, redis_for_bench,
 };
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+
+/// What every group measures against: the lock, a raw connection with the
+/// lock's scripts loaded, rslock, all on one runtime and one Redis.
+struct Setup {
+    rt: tokio::runtime::Runtime,
+    locker: Locker,
+    conn: redis::aio::MultiplexedConnection,
+    rslock: rslock::LockManager,
+    opts: LockOptions,
+}
 
 fn benches(c: &mut Criterion) {
     let rt = runtime();
@@ -28,26 +39,53 @@ fn benches(c: &mut Criterion) {
         (locker, conn, rslock)
     });
     let opts = LockOptions::new(Duration::from_secs(30)).wait(Duration::from_secs(5));
+    let setup = Setup {
+        rt,
+        locker,
+        conn,
+        rslock,
+        opts,
+    };
+    acquire(c, &setup);
+    renew(c, &setup);
+    acquire_release(c, &setup);
+    throughput(c, &setup);
+    handoff(c, &setup);
+    // A testcontainers container stops itself on drop through the runtime
+    // it was started on: drop it inside that runtime's context.
+    let _entered = setup.rt.enter();
+    drop(redis);
+}
 
+/// One acquire: the lock's, rslock's, and the raw commands it is built
+/// from.
+fn acquire(c: &mut Criterion, setup: &Setup) {
+    let Setup {
+        rt,
+        locker,
+        conn,
+        rslock,
+        opts,
+    } = setup;
     let mut group = c.benchmark_group("acquire");
     group
         .measurement_time(Duration::from_secs(4))
         .sample_size(60);
     group.bench_function("baseline: PING", |b| {
-        b.to_async(&rt).iter(|| {
+        b.to_async(rt).iter(|| {
             let mut conn = conn.clone();
             async move { ping(&mut conn).await }
         })
     });
     group.bench_function("baseline: raw SET NX PX", |b| {
-        b.to_async(&rt).iter(|| async {
+        b.to_async(rt).iter(|| async {
             let key = fresh_key("raw");
             set_nx_px(&mut conn.clone(), &key).await;
         })
     });
     group.bench_function("lock-core try_acquire", |b| {
         // Timed: the acquire. Untimed: its release.
-        b.to_async(&rt).iter_custom(|iters| {
+        b.to_async(rt).iter_custom(|iters| {
             let locker = locker.clone();
             let opts = opts.clone();
             async move {
@@ -66,7 +104,7 @@ fn benches(c: &mut Criterion) {
         })
     });
     group.bench_function("rslock lock", |b| {
-        b.to_async(&rt).iter(|| async {
+        b.to_async(rt).iter(|| async {
             let key = fresh_key("rs");
             let _ = rslock
                 .lock(key.as_bytes(), Duration::from_secs(30))
@@ -75,14 +113,18 @@ fn benches(c: &mut Criterion) {
         })
     });
     group.finish();
+}
 
+/// One renewal's script call, raw.
+fn renew(c: &mut Criterion, setup: &Setup) {
+    let Setup { rt, conn, .. } = setup;
     let mut group = c.benchmark_group("renew");
     group
         .measurement_time(Duration::from_secs(3))
         .sample_size(50);
     group.bench_function("baseline: raw EVALSHA renew", |b| {
         rt.block_on(set_nx_px(&mut conn.clone(), "renew-me"));
-        b.to_async(&rt).iter(|| async {
+        b.to_async(rt).iter(|| async {
             evalsha(
                 &mut conn.clone(),
                 &["renew-me"],
@@ -92,26 +134,36 @@ fn benches(c: &mut Criterion) {
         })
     });
     group.finish();
+}
 
+/// One acquire and its release, on one key after another.
+fn acquire_release(c: &mut Criterion, setup: &Setup) {
+    let Setup {
+        rt,
+        locker,
+        conn,
+        rslock,
+        opts,
+    } = setup;
     let mut group = c.benchmark_group("acquire+release");
     group
         .measurement_time(Duration::from_secs(4))
         .sample_size(60);
     group.bench_function("baseline: raw SET NX PX + EVALSHA release", |b| {
-        b.to_async(&rt).iter(|| async {
+        b.to_async(rt).iter(|| async {
             let key = fresh_key("raw");
             set_nx_px(&mut conn.clone(), &key).await;
             release(&mut conn.clone(), &key).await;
         })
     });
     group.bench_function("lock-core acquire + release", |b| {
-        b.to_async(&rt).iter(|| async {
-            let guard = locker.acquire("cycle", &opts).await.expect("acquire");
+        b.to_async(rt).iter(|| async {
+            let guard = locker.acquire("cycle", opts).await.expect("acquire");
             guard.release().await.expect("release");
         })
     });
     group.bench_function("rslock lock + unlock", |b| {
-        b.to_async(&rt).iter(|| async {
+        b.to_async(rt).iter(|| async {
             let lock = rslock
                 .lock(b"rs-cycle".as_slice(), Duration::from_secs(30))
                 .await
@@ -120,7 +172,17 @@ fn benches(c: &mut Criterion) {
         })
     });
     group.finish();
+}
 
+/// Acquire + release cycles from 1, 8 and 64 tasks at once.
+fn throughput(c: &mut Criterion, setup: &Setup) {
+    let Setup {
+        rt,
+        locker,
+        conn,
+        opts,
+        ..
+    } = setup;
     let mut group = c.benchmark_group("throughput");
     group
         .measurement_time(Duration::from_secs(4))
@@ -131,7 +193,7 @@ fn benches(c: &mut Criterion) {
             BenchmarkId::new("raw SET NX PX + release", tasks),
             &tasks,
             |b, &tasks| {
-                b.to_async(&rt).iter(|| {
+                b.to_async(rt).iter(|| {
                     let conn = conn.clone();
                     async move {
                         let mut handles = Vec::new();
@@ -154,7 +216,7 @@ fn benches(c: &mut Criterion) {
             BenchmarkId::new("lock-core acquire + release", tasks),
             &tasks,
             |b, &tasks| {
-                b.to_async(&rt).iter(|| {
+                b.to_async(rt).iter(|| {
                     let (locker, opts) = (locker.clone(), opts.clone());
                     async move {
                         let mut handles = Vec::new();
@@ -175,19 +237,29 @@ fn benches(c: &mut Criterion) {
         );
     }
     group.finish();
+}
 
+/// From a release to the waiter's grant, through pub/sub.
+fn handoff(c: &mut Criterion, setup: &Setup) {
+    let Setup {
+        rt,
+        locker,
+        conn,
+        opts,
+        ..
+    } = setup;
     let mut group = c.benchmark_group("contended handoff");
     group
         .measurement_time(Duration::from_secs(4))
         .sample_size(30);
     group.bench_function("baseline: PING", |b| {
-        b.to_async(&rt).iter(|| {
+        b.to_async(rt).iter(|| {
             let mut conn = conn.clone();
             async move { ping(&mut conn).await }
         })
     });
     group.bench_function("lock-core release → waiter granted (pub/sub)", |b| {
-        b.to_async(&rt).iter_custom(|iters| {
+        b.to_async(rt).iter_custom(|iters| {
             let (locker, opts) = (locker.clone(), opts.clone());
             async move {
                 let mut total = Duration::ZERO;
@@ -216,10 +288,6 @@ fn benches(c: &mut Criterion) {
         })
     });
     group.finish();
-    // A testcontainers container stops itself on drop through the runtime
-    // it was started on: drop it inside that runtime's context.
-    let _entered = rt.enter();
-    drop(redis);
 }
 
 criterion_group!(lock_benches, benches);

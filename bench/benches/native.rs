@@ -17,6 +17,7 @@
 //! `PATH="$(bash scripts/valkey.sh | tail -n 1):$PATH" cargo bench -p bench --bench native`
 //! (or `REDIS_URL` naming one). Without one it prints why and exits: a
 //! benchmark, unlike a test, may skip. `--quick` runs fewer rounds.
+#![warn(clippy::too_many_lines)]
 
 use std::time::Instant;
 

@@ -14,6 +14,7 @@
 //! first three, so every case talks to the same kind of server.
 //!
 //! `cargo bench -p bench --bench redlock` (add `-- --quick` for a short run).
+#![warn(clippy::too_many_lines)]
 
 use std::{
     future::Future,
@@ -123,16 +124,19 @@ async fn rslock_cycle(rslock: &rslock::LockManager) -> Duration {
     started.elapsed()
 }
 
-fn main() {
-    let quick = std::env::args().any(|arg| arg == "--quick");
-    let (rounds, per_round) = if quick { (10, 30) } else { (40, 100) };
-    let rt = runtime();
-    let max_nodes = NODES.into_iter().max().unwrap_or(1);
-    let nodes = rt.block_on(redis_nodes_for_bench(max_nodes));
-    let urls: Vec<&str> = nodes.iter().map(|node| node.url.as_str()).collect();
-    rt.block_on(async {
+/// What the cases talk through: a locker and an rslock per N, and a raw
+/// connection per node with the lock's script loaded. Dropped in this
+/// order.
+struct Clients {
+    lockers: Vec<Locker>,
+    rslocks: Vec<rslock::LockManager>,
+    conns: Vec<MultiplexedConnection>,
+}
+
+impl Clients {
+    async fn connect(urls: &[&str]) -> Self {
         let mut conns = Vec::new();
-        for url in &urls {
+        for url in urls {
             let mut conn = raw_connection(url).await;
             bench::raw::load_lock_script(&mut conn).await;
             conns.push(conn);
@@ -152,12 +156,18 @@ fn main() {
             .into_iter()
             .map(|n| rslock::LockManager::new(urls[..n].to_vec()))
             .collect();
-        let fenced = LockOptions::new(Duration::from_secs(30)).wait(Duration::from_secs(5));
-        let unfenced = fenced.clone().fencing(Fencing::None);
+        Self {
+            lockers,
+            rslocks,
+            conns,
+        }
+    }
+
+    /// Every case at every N, in the order they run in a round.
+    fn rows<'a>(&'a self, fenced: &'a LockOptions, unfenced: &'a LockOptions) -> Vec<Row<'a>> {
         let mut rows: Vec<Row<'_>> = Vec::new();
         for (i, n) in NODES.into_iter().enumerate() {
-            let (conns, locker, rslock) = (&conns[..n], &lockers[i], &rslocks[i]);
-            let (fenced, unfenced) = (&fenced, &unfenced);
+            let (conns, locker, rslock) = (&self.conns[..n], &self.lockers[i], &self.rslocks[i]);
             rows.push(Row {
                 nodes: n,
                 name: "raw SET NX PX + EVALSHA release, N nodes at once",
@@ -189,62 +199,89 @@ fn main() {
                 samples: Vec::new(),
             });
         }
-        // Warm-up: connections (rslock connects lazily), script caches.
-        for row in &mut rows {
+        rows
+    }
+}
+
+/// Warms every case up, then runs `rounds` rounds of `per_round` samples
+/// of every case in turn.
+async fn measure(rows: &mut [Row<'_>], rounds: usize, per_round: usize) {
+    // Warm-up: connections (rslock connects lazily), script caches.
+    for row in rows.iter_mut() {
+        for _ in 0..per_round {
+            (row.run)().await;
+        }
+    }
+    for _ in 0..rounds {
+        for row in rows.iter_mut() {
             for _ in 0..per_round {
-                (row.run)().await;
+                let elapsed = (row.run)().await;
+                row.samples.push(elapsed);
             }
         }
-        for _ in 0..rounds {
-            for row in &mut rows {
-                for _ in 0..per_round {
-                    let elapsed = (row.run)().await;
-                    row.samples.push(elapsed);
-                }
-            }
-        }
-        let medians: Vec<(usize, &str, Duration)> = rows
-            .iter_mut()
-            .map(|row| (row.nodes, row.name, median(&mut row.samples)))
-            .collect();
-        let of = |n: usize, prefix: &str| {
-            medians
-                .iter()
-                .find(|(nodes, name, _)| *nodes == n && name.starts_with(prefix))
-                .map(|(_, _, d)| d.as_secs_f64())
-                .unwrap_or(f64::NAN)
-        };
-        println!(
-            "\nacquire + release, medians of {} interleaved samples per case (N = 1 is the single-node lock):",
-            rounds * per_round
+    }
+}
+
+/// Prints the medians of `samples` samples per case, and their ratios, as
+/// a Markdown table.
+fn print_table(rows: &mut [Row<'_>], samples: usize) {
+    let medians: Vec<(usize, &str, Duration)> = rows
+        .iter_mut()
+        .map(|row| (row.nodes, row.name, median(&mut row.samples)))
+        .collect();
+    let of = |n: usize, prefix: &str| {
+        medians
+            .iter()
+            .find(|(nodes, name, _)| *nodes == n && name.starts_with(prefix))
+            .map(|(_, _, d)| d.as_secs_f64())
+            .unwrap_or(f64::NAN)
+    };
+    println!(
+        "\nacquire + release, medians of {samples} interleaved samples per case (N = 1 is the single-node lock):",
+    );
+    println!(
+        "| N | raw fan-out, every node | raw fan-out, first majority | lock-core, no fence | lock-core, time-mixed | rslock | no fence / raw (every node) | no fence / raw (majority) | no fence / rslock | time-mixed / raw (majority) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for n in NODES {
+        let (raw, majority, unfenced, fenced, peer) = (
+            of(n, "raw SET"),
+            of(n, "raw, first majority"),
+            of(n, "lock-core (no fence)"),
+            of(n, "lock-core (time-mixed"),
+            of(n, "rslock"),
         );
         println!(
-            "| N | raw fan-out, every node | raw fan-out, first majority | lock-core, no fence | lock-core, time-mixed | rslock | no fence / raw (every node) | no fence / raw (majority) | no fence / rslock | time-mixed / raw (majority) |"
+            "| {n} | {:.1} µs | {:.1} µs | {:.1} µs | {:.1} µs | {:.1} µs | {:.2}× | {:.2}× | {:.2}× | {:.2}× |",
+            raw * 1e6,
+            majority * 1e6,
+            unfenced * 1e6,
+            fenced * 1e6,
+            peer * 1e6,
+            unfenced / raw,
+            unfenced / majority,
+            unfenced / peer,
+            fenced / majority,
         );
-        println!("|---|---|---|---|---|---|---|---|---|---|");
-        for n in NODES {
-            let (raw, majority, unfenced, fenced, peer) = (
-                of(n, "raw SET"),
-                of(n, "raw, first majority"),
-                of(n, "lock-core (no fence)"),
-                of(n, "lock-core (time-mixed"),
-                of(n, "rslock"),
-            );
-            println!(
-                "| {n} | {:.1} µs | {:.1} µs | {:.1} µs | {:.1} µs | {:.1} µs | {:.2}× | {:.2}× | {:.2}× | {:.2}× |",
-                raw * 1e6,
-                majority * 1e6,
-                unfenced * 1e6,
-                fenced * 1e6,
-                peer * 1e6,
-                unfenced / raw,
-                unfenced / majority,
-                unfenced / peer,
-                fenced / majority,
-            );
-        }
+    }
+}
+
+fn main() {
+    let quick = std::env::args().any(|arg| arg == "--quick");
+    let (rounds, per_round) = if quick { (10, 30) } else { (40, 100) };
+    let rt = runtime();
+    let max_nodes = NODES.into_iter().max().unwrap_or(1);
+    let nodes = rt.block_on(redis_nodes_for_bench(max_nodes));
+    let urls: Vec<&str> = nodes.iter().map(|node| node.url.as_str()).collect();
+    rt.block_on(async {
+        let clients = Clients::connect(&urls).await;
+        let fenced = LockOptions::new(Duration::from_secs(30)).wait(Duration::from_secs(5));
+        let unfenced = fenced.clone().fencing(Fencing::None);
+        let mut rows = clients.rows(&fenced, &unfenced);
+        measure(&mut rows, rounds, per_round).await;
+        print_table(&mut rows, rounds * per_round);
         drop(rows);
-        drop((lockers, rslocks, conns));
+        drop(clients);
     });
     // Containers (the fallback route) stop themselves on drop through the
     // runtime they were started on: drop them inside its context.

@@ -7,6 +7,7 @@
 //! `--redlock` runs one task's cycles, one after another, on a Redlock
 //! over 3 spawned `redis-server`s, for a profile of the fan-out (add
 //! `--rslock` to run rslock's instead).
+#![warn(clippy::too_many_lines)]
 
 use std::time::{Duration, Instant};
 

@@ -6,6 +6,7 @@
 //! reachable); a `redis-server` spawned on a free loopback port.
 //! [`redis_nodes_for_bench`] does the same for N independent nodes (for
 //! Redlock): spawned `redis-server`s, else testcontainers containers.
+#![warn(clippy::too_many_lines)]
 
 use std::{
     net::TcpListener,

@@ -10,6 +10,7 @@
 //! `#[cfg(test)]` are left out: a test module may look anywhere.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
+#![warn(clippy::too_many_lines)]
 
 use std::{
     collections::{BTreeMap, BTreeSet},

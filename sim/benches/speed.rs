@@ -4,6 +4,7 @@
 //! idle skipping off (every host stepped every 1 ms tick) and on, in the
 //! same run (`cargo bench -p sim --bench speed`). Prints medians over
 //! seeds and the ratios to real time.
+#![warn(clippy::too_many_lines)]
 
 use std::time::{Duration, Instant};
 

@@ -15,13 +15,13 @@ use std::{
         Arc, Mutex, PoisonError,
         atomic::{AtomicBool, AtomicU64, Ordering},
     },
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use lock_core::{
     AcquireError, Event, Fencing, LockGuard, LockOptions, Locker, LockerBuilder, LostReason,
     Observed, ReadGuard, ReleaseError,
-    internal::{ConnectFuture, Connector, Dialer, Entropy, NodeAddress, RedisStream},
+    internal::{ConnectFuture, Connector, Dialer, Driver, Entropy, NodeAddress, RedisStream},
 };
 
 use crate::{
@@ -257,73 +257,22 @@ pub async fn run(setup: ClientSetup, freeze: FreezeSwitch) -> turmoil::Result {
 }
 
 async fn workload(setup: ClientSetup) -> turmoil::Result {
-    let process = Process::Client(setup.index);
     let origin = tokio::time::Instant::now().into_std();
     let sim_clock = SimClock::new(setup.clock.clone(), origin);
-    let record = {
-        let recorder = setup.recorder.clone();
-        let sim_clock = sim_clock.clone();
-        move |op: Op| recorder.record(clock::now(), sim_clock.local_now(), process, op)
+    let record = ClientRecord {
+        recorder: setup.recorder.clone(),
+        sim_clock: sim_clock.clone(),
+        process: Process::Client(setup.index),
     };
     let attempt = Arc::new(Attempt::default());
-    let observer = {
-        let attempt = Arc::clone(&attempt);
-        let record = record.clone();
-        let sim_clock = sim_clock.clone();
-        let deadlines = setup.deadlines.clone();
-        move |observed: &Observed<'_>| {
-            // The checkers watch the contended lock; a client's own locks
-            // (`locks` > 1) only share its calls.
-            if observed.key != KEY {
-                return;
-            }
-            let token = observed.token.to_owned();
-            let deadline = |valid_until| {
-                let local = sim_clock.local_of(valid_until);
-                deadlines.with(|held| held.insert(observed.token.to_owned(), local));
-                sim_clock.true_time_of(valid_until)
-            };
-            if matches!(observed.event, Event::Lost { .. } | Event::Released { .. }) {
-                deadlines.with(|held| held.remove(&token));
-            }
-            let op = match observed.event {
-                Event::Acquired { fence, valid_until } => Op::AcquireOk {
-                    token,
-                    fence: *fence,
-                    valid_until: deadline(*valid_until),
-                    shared: attempt.reading.load(Ordering::Relaxed),
-                },
-                // The first refusal of this acquire: the client now waits.
-                Event::Contended { .. } if !attempt.waiting.swap(true, Ordering::Relaxed) => {
-                    Op::Waiting
-                }
-                Event::Renewed { valid_until } => Op::Renewed {
-                    token,
-                    valid_until: deadline(*valid_until),
-                },
-                Event::Lost { reason } => Op::Lost {
-                    token,
-                    reason: reason.to_string(),
-                    valid_until: clock::now(),
-                },
-                Event::Released { outcome } => Op::ReleaseOk {
-                    token,
-                    outcome: format!("{outcome:?}"),
-                },
-                Event::AcquireFailed(failure) => Op::AcquireFail {
-                    error: failure.to_string(),
-                },
-                Event::RenewFailed(failure) => Op::RenewFailed {
-                    token,
-                    reason: format!("{failure:?}"),
-                },
-                _ => return,
-            };
-            record(op);
-        }
+    let observer = ClientObserver {
+        attempt: Arc::clone(&attempt),
+        record: record.clone(),
+        sim_clock: sim_clock.clone(),
+        deadlines: setup.deadlines.clone(),
     };
     let entropy = SeededEntropy(AtomicU64::new(setup.seed), client_host(setup.index));
-    let mut rng = Rng::new(setup.seed ^ 0x5EED_C11E);
+    let rng = Rng::new(setup.seed ^ 0x5EED_C11E);
     let scenario = Arc::clone(&setup.scenario);
     let mut opts = lock_options(&scenario.lock);
     if scenario.clients.workload.kind == WorkloadKind::Fair {
@@ -336,39 +285,137 @@ async fn workload(setup: ClientSetup) -> turmoil::Result {
     if setup.broken_validity {
         opts = opts.sabotage_validity_from_reply();
     }
+    let (locker, driver) = connect(&setup, &sim_clock, &entropy, observer).await;
 
-    // Connect, retrying: the primary (or a Redlock majority) may be down or
-    // cut off at start.
-    let (locker, driver) = loop {
-        let builder = match scenario.topology {
-            Topology::Redlock { nodes } => {
-                LockerBuilder::redlock_with_connectors((0..nodes).map(|node| SimConnector {
-                    discovery: setup.discovery.clone(),
-                    node: Some(node),
-                }))
+    let contender = Contender {
+        locker: &locker,
+        opts: &opts,
+        scenario: &scenario,
+        record: &record,
+        attempt: &attempt,
+        rng,
+        index: setup.index,
+        write_seq: 0,
+    };
+    let own_locks = (1..scenario.clients.locks).map(|lock| {
+        own_lock(
+            &locker,
+            &opts,
+            &scenario,
+            own_key(setup.index, lock),
+            Rng::new(setup.seed ^ (0x5EED_0000 + lock as u64)),
+        )
+    });
+    let work =
+        futures_util::future::join(contender.run(), futures_util::future::join_all(own_locks));
+    tokio::select! {
+        biased;
+        () = driver => {}
+        _ = work => {}
+    }
+    Ok(())
+}
+
+/// Records this client's operations at true sim time and on its own clock.
+#[derive(Clone)]
+struct ClientRecord {
+    recorder: Recorder,
+    sim_clock: SimClock,
+    process: Process,
+}
+
+impl ClientRecord {
+    fn op(&self, op: Op) {
+        self.recorder
+            .record(clock::now(), self.sim_clock.local_now(), self.process, op);
+    }
+}
+
+/// Turns the adapter's events on the contended lock into history
+/// operations, and keeps the client's deadlines for the world.
+#[derive(Clone)]
+struct ClientObserver {
+    attempt: Arc<Attempt>,
+    record: ClientRecord,
+    sim_clock: SimClock,
+    deadlines: Deadlines,
+}
+
+impl ClientObserver {
+    fn observe(&self, observed: &Observed<'_>) {
+        // The checkers watch the contended lock; a client's own locks
+        // (`locks` > 1) only share its calls.
+        if observed.key != KEY {
+            return;
+        }
+        let token = observed.token.to_owned();
+        if matches!(observed.event, Event::Lost { .. } | Event::Released { .. }) {
+            self.deadlines.with(|held| held.remove(&token));
+        }
+        if let Some(op) = self.op_of(observed, token) {
+            self.record.op(op);
+        }
+    }
+
+    /// The history operation for one event, if the history records it.
+    fn op_of(&self, observed: &Observed<'_>, token: String) -> Option<Op> {
+        let op = match observed.event {
+            Event::Acquired { fence, valid_until } => Op::AcquireOk {
+                fence: *fence,
+                valid_until: self.deadline(observed.token, *valid_until),
+                shared: self.attempt.reading.load(Ordering::Relaxed),
+                token,
+            },
+            // The first refusal of this acquire: the client now waits.
+            Event::Contended { .. } if !self.attempt.waiting.swap(true, Ordering::Relaxed) => {
+                Op::Waiting
             }
-            Topology::Single | Topology::PrimaryReplica { .. } => {
-                LockerBuilder::with_connector(SimConnector {
-                    discovery: setup.discovery.clone(),
-                    node: None,
-                })
-            }
-            Topology::Sentinel { sentinels, .. } => LockerBuilder::sentinel_with_dialer(
-                SimDialer,
-                (0..sentinels)
-                    .map(|index| NodeAddress::new(sentinel_host(index), SENTINEL_PORT))
-                    .collect(),
-                MASTER_NAME,
-            ),
-            // Every node is a seed, in index order, as users list them.
-            Topology::Cluster { .. } => LockerBuilder::cluster_with_dialer(
-                SimDialer,
-                (0..scenario.topology.node_count())
-                    .map(|index| NodeAddress::new(redis_host(index), REDIS_PORT))
-                    .collect(),
-            ),
+            Event::Renewed { valid_until } => Op::Renewed {
+                valid_until: self.deadline(observed.token, *valid_until),
+                token,
+            },
+            Event::Lost { reason } => Op::Lost {
+                token,
+                reason: reason.to_string(),
+                valid_until: clock::now(),
+            },
+            Event::Released { outcome } => Op::ReleaseOk {
+                token,
+                outcome: format!("{outcome:?}"),
+            },
+            Event::AcquireFailed(failure) => Op::AcquireFail {
+                error: failure.to_string(),
+            },
+            Event::RenewFailed(failure) => Op::RenewFailed {
+                token,
+                reason: format!("{failure:?}"),
+            },
+            _ => return None,
         };
-        let builder = builder
+        Some(op)
+    }
+
+    /// Keeps `token`'s new deadline on the client's clock, and returns it
+    /// in true time.
+    fn deadline(&self, token: &str, valid_until: Instant) -> Duration {
+        let local = self.sim_clock.local_of(valid_until);
+        self.deadlines
+            .with(|held| held.insert(token.to_owned(), local));
+        self.sim_clock.true_time_of(valid_until)
+    }
+}
+
+/// Connects, retrying: the primary (or a Redlock majority) may be down or
+/// cut off at start.
+async fn connect(
+    setup: &ClientSetup,
+    sim_clock: &SimClock,
+    entropy: &SeededEntropy,
+    observer: ClientObserver,
+) -> (Locker, Driver) {
+    let scenario = &setup.scenario;
+    loop {
+        let builder = builder_for(setup)
             .clock(sim_clock.clone())
             .entropy(SeededEntropy(
                 AtomicU64::new(entropy.next_u64()),
@@ -376,117 +423,170 @@ async fn workload(setup: ClientSetup) -> turmoil::Result {
             ))
             .redis_settings(redis::RedisConnectionInfo::default().set_skip_set_lib_name())
             .connect_timeout(scenario.lock.ttl)
-            .observer(observer.clone());
+            .observer({
+                let observer = observer.clone();
+                move |observed: &Observed<'_>| observer.observe(observed)
+            });
         match builder.connect().await {
             Ok(pair) => break pair,
             Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
         }
-    };
-    let storage_timeout = scenario.lock.ttl;
-    let mut write_seq = 0u64;
-    // Every write carries a value unique in the run: client index, sequence.
-    let mut write = |token: &str, fence: u64| {
-        write_seq += 1;
-        (
-            (token.to_owned()),
-            fence,
-            (setup.index as u64) << 32 | write_seq,
-        )
-    };
-
-    let locker = &locker;
-    let opts = &opts;
-    let work = async {
-        loop {
-            let reading = scenario.clients.workload.kind == WorkloadKind::ReadWrite
-                && rng.chance(scenario.clients.workload.read_share);
-            attempt.reading.store(reading, Ordering::Relaxed);
-            attempt.waiting.store(false, Ordering::Relaxed);
-            record(Op::AcquireInvoke);
-            let Some(acquired) = acquire(locker, opts, &scenario, reading, &mut rng).await else {
-                // Cancelled: the adapter undoes what the attempt set.
-                record(Op::AcquireCancel);
-                tokio::time::sleep(rng.duration(scenario.clients.think)).await;
-                continue;
-            };
-            let Ok(guard) = acquired else {
-                // The observer recorded why; back off a little.
-                tokio::time::sleep(rng.duration(scenario.clients.think)).await;
-                continue;
-            };
-            let token = guard.token().to_owned();
-            // Readers and semaphore holders share the resource: only an
-            // exclusive hold writes to the storage.
-            let fence = guard
-                .fence()
-                .filter(|_| scenario.clients.workload.kind != WorkloadKind::Semaphore)
-                // `fencing = "none"`: the client does not use a fence. The
-                // plain lock then issues 0; the family's kinds always issue
-                // one, which such a client leaves unsent.
-                .map(|fence| {
-                    if scenario.lock.fencing == FencingMode::None {
-                        0
-                    } else {
-                        fence
-                    }
-                });
-
-            // Write once on entry, hold, then write again: the second write
-            // is the one a long pause turns stale.
-            if let Some(fence) = fence {
-                let first = write(&token, fence);
-                fenced_write(&record, first, storage_timeout).await;
-                if scenario.clients.unfenced_register {
-                    plain_write(&record, &token, storage_timeout).await;
-                }
-            }
-            let hold = rng.duration(scenario.clients.hold);
-            tokio::select! {
-                biased;
-                _ = guard.lost() => {}
-                () = tokio::time::sleep(hold) => {
-                    // Check the lease, then take a while to produce the
-                    // write: a process pause in this window is the one no
-                    // lease can catch (Kleppmann's GC pause). Only the
-                    // fence at the storage refuses the stale write.
-                    if let (true, Some(fence)) = (guard.is_held(), fence) {
-                        tokio::time::sleep(rng.duration(PREPARE)).await;
-                        let second = write(&token, fence);
-                        fenced_write(&record, second, storage_timeout).await;
-                        if scenario.clients.unfenced_register {
-                            plain_write(&record, &token, storage_timeout).await;
-                        }
-                    }
-                }
-            }
-            if rng.chance(scenario.clients.drop_guard) {
-                // The adapter releases a dropped guard in the background.
-                record(Op::GuardDropped { token });
-                drop(guard);
-            } else {
-                record(Op::ReleaseInvoke { token });
-                // The observer records the outcome.
-                let _ = guard.release().await;
-            }
-            tokio::time::sleep(rng.duration(scenario.clients.think)).await;
-        }
-    };
-    let own_locks = (1..scenario.clients.locks).map(|lock| {
-        own_lock(
-            locker,
-            opts,
-            &scenario,
-            own_key(setup.index, lock),
-            Rng::new(setup.seed ^ (0x5EED_0000 + lock as u64)),
-        )
-    });
-    let work = futures_util::future::join(work, futures_util::future::join_all(own_locks));
-    tokio::select! {
-        biased;
-        () = driver => {}
-        _ = work => {}
     }
-    Ok(())
+}
+
+/// The builder for the scenario's topology, over the simulated network.
+fn builder_for(setup: &ClientSetup) -> LockerBuilder {
+    let scenario = &setup.scenario;
+    match scenario.topology {
+        Topology::Redlock { nodes } => {
+            LockerBuilder::redlock_with_connectors((0..nodes).map(|node| SimConnector {
+                discovery: setup.discovery.clone(),
+                node: Some(node),
+            }))
+        }
+        Topology::Single | Topology::PrimaryReplica { .. } => {
+            LockerBuilder::with_connector(SimConnector {
+                discovery: setup.discovery.clone(),
+                node: None,
+            })
+        }
+        Topology::Sentinel { sentinels, .. } => LockerBuilder::sentinel_with_dialer(
+            SimDialer,
+            (0..sentinels)
+                .map(|index| NodeAddress::new(sentinel_host(index), SENTINEL_PORT))
+                .collect(),
+            MASTER_NAME,
+        ),
+        // Every node is a seed, in index order, as users list them.
+        Topology::Cluster { .. } => LockerBuilder::cluster_with_dialer(
+            SimDialer,
+            (0..scenario.topology.node_count())
+                .map(|index| NodeAddress::new(redis_host(index), REDIS_PORT))
+                .collect(),
+        ),
+    }
+}
+
+/// The client's work on the contended lock: acquire, write, hold, write,
+/// release, think, forever.
+struct Contender<'a> {
+    locker: &'a Locker,
+    opts: &'a LockOptions,
+    scenario: &'a Scenario,
+    record: &'a ClientRecord,
+    attempt: &'a Attempt,
+    rng: Rng,
+    index: usize,
+    /// The sequence number of the client's last write.
+    write_seq: u64,
+}
+
+impl Contender<'_> {
+    async fn run(mut self) {
+        loop {
+            if let Some(guard) = self.acquire().await {
+                self.hold(guard).await;
+            }
+            self.think().await;
+        }
+    }
+
+    /// One acquire, recorded; `None` when it was cancelled or failed.
+    async fn acquire(&mut self) -> Option<Guard> {
+        let workload = self.scenario.clients.workload;
+        let reading =
+            workload.kind == WorkloadKind::ReadWrite && self.rng.chance(workload.read_share);
+        self.attempt.reading.store(reading, Ordering::Relaxed);
+        self.attempt.waiting.store(false, Ordering::Relaxed);
+        self.record.op(Op::AcquireInvoke);
+        let Some(acquired) = acquire(
+            self.locker,
+            self.opts,
+            self.scenario,
+            reading,
+            &mut self.rng,
+        )
+        .await
+        else {
+            // Cancelled: the adapter undoes what the attempt set.
+            self.record.op(Op::AcquireCancel);
+            return None;
+        };
+        // On an error, the observer recorded why; the caller backs off a
+        // little.
+        acquired.ok()
+    }
+
+    /// Writes once on entry, holds, then writes again (the second write is
+    /// the one a long pause turns stale), then releases or drops the guard.
+    async fn hold(&mut self, guard: Guard) {
+        let token = guard.token().to_owned();
+        let fence = self.fence_of(&guard);
+        if let Some(fence) = fence {
+            self.write(&token, fence).await;
+        }
+        let hold = self.rng.duration(self.scenario.clients.hold);
+        tokio::select! {
+            biased;
+            _ = guard.lost() => {}
+            () = tokio::time::sleep(hold) => {
+                // Check the lease, then take a while to produce the
+                // write: a process pause in this window is the one no
+                // lease can catch (Kleppmann's GC pause). Only the
+                // fence at the storage refuses the stale write.
+                if let (true, Some(fence)) = (guard.is_held(), fence) {
+                    tokio::time::sleep(self.rng.duration(PREPARE)).await;
+                    self.write(&token, fence).await;
+                }
+            }
+        }
+        if self.rng.chance(self.scenario.clients.drop_guard) {
+            // The adapter releases a dropped guard in the background.
+            self.record.op(Op::GuardDropped { token });
+            drop(guard);
+        } else {
+            self.record.op(Op::ReleaseInvoke { token });
+            // The observer records the outcome.
+            let _ = guard.release().await;
+        }
+    }
+
+    /// The fence this hold writes with, if it writes: readers and
+    /// semaphore holders share the resource, so only an exclusive hold
+    /// writes to the storage.
+    fn fence_of(&self, guard: &Guard) -> Option<u64> {
+        guard
+            .fence()
+            .filter(|_| self.scenario.clients.workload.kind != WorkloadKind::Semaphore)
+            // `fencing = "none"`: the client does not use a fence. The
+            // plain lock then issues 0; the family's kinds always issue
+            // one, which such a client leaves unsent.
+            .map(|fence| {
+                if self.scenario.lock.fencing == FencingMode::None {
+                    0
+                } else {
+                    fence
+                }
+            })
+    }
+
+    /// One fenced write to the storage (and, with `unfenced_register`, one
+    /// plain one); every write carries a value unique in the run: client
+    /// index, sequence.
+    async fn write(&mut self, token: &str, fence: u64) {
+        self.write_seq += 1;
+        let value = (self.index as u64) << 32 | self.write_seq;
+        let timeout = self.scenario.lock.ttl;
+        let record = |op| self.record.op(op);
+        fenced_write(&record, (token.to_owned(), fence, value), timeout).await;
+        if self.scenario.clients.unfenced_register {
+            plain_write(&record, token, timeout).await;
+        }
+    }
+
+    async fn think(&mut self) {
+        tokio::time::sleep(self.rng.duration(self.scenario.clients.think)).await;
+    }
 }
 
 /// Client `client`'s own lock number `lock`: a name that repeats the

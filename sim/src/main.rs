@@ -10,6 +10,7 @@
 //!
 //! `sim chaos` runs the same scenario files against real processes (see
 //! `sim::chaos`); `chaos-client` and `chaos-exec` are its own children.
+#![warn(clippy::too_many_lines)]
 
 use std::{
     io::IsTerminal,

@@ -9,9 +9,11 @@ use std::{
 };
 
 use bench::{
-    api::scripts,
+    api::{LockOptions, Locker, scripts},
     raw::{evalsha, fresh_key, ping, release, set_nx_px},
 };
+
+use redis::aio::MultiplexedConnection;
 
 use crate::{
     Ctx, median, ratio_cell,
@@ -32,108 +34,87 @@ fn cases<'a>(ctx: &'a Ctx, rslock: &'a rslock::LockManager) -> Vec<(&'static str
     vec![
         (
             DEFAULT,
-            Box::new(move || {
-                Box::pin(async move {
-                    let key = fresh_key("lc");
-                    let started = Instant::now();
-                    let guard = ctx
-                        .locker
-                        .try_acquire(&key, &ctx.fenced)
-                        .await
-                        .expect("acquire");
-                    let elapsed = started.elapsed();
-                    if let Some(guard) = guard {
-                        guard.release().await.expect("release");
-                    }
-                    elapsed
-                })
-            }),
+            Box::new(move || Box::pin(try_acquire_once(&ctx.locker, &ctx.fenced, "lc"))),
         ),
         (
             UNFENCED,
-            Box::new(move || {
-                Box::pin(async move {
-                    let key = fresh_key("lu");
-                    let started = Instant::now();
-                    let guard = ctx
-                        .locker
-                        .try_acquire(&key, &ctx.unfenced)
-                        .await
-                        .expect("acquire");
-                    let elapsed = started.elapsed();
-                    if let Some(guard) = guard {
-                        guard.release().await.expect("release");
-                    }
-                    elapsed
-                })
-            }),
+            Box::new(move || Box::pin(try_acquire_once(&ctx.locker, &ctx.unfenced, "lu"))),
         ),
         (
             EVALSHA,
-            Box::new(move || {
-                let mut conn = conn.clone();
-                Box::pin(async move {
-                    let key = format!("{{{}}}", fresh_key("ev"));
-                    let fence = format!("{key}:fence");
-                    let started = Instant::now();
-                    evalsha(
-                        &mut conn,
-                        &[&key, &fence],
-                        &[scripts::op::ACQUIRE_TIME_MIXED, "token", "30000"],
-                    )
-                    .await;
-                    let elapsed = started.elapsed();
-                    release(&mut conn, &key).await;
-                    elapsed
-                })
-            }),
+            Box::new(move || Box::pin(evalsha_once(conn.clone()))),
         ),
         (
             SET_NX_PX,
-            Box::new(move || {
-                let mut conn = conn.clone();
-                Box::pin(async move {
-                    let key = fresh_key("raw");
-                    let started = Instant::now();
-                    set_nx_px(&mut conn, &key).await;
-                    let elapsed = started.elapsed();
-                    let _: () = redis::cmd("DEL")
-                        .arg(&key)
-                        .query_async(&mut conn)
-                        .await
-                        .expect("DEL");
-                    elapsed
-                })
-            }),
+            Box::new(move || Box::pin(set_nx_px_once(conn.clone()))),
         ),
-        (
-            RSLOCK,
-            Box::new(move || {
-                Box::pin(async move {
-                    let key = fresh_key("rs");
-                    let started = Instant::now();
-                    let lock = rslock
-                        .lock(key.as_bytes(), Duration::from_secs(30))
-                        .await
-                        .expect("rslock");
-                    let elapsed = started.elapsed();
-                    rslock.unlock(&lock).await;
-                    elapsed
-                })
-            }),
-        ),
-        (
-            PING,
-            Box::new(move || {
-                let mut conn = conn.clone();
-                Box::pin(async move {
-                    let started = Instant::now();
-                    ping(&mut conn).await;
-                    started.elapsed()
-                })
-            }),
-        ),
+        (RSLOCK, Box::new(move || Box::pin(rslock_once(rslock)))),
+        (PING, Box::new(move || Box::pin(ping_once(conn.clone())))),
     ]
+}
+
+/// One timed `try_acquire` on a fresh key named from `prefix`; its
+/// release is not timed.
+async fn try_acquire_once(locker: &Locker, opts: &LockOptions, prefix: &str) -> Duration {
+    let key = fresh_key(prefix);
+    let started = Instant::now();
+    let guard = locker.try_acquire(&key, opts).await.expect("acquire");
+    let elapsed = started.elapsed();
+    if let Some(guard) = guard {
+        guard.release().await.expect("release");
+    }
+    elapsed
+}
+
+/// One timed raw `EVALSHA` of the time-mixed acquire script; its release
+/// is not timed.
+async fn evalsha_once(mut conn: MultiplexedConnection) -> Duration {
+    let key = format!("{{{}}}", fresh_key("ev"));
+    let fence = format!("{key}:fence");
+    let started = Instant::now();
+    evalsha(
+        &mut conn,
+        &[&key, &fence],
+        &[scripts::op::ACQUIRE_TIME_MIXED, "token", "30000"],
+    )
+    .await;
+    let elapsed = started.elapsed();
+    release(&mut conn, &key).await;
+    elapsed
+}
+
+/// One timed raw `SET NX PX`; the `DEL` after it is not timed.
+async fn set_nx_px_once(mut conn: MultiplexedConnection) -> Duration {
+    let key = fresh_key("raw");
+    let started = Instant::now();
+    set_nx_px(&mut conn, &key).await;
+    let elapsed = started.elapsed();
+    let _: () = redis::cmd("DEL")
+        .arg(&key)
+        .query_async(&mut conn)
+        .await
+        .expect("DEL");
+    elapsed
+}
+
+/// One timed rslock `lock`; its unlock is not timed.
+async fn rslock_once(rslock: &rslock::LockManager) -> Duration {
+    let key = fresh_key("rs");
+    let started = Instant::now();
+    let lock = rslock
+        .lock(key.as_bytes(), Duration::from_secs(30))
+        .await
+        .expect("rslock");
+    let elapsed = started.elapsed();
+    rslock.unlock(&lock).await;
+    elapsed
+}
+
+/// One timed `PING`.
+async fn ping_once(mut conn: MultiplexedConnection) -> Duration {
+    let started = Instant::now();
+    ping(&mut conn).await;
+    started.elapsed()
 }
 
 /// Samples of one case in one regime, in µs.

@@ -23,6 +23,7 @@
 //! ratios with their spread over rounds. Use a loopback Redis (a spawned
 //! `redis-server` by default, or `REDIS_URL`): Docker's port proxy adds
 //! ~80 µs. bench/README.md says what moves these figures.
+#![warn(clippy::too_many_lines)]
 
 mod handoff;
 mod latency;

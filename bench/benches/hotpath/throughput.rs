@@ -270,6 +270,19 @@ fn report(
         println!("- {}: {}", regime.name(), load.describe());
     }
     let names: Vec<&str> = ctx.regimes.iter().map(|r| r.name()).collect();
+    ratio_table(&names, rates);
+    for (c, tasks) in CONCURRENCY.into_iter().enumerate() {
+        // By regime, then case.
+        let at_tasks: Vec<&[Vec<Rate>]> = rates.iter().map(|regime| regime[c].as_slice()).collect();
+        println!("\n{tasks} task(s):\n");
+        rate_table(&names, cases, &at_tasks);
+        redis_time_table(tasks, &names, cases, &at_tasks);
+    }
+}
+
+/// The headline: the lock's rate over the raw loop's, with and without a
+/// fence, by concurrency and regime.
+fn ratio_table(names: &[&str], rates: &[Vec<Vec<Vec<Rate>>>]) {
     println!(
         "\n| tasks | {} |",
         names
@@ -294,72 +307,77 @@ fn report(
             .collect();
         println!("| {tasks} | {} |", cells.join(" | "));
     }
-    for (c, tasks) in CONCURRENCY.into_iter().enumerate() {
-        println!("\n{tasks} task(s):\n");
-        println!(
-            "| case | {} |",
-            names
-                .iter()
-                .map(|r| format!(
-                    "{r}: cycles/s | × raw loop | × raw calls, same Redis work | × rslock | Redis CPU per cycle"
-                ))
-                .collect::<Vec<_>>()
-                .join(" | ")
-        );
-        println!("|---|{}", "---|---|---|---|---|".repeat(names.len()));
-        for (at, case) in cases.iter().enumerate() {
-            let cells: Vec<String> = rates
-                .iter()
-                .map(|regime| {
-                    let rounds = &regime[c];
-                    let (rate, vs_raw, _) = summarise(rounds, at, RAW);
-                    let (_, vs_work, _) = summarise(rounds, at, case.same_work);
-                    let (_, vs_rslock, _) = summarise(rounds, at, cases.len() - 1);
-                    let mut server: Vec<f64> =
-                        rounds[at].iter().map(|r| r.server_us_per_cycle).collect();
-                    format!(
-                        "{:.1} k | {vs_raw:.2}× | {vs_work:.2}× | {vs_rslock:.2}× | {:.1} µs",
-                        rate / 1e3,
-                        median(&mut server)
-                    )
-                })
-                .collect();
-            println!("| {} | {} |", case.name, cells.join(" | "));
-        }
-        println!(
-            "\nwhere Redis's time goes at {tasks} task(s), per cycle (medians; commandstats count a \
-             script's own SET and DEL under SET and DEL too):\n"
-        );
-        println!(
-            "| case | {} |",
-            names
-                .iter()
-                .map(|r| format!(
-                    "{r}: EVALSHA calls | µs in EVALSHA | µs in SET + DEL | Redis CPU"
-                ))
-                .collect::<Vec<_>>()
-                .join(" | ")
-        );
-        println!("|---|{}", "---|---|---|---|".repeat(names.len()));
-        for (at, case) in cases.iter().enumerate() {
-            let cells: Vec<String> = rates
-                .iter()
-                .map(|regime| {
-                    let rounds = &regime[c][at];
-                    let field = |get: fn(&Rate) -> f64| {
-                        let mut values: Vec<f64> = rounds.iter().map(get).collect();
-                        median(&mut values)
-                    };
-                    format!(
-                        "{:.2} | {:.1} µs | {:.1} µs | {:.1} µs",
-                        field(|r| r.evalsha_per_cycle),
-                        field(|r| r.evalsha_us_per_cycle),
-                        field(|r| r.set_del_us_per_cycle),
-                        field(|r| r.server_us_per_cycle),
-                    )
-                })
-                .collect();
-            println!("| {} | {} |", case.name, cells.join(" | "));
-        }
+}
+
+/// Every case's rate at one concurrency, and its ratios to the raw loop,
+/// the raw calls doing the same Redis work, and rslock; `rates` by
+/// regime, then case.
+fn rate_table(names: &[&str], cases: &[Case], rates: &[&[Vec<Rate>]]) {
+    println!(
+        "| case | {} |",
+        names
+            .iter()
+            .map(|r| format!(
+                "{r}: cycles/s | × raw loop | × raw calls, same Redis work | × rslock | Redis CPU per cycle"
+            ))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+    println!("|---|{}", "---|---|---|---|---|".repeat(names.len()));
+    for (at, case) in cases.iter().enumerate() {
+        let cells: Vec<String> = rates
+            .iter()
+            .map(|rounds| {
+                let (rate, vs_raw, _) = summarise(rounds, at, RAW);
+                let (_, vs_work, _) = summarise(rounds, at, case.same_work);
+                let (_, vs_rslock, _) = summarise(rounds, at, cases.len() - 1);
+                let mut server: Vec<f64> =
+                    rounds[at].iter().map(|r| r.server_us_per_cycle).collect();
+                format!(
+                    "{:.1} k | {vs_raw:.2}× | {vs_work:.2}× | {vs_rslock:.2}× | {:.1} µs",
+                    rate / 1e3,
+                    median(&mut server)
+                )
+            })
+            .collect();
+        println!("| {} | {} |", case.name, cells.join(" | "));
+    }
+}
+
+/// Where Redis's time goes per cycle of every case at `tasks` tasks;
+/// `rates` by regime, then case.
+fn redis_time_table(tasks: usize, names: &[&str], cases: &[Case], rates: &[&[Vec<Rate>]]) {
+    println!(
+        "\nwhere Redis's time goes at {tasks} task(s), per cycle (medians; commandstats count a \
+         script's own SET and DEL under SET and DEL too):\n"
+    );
+    println!(
+        "| case | {} |",
+        names
+            .iter()
+            .map(|r| format!("{r}: EVALSHA calls | µs in EVALSHA | µs in SET + DEL | Redis CPU"))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+    println!("|---|{}", "---|---|---|---|".repeat(names.len()));
+    for (at, case) in cases.iter().enumerate() {
+        let cells: Vec<String> = rates
+            .iter()
+            .map(|regime| {
+                let rounds = &regime[at];
+                let field = |get: fn(&Rate) -> f64| {
+                    let mut values: Vec<f64> = rounds.iter().map(get).collect();
+                    median(&mut values)
+                };
+                format!(
+                    "{:.2} | {:.1} µs | {:.1} µs | {:.1} µs",
+                    field(|r| r.evalsha_per_cycle),
+                    field(|r| r.evalsha_us_per_cycle),
+                    field(|r| r.set_del_us_per_cycle),
+                    field(|r| r.server_us_per_cycle),
+                )
+            })
+            .collect();
+        println!("| {} | {} |", case.name, cells.join(" | "));
     }
 }

@@ -421,11 +421,9 @@ impl Db {
         effects
     }
 
-    /// Runs a plain data command. Returns `None` for commands that are not
-    /// data commands (the connection layer handles those).
     /// Deletes `key` if it holds a string equal to `value`: 1 if deleted,
     /// 0 if missing or different, `WRONGTYPE` for another type.
-    fn del_if_equal(&mut self, key: &[u8], value: &[u8], now: NodeTime) -> (Frame, Vec<Effect>) {
+    fn del_if_equal(&mut self, key: &[u8], value: &[u8], now: NodeTime) -> Answer {
         match self.get(key, now) {
             Ok(Some(stored)) if stored == value => {
                 self.del(key, now);
@@ -436,298 +434,41 @@ impl Db {
         }
     }
 
-    pub fn execute(&mut self, args: &[Vec<u8>], now: NodeTime) -> Option<(Frame, Vec<Effect>)> {
+    /// Runs a plain data command. Returns `None` for commands that are not
+    /// data commands (the connection layer handles those).
+    pub fn execute(&mut self, args: &[Vec<u8>], now: NodeTime) -> Option<Answer> {
         let name = args.first()?.to_ascii_uppercase();
-        let arity = |min: usize| args.len() >= min;
-        let wrong_args = || {
-            let name = String::from_utf8_lossy(&args[0]).to_lowercase();
-            (
-                error(&format!(
-                    "ERR wrong number of arguments for '{name}' command"
-                )),
-                Vec::new(),
-            )
-        };
-        let not_integer = || {
-            (
-                error("ERR value is not an integer or out of range"),
-                Vec::new(),
-            )
-        };
         Some(match name.as_slice() {
-            b"GET" => {
-                if args.len() != 2 {
-                    return Some(wrong_args());
-                }
-                match self.get(&args[1], now) {
-                    Ok(Some(value)) => (bulk(value), Vec::new()),
-                    Ok(None) => (Frame::Null, Vec::new()),
-                    Err(frame) => (frame, Vec::new()),
-                }
-            }
-            b"SET" => {
-                if !arity(3) {
-                    return Some(wrong_args());
-                }
-                let (mut nx, mut xx, mut get, mut expires_at) = (false, false, false, None);
-                // `IFEQ value` (Valkey 8.1): set only if the key holds a
-                // string equal to `value`. The connection refuses it on a
-                // node that presents as Redis 7.
-                let mut if_equal: Option<&[u8]> = None;
-                let mut options = args[3..].iter();
-                while let Some(option) = options.next() {
-                    match option.to_ascii_uppercase().as_slice() {
-                        b"NX" => nx = true,
-                        b"XX" => xx = true,
-                        b"GET" => get = true,
-                        b"IFEQ" => match options.next() {
-                            Some(value) if if_equal.is_none() => if_equal = Some(value.as_slice()),
-                            _ => return Some((error("ERR syntax error"), Vec::new())),
-                        },
-                        unit @ (b"PX" | b"EX") => {
-                            let Some(amount) = options.next().and_then(|a| parse_i64(a)) else {
-                                return Some(not_integer());
-                            };
-                            // Redis refuses a ttl whose deadline would
-                            // not fit in its clock's 64 bits, too.
-                            let at = if unit == b"EX" {
-                                amount.checked_mul(1000)
-                            } else {
-                                Some(amount)
-                            }
-                            .filter(|ms| *ms > 0)
-                            .and_then(|ms| now.ms.checked_add(ms));
-                            let Some(at) = at else {
-                                return Some((
-                                    error("ERR invalid expire time in 'set' command"),
-                                    Vec::new(),
-                                ));
-                            };
-                            expires_at = Some(at);
-                        }
-                        _ => return Some((error("ERR syntax error"), Vec::new())),
-                    }
-                }
-                // IFEQ excludes NX and XX (Valkey 8.1.8 answers a syntax
-                // error to either).
-                if (nx && xx) || (if_equal.is_some() && (nx || xx)) {
-                    return Some((error("ERR syntax error"), Vec::new()));
-                }
-                // IFEQ reads the key as a string: WRONGTYPE, setting
-                // nothing, for another type (with or without GET).
-                let current_matches = match if_equal {
-                    None => true,
-                    Some(expected) => match self.get(&args[1], now) {
-                        Ok(current) => current == Some(expected),
-                        Err(frame) => return Some((frame, Vec::new())),
-                    },
-                };
-                // SET … GET answers the old value (nil if none) instead of
-                // OK, and fails with WRONGTYPE, setting nothing, if the old
-                // value is not a string (Redis 7 also allows it with NX).
-                let old = if get {
-                    match self.get(&args[1], now) {
-                        Ok(old) => Some(old.map(<[u8]>::to_vec)),
-                        Err(frame) => return Some((frame, Vec::new())),
-                    }
-                } else {
-                    None
-                };
-                let reply = |set: bool| match &old {
-                    Some(Some(value)) => bulk(value),
-                    Some(None) => Frame::Null,
-                    None if set => ok(),
-                    None => Frame::Null,
-                };
-                let exists = self.live(&args[1], now).is_some();
-                if (nx && exists) || (xx && !exists) || !current_matches {
-                    return Some((reply(false), Vec::new()));
-                }
-                let effect = self.set(&args[1], &args[2], expires_at);
-                (reply(true), vec![effect])
-            }
-            b"DEL" => {
-                if !arity(2) {
-                    return Some(wrong_args());
-                }
-                let mut effects = Vec::new();
-                for key in &args[1..] {
-                    if self.del(key, now) {
-                        effects.push(Effect::Del { key: key.clone() });
-                    }
-                }
-                (Frame::Integer(effects.len() as i64), effects)
-            }
+            b"GET" => self.get_command(args, now),
+            b"SET" => self.set_command(args, now),
+            b"DEL" => self.del_command(args, now),
             // `DELIFEQ key value` (Valkey 9.0): deletes the key if it holds
             // a string equal to `value`. The connection refuses it on a node
             // that presents as another server.
             b"DELIFEQ" => {
                 if args.len() != 3 {
-                    return Some(wrong_args());
+                    return Some(wrong_args(args));
                 }
                 self.del_if_equal(&args[1], &args[2], now)
             }
-            // `DELEX key [IFEQ value]` (Redis 8.4; of its conditions, only
-            // `IFEQ`). The connection refuses it on other servers.
-            b"DELEX" => match args.len() {
-                2 => {
-                    let deleted = self.del(&args[1], now);
-                    let effects = if deleted {
-                        vec![Effect::Del {
-                            key: args[1].clone(),
-                        }]
-                    } else {
-                        Vec::new()
-                    };
-                    (Frame::Integer(i64::from(deleted)), effects)
-                }
-                4 if args[2].eq_ignore_ascii_case(b"IFEQ") => {
-                    self.del_if_equal(&args[1], &args[3], now)
-                }
-                _ => return Some((error("ERR syntax error"), Vec::new())),
-            },
-            b"MGET" => {
-                if !arity(2) {
-                    return Some(wrong_args());
-                }
-                // A key of another type reads as nil, as in Redis.
-                let values = args[1..]
-                    .iter()
-                    .map(|key| match self.get(key, now) {
-                        Ok(Some(value)) => bulk(value),
-                        _ => Frame::Null,
-                    })
-                    .collect();
-                (Frame::Array(values), Vec::new())
-            }
-            b"EXISTS" => {
-                if !arity(2) {
-                    return Some(wrong_args());
-                }
-                let count = args[1..]
-                    .iter()
-                    .filter(|key| self.live(key, now).is_some())
-                    .count();
-                (Frame::Integer(count as i64), Vec::new())
-            }
-            b"PEXPIRE" | b"EXPIRE" => {
-                if args.len() != 3 {
-                    return Some(wrong_args());
-                }
-                let Some(amount) = parse_i64(&args[2]) else {
-                    return Some(not_integer());
-                };
-                let ms = if name == b"EXPIRE" {
-                    amount.checked_mul(1000)
-                } else {
-                    Some(amount)
-                };
-                let Some(at) = ms.and_then(|ms| now.ms.checked_add(ms)) else {
-                    let name = String::from_utf8_lossy(&args[0]).to_lowercase();
-                    return Some((
-                        error(&format!("ERR invalid expire time in '{name}' command")),
-                        Vec::new(),
-                    ));
-                };
-                if self.expire_at(&args[1], at, now) {
-                    (
-                        Frame::Integer(1),
-                        vec![Effect::ExpireAt {
-                            key: args[1].clone(),
-                            at,
-                        }],
-                    )
-                } else {
-                    (Frame::Integer(0), Vec::new())
-                }
-            }
-            b"PEXPIREAT" | b"EXPIREAT" => {
-                if args.len() != 3 {
-                    return Some(wrong_args());
-                }
-                let Some(amount) = parse_i64(&args[2]) else {
-                    return Some(not_integer());
-                };
-                let at = if name == b"EXPIREAT" {
-                    amount.checked_mul(1000)
-                } else {
-                    Some(amount)
-                };
-                let Some(at) = at else {
-                    let name = String::from_utf8_lossy(&args[0]).to_lowercase();
-                    return Some((
-                        error(&format!("ERR invalid expire time in '{name}' command")),
-                        Vec::new(),
-                    ));
-                };
-                if !self.exists(&args[1], now) {
-                    (Frame::Integer(0), Vec::new())
-                } else if at <= now.ms {
-                    // A deadline already passed deletes the key (Redis
-                    // replicates that as a DEL).
-                    self.del(&args[1], now);
-                    (
-                        Frame::Integer(1),
-                        vec![Effect::Del {
-                            key: args[1].clone(),
-                        }],
-                    )
-                } else {
-                    self.expire_at(&args[1], at, now);
-                    (
-                        Frame::Integer(1),
-                        vec![Effect::ExpireAt {
-                            key: args[1].clone(),
-                            at,
-                        }],
-                    )
-                }
-            }
+            b"DELEX" => self.delex_command(args, now),
+            b"MGET" => self.mget_command(args, now),
+            b"EXISTS" => self.exists_command(args, now),
+            b"PEXPIRE" | b"EXPIRE" => self.expire_command(&name, args, now),
+            b"PEXPIREAT" | b"EXPIREAT" => self.expire_at_command(&name, args, now),
             b"ZADD" | b"ZCARD" | b"ZSCORE" | b"ZREM" | b"ZRANGE" | b"ZRANGEBYSCORE"
-            | b"ZREMRANGEBYSCORE" => return Some(self.sorted_set_command(&name, args, now)),
-            b"PTTL" | b"TTL" => {
-                if args.len() != 2 {
-                    return Some(wrong_args());
-                }
-                let pttl = self.pttl(&args[1], now);
-                let reply = if name == b"TTL" && pttl >= 0 {
-                    (pttl + 500) / 1000
-                } else {
-                    pttl
-                };
-                (Frame::Integer(reply), Vec::new())
-            }
+            | b"ZREMRANGEBYSCORE" => self.sorted_set_command(&name, args, now),
+            b"PTTL" | b"TTL" => self.ttl_command(&name, args, now),
             b"INCR" => {
                 if args.len() != 2 {
-                    return Some(wrong_args());
+                    return Some(wrong_args(args));
                 }
                 match self.incr(&args[1], now) {
                     Ok((value, effect)) => (Frame::Integer(value), vec![effect]),
                     Err(frame) => (frame, Vec::new()),
                 }
             }
-            b"LPUSH" => {
-                if !arity(3) {
-                    return Some(wrong_args());
-                }
-                self.purge(&args[1], now);
-                let values: Vec<Vec<u8>> = args[2..].to_vec();
-                match self.entries.get(&args[1]).map(|s| &s.value) {
-                    Some(Value::Str(_) | Value::ZSet(_)) => (error(WRONGTYPE), Vec::new()),
-                    _ => {
-                        let effect = Effect::Push {
-                            key: args[1].clone(),
-                            values,
-                        };
-                        self.apply(&effect);
-                        let len = match self.entries.get(&args[1]).map(|s| &s.value) {
-                            Some(Value::List(list)) => list.len(),
-                            _ => 0,
-                        };
-                        (Frame::Integer(len as i64), vec![effect])
-                    }
-                }
-            }
+            b"LPUSH" => self.lpush_command(args, now),
             b"FLUSHALL" | b"FLUSHDB" => {
                 self.entries.clear();
                 (ok(), vec![Effect::Flush])
@@ -743,27 +484,239 @@ impl Db {
         })
     }
 
+    /// `GET key`.
+    fn get_command(&self, args: &[Vec<u8>], now: NodeTime) -> Answer {
+        if args.len() != 2 {
+            return wrong_args(args);
+        }
+        match self.get(&args[1], now) {
+            Ok(Some(value)) => (bulk(value), Vec::new()),
+            Ok(None) => (Frame::Null, Vec::new()),
+            Err(frame) => (frame, Vec::new()),
+        }
+    }
+
+    /// `SET key value [NX|XX|IFEQ value] [GET] [PX ms|EX s]`.
+    fn set_command(&mut self, args: &[Vec<u8>], now: NodeTime) -> Answer {
+        if args.len() < 3 {
+            return wrong_args(args);
+        }
+        let options = match SetOptions::parse(&args[3..], now) {
+            Ok(options) => options,
+            Err(answer) => return answer,
+        };
+        // IFEQ reads the key as a string: WRONGTYPE, setting
+        // nothing, for another type (with or without GET).
+        let current_matches = match options.if_equal {
+            None => true,
+            Some(expected) => match self.get(&args[1], now) {
+                Ok(current) => current == Some(expected),
+                Err(frame) => return (frame, Vec::new()),
+            },
+        };
+        // SET … GET answers the old value (nil if none) instead of
+        // OK, and fails with WRONGTYPE, setting nothing, if the old
+        // value is not a string (Redis 7 also allows it with NX).
+        let old = if options.get {
+            match self.get(&args[1], now) {
+                Ok(old) => Some(old.map(<[u8]>::to_vec)),
+                Err(frame) => return (frame, Vec::new()),
+            }
+        } else {
+            None
+        };
+        let reply = |set: bool| match &old {
+            Some(Some(value)) => bulk(value),
+            Some(None) => Frame::Null,
+            None if set => ok(),
+            None => Frame::Null,
+        };
+        let exists = self.live(&args[1], now).is_some();
+        if (options.nx && exists) || (options.xx && !exists) || !current_matches {
+            return (reply(false), Vec::new());
+        }
+        let effect = self.set(&args[1], &args[2], options.expires_at);
+        (reply(true), vec![effect])
+    }
+
+    /// `DEL key …`.
+    fn del_command(&mut self, args: &[Vec<u8>], now: NodeTime) -> Answer {
+        if args.len() < 2 {
+            return wrong_args(args);
+        }
+        let mut effects = Vec::new();
+        for key in &args[1..] {
+            if self.del(key, now) {
+                effects.push(Effect::Del { key: key.clone() });
+            }
+        }
+        (Frame::Integer(effects.len() as i64), effects)
+    }
+
+    /// `DELEX key [IFEQ value]` (Redis 8.4; of its conditions, only
+    /// `IFEQ`). The connection refuses it on other servers.
+    fn delex_command(&mut self, args: &[Vec<u8>], now: NodeTime) -> Answer {
+        match args.len() {
+            2 => {
+                let deleted = self.del(&args[1], now);
+                let effects = if deleted {
+                    vec![Effect::Del {
+                        key: args[1].clone(),
+                    }]
+                } else {
+                    Vec::new()
+                };
+                (Frame::Integer(i64::from(deleted)), effects)
+            }
+            4 if args[2].eq_ignore_ascii_case(b"IFEQ") => {
+                self.del_if_equal(&args[1], &args[3], now)
+            }
+            _ => syntax_error(),
+        }
+    }
+
+    /// `MGET key …`.
+    fn mget_command(&self, args: &[Vec<u8>], now: NodeTime) -> Answer {
+        if args.len() < 2 {
+            return wrong_args(args);
+        }
+        // A key of another type reads as nil, as in Redis.
+        let values = args[1..]
+            .iter()
+            .map(|key| match self.get(key, now) {
+                Ok(Some(value)) => bulk(value),
+                _ => Frame::Null,
+            })
+            .collect();
+        (Frame::Array(values), Vec::new())
+    }
+
+    /// `EXISTS key …`.
+    fn exists_command(&self, args: &[Vec<u8>], now: NodeTime) -> Answer {
+        if args.len() < 2 {
+            return wrong_args(args);
+        }
+        let count = args[1..]
+            .iter()
+            .filter(|key| self.live(key, now).is_some())
+            .count();
+        (Frame::Integer(count as i64), Vec::new())
+    }
+
+    /// `PEXPIRE key ms` and `EXPIRE key s` (`name`, upper case).
+    fn expire_command(&mut self, name: &[u8], args: &[Vec<u8>], now: NodeTime) -> Answer {
+        if args.len() != 3 {
+            return wrong_args(args);
+        }
+        let Some(amount) = parse_i64(&args[2]) else {
+            return not_integer();
+        };
+        let ms = if name == b"EXPIRE" {
+            amount.checked_mul(1000)
+        } else {
+            Some(amount)
+        };
+        let Some(at) = ms.and_then(|ms| now.ms.checked_add(ms)) else {
+            return invalid_expire_time(args);
+        };
+        if self.expire_at(&args[1], at, now) {
+            (
+                Frame::Integer(1),
+                vec![Effect::ExpireAt {
+                    key: args[1].clone(),
+                    at,
+                }],
+            )
+        } else {
+            (Frame::Integer(0), Vec::new())
+        }
+    }
+
+    /// `PEXPIREAT key unix-ms` and `EXPIREAT key unix-s` (`name`, upper
+    /// case).
+    fn expire_at_command(&mut self, name: &[u8], args: &[Vec<u8>], now: NodeTime) -> Answer {
+        if args.len() != 3 {
+            return wrong_args(args);
+        }
+        let Some(amount) = parse_i64(&args[2]) else {
+            return not_integer();
+        };
+        let at = if name == b"EXPIREAT" {
+            amount.checked_mul(1000)
+        } else {
+            Some(amount)
+        };
+        let Some(at) = at else {
+            return invalid_expire_time(args);
+        };
+        if !self.exists(&args[1], now) {
+            (Frame::Integer(0), Vec::new())
+        } else if at <= now.ms {
+            // A deadline already passed deletes the key (Redis
+            // replicates that as a DEL).
+            self.del(&args[1], now);
+            (
+                Frame::Integer(1),
+                vec![Effect::Del {
+                    key: args[1].clone(),
+                }],
+            )
+        } else {
+            self.expire_at(&args[1], at, now);
+            (
+                Frame::Integer(1),
+                vec![Effect::ExpireAt {
+                    key: args[1].clone(),
+                    at,
+                }],
+            )
+        }
+    }
+
+    /// `PTTL key` and `TTL key` (`name`, upper case).
+    fn ttl_command(&self, name: &[u8], args: &[Vec<u8>], now: NodeTime) -> Answer {
+        if args.len() != 2 {
+            return wrong_args(args);
+        }
+        let pttl = self.pttl(&args[1], now);
+        let reply = if name == b"TTL" && pttl >= 0 {
+            (pttl + 500) / 1000
+        } else {
+            pttl
+        };
+        (Frame::Integer(reply), Vec::new())
+    }
+
+    /// `LPUSH key value …`.
+    fn lpush_command(&mut self, args: &[Vec<u8>], now: NodeTime) -> Answer {
+        if args.len() < 3 {
+            return wrong_args(args);
+        }
+        self.purge(&args[1], now);
+        let values: Vec<Vec<u8>> = args[2..].to_vec();
+        match self.entries.get(&args[1]).map(|s| &s.value) {
+            Some(Value::Str(_) | Value::ZSet(_)) => (error(WRONGTYPE), Vec::new()),
+            _ => {
+                let effect = Effect::Push {
+                    key: args[1].clone(),
+                    values,
+                };
+                self.apply(&effect);
+                let len = match self.entries.get(&args[1]).map(|s| &s.value) {
+                    Some(Value::List(list)) => list.len(),
+                    _ => 0,
+                };
+                (Frame::Integer(len as i64), vec![effect])
+            }
+        }
+    }
+
     /// The sorted-set commands: `ZADD` (`NX`, `XX`, `GT`, `LT`, `CH`,
     /// `INCR`), `ZCARD`, `ZSCORE`, `ZREM`, `ZRANGE` (by index, `REV`,
     /// `BYSCORE`, `LIMIT`, `WITHSCORES`; not `BYLEX`), `ZRANGEBYSCORE`
     /// (`WITHSCORES`, `LIMIT`) and `ZREMRANGEBYSCORE`. A set left empty is
     /// deleted, as Redis deletes it.
-    fn sorted_set_command(
-        &mut self,
-        name: &[u8],
-        args: &[Vec<u8>],
-        now: NodeTime,
-    ) -> (Frame, Vec<Effect>) {
-        let wrong_args = || {
-            let name = String::from_utf8_lossy(&args[0]).to_lowercase();
-            (
-                error(&format!(
-                    "ERR wrong number of arguments for '{name}' command"
-                )),
-                Vec::new(),
-            )
-        };
-        let syntax = || (error("ERR syntax error"), Vec::new());
+    fn sorted_set_command(&mut self, name: &[u8], args: &[Vec<u8>], now: NodeTime) -> Answer {
         let min_arity = match name {
             b"ZCARD" => 2,
             b"ZSCORE" | b"ZREM" => 3,
@@ -772,7 +725,7 @@ impl Db {
         };
         let exact = matches!(name, b"ZCARD" | b"ZSCORE" | b"ZREMRANGEBYSCORE");
         if args.len() < min_arity || (exact && args.len() != min_arity) {
-            return wrong_args();
+            return wrong_args(args);
         }
         let key = &args[1];
         let set = match self.zset(key, now) {
@@ -816,119 +769,13 @@ impl Db {
                     .collect();
                 self.remove_members(key, removed)
             }
-            _ => {
-                // ZRANGE and ZRANGEBYSCORE.
-                let by_score_command = name == b"ZRANGEBYSCORE";
-                let (mut by_score, mut rev, mut with_scores) = (by_score_command, false, false);
-                let mut limit: Option<(i64, i64)> = None;
-                let mut options = args[4..].iter();
-                while let Some(option) = options.next() {
-                    match option.to_ascii_uppercase().as_slice() {
-                        b"WITHSCORES" => with_scores = true,
-                        b"BYSCORE" if !by_score_command => by_score = true,
-                        b"REV" if !by_score_command => rev = true,
-                        b"LIMIT" => {
-                            let (Some(offset), Some(count)) = (options.next(), options.next())
-                            else {
-                                return syntax();
-                            };
-                            let (Some(offset), Some(count)) = (parse_i64(offset), parse_i64(count))
-                            else {
-                                return (
-                                    error("ERR value is not an integer or out of range"),
-                                    Vec::new(),
-                                );
-                            };
-                            limit = Some((offset, count));
-                        }
-                        _ => return syntax(),
-                    }
-                }
-                if limit.is_some() && !by_score {
-                    return (
-                        error(
-                            "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
-                        ),
-                        Vec::new(),
-                    );
-                }
-                let members: Vec<(f64, Vec<u8>)> = if by_score {
-                    // With REV the bounds come max first.
-                    let (low, high) = if rev {
-                        (&args[3], &args[2])
-                    } else {
-                        (&args[2], &args[3])
-                    };
-                    let (Some(min), Some(max)) = (parse_bound(low), parse_bound(high)) else {
-                        return (error("ERR min or max is not a float"), Vec::new());
-                    };
-                    let mut found: Vec<(f64, Vec<u8>)> = set
-                        .as_ref()
-                        .map(ZSet::ordered)
-                        .unwrap_or_default()
-                        .into_iter()
-                        .filter(|(score, _)| in_range(*score, min, max))
-                        .map(|(score, member)| (score, member.to_vec()))
-                        .collect();
-                    if rev {
-                        found.reverse();
-                    }
-                    match limit {
-                        Some((offset, _)) if offset < 0 => Vec::new(),
-                        Some((offset, count)) => {
-                            let skipped = found.into_iter().skip(offset as usize);
-                            if count < 0 {
-                                skipped.collect()
-                            } else {
-                                skipped.take(count as usize).collect()
-                            }
-                        }
-                        None => found,
-                    }
-                } else {
-                    let (Some(start), Some(stop)) = (parse_i64(&args[2]), parse_i64(&args[3]))
-                    else {
-                        return (
-                            error("ERR value is not an integer or out of range"),
-                            Vec::new(),
-                        );
-                    };
-                    let mut all: Vec<(f64, Vec<u8>)> = set
-                        .as_ref()
-                        .map(ZSet::ordered)
-                        .unwrap_or_default()
-                        .into_iter()
-                        .map(|(score, member)| (score, member.to_vec()))
-                        .collect();
-                    if rev {
-                        all.reverse();
-                    }
-                    match index_range(start, stop, all.len()) {
-                        Some((from, to)) => all.drain(from..=to).collect(),
-                        None => Vec::new(),
-                    }
-                };
-                let mut reply = Vec::new();
-                for (score, member) in members {
-                    reply.push(bulk(&member));
-                    if with_scores {
-                        reply.push(bulk(format_score(score).as_bytes()));
-                    }
-                }
-                (Frame::Array(reply), Vec::new())
-            }
+            _ => zrange(name, args, set.as_ref()),
         }
     }
 
     /// `ZADD key [NX|XX] [GT|LT] [CH] [INCR] score member …`, the set as it
     /// stands (`None`: missing) and the arguments after the key.
-    fn zadd(
-        &mut self,
-        key: &[u8],
-        set: Option<ZSet>,
-        rest: &[Vec<u8>],
-        now: NodeTime,
-    ) -> (Frame, Vec<Effect>) {
+    fn zadd(&mut self, key: &[u8], set: Option<ZSet>, rest: &[Vec<u8>], now: NodeTime) -> Answer {
         let (mut nx, mut xx, mut gt, mut lt, mut ch, mut incr) =
             (false, false, false, false, false, false);
         let mut at = 0;
@@ -1033,7 +880,7 @@ impl Db {
 
     /// Removes `members` from the sorted set at `key`: how many, and the
     /// effect (none when nothing was removed).
-    fn remove_members(&mut self, key: &[u8], members: Vec<Vec<u8>>) -> (Frame, Vec<Effect>) {
+    fn remove_members(&mut self, key: &[u8], members: Vec<Vec<u8>>) -> Answer {
         let count = members.len() as i64;
         if members.is_empty() {
             return (Frame::Integer(0), Vec::new());
@@ -1059,6 +906,246 @@ impl Db {
         let expires_at = self.live(key, now).and_then(|stored| stored.expires_at);
         Ok((next, self.set(key, next.to_string().as_bytes(), expires_at)))
     }
+}
+
+/// What a data command answers, and the effects it had (what a primary
+/// replicates and its AOF logs).
+type Answer = (Frame, Vec<Effect>);
+
+/// The `ERR wrong number of arguments` answer to the command in `args`.
+fn wrong_args(args: &[Vec<u8>]) -> Answer {
+    let name = String::from_utf8_lossy(&args[0]).to_lowercase();
+    (
+        error(&format!(
+            "ERR wrong number of arguments for '{name}' command"
+        )),
+        Vec::new(),
+    )
+}
+
+fn not_integer() -> Answer {
+    (
+        error("ERR value is not an integer or out of range"),
+        Vec::new(),
+    )
+}
+
+fn syntax_error() -> Answer {
+    (error("ERR syntax error"), Vec::new())
+}
+
+/// The answer to an expiry command (in `args`) whose deadline does not fit.
+fn invalid_expire_time(args: &[Vec<u8>]) -> Answer {
+    let name = String::from_utf8_lossy(&args[0]).to_lowercase();
+    (
+        error(&format!("ERR invalid expire time in '{name}' command")),
+        Vec::new(),
+    )
+}
+
+/// The options of one `SET`, after its key and value.
+#[derive(Default)]
+struct SetOptions<'a> {
+    nx: bool,
+    xx: bool,
+    get: bool,
+    /// The deadline `PX` or `EX` asks for, on the node's clock.
+    expires_at: Option<i64>,
+    /// `IFEQ value` (Valkey 8.1): set only if the key holds a string equal
+    /// to `value`. The connection refuses it on a node that presents as
+    /// Redis 7.
+    if_equal: Option<&'a [u8]>,
+}
+
+impl<'a> SetOptions<'a> {
+    /// Reads `options`, or returns the error Redis answers.
+    fn parse(options: &'a [Vec<u8>], now: NodeTime) -> Result<Self, Answer> {
+        let mut parsed = Self::default();
+        let mut options = options.iter();
+        while let Some(option) = options.next() {
+            match option.to_ascii_uppercase().as_slice() {
+                b"NX" => parsed.nx = true,
+                b"XX" => parsed.xx = true,
+                b"GET" => parsed.get = true,
+                b"IFEQ" => match options.next() {
+                    Some(value) if parsed.if_equal.is_none() => {
+                        parsed.if_equal = Some(value.as_slice());
+                    }
+                    _ => return Err(syntax_error()),
+                },
+                unit @ (b"PX" | b"EX") => {
+                    let Some(amount) = options.next().and_then(|a| parse_i64(a)) else {
+                        return Err(not_integer());
+                    };
+                    // Redis refuses a ttl whose deadline would
+                    // not fit in its clock's 64 bits, too.
+                    let at = if unit == b"EX" {
+                        amount.checked_mul(1000)
+                    } else {
+                        Some(amount)
+                    }
+                    .filter(|ms| *ms > 0)
+                    .and_then(|ms| now.ms.checked_add(ms));
+                    let Some(at) = at else {
+                        return Err((
+                            error("ERR invalid expire time in 'set' command"),
+                            Vec::new(),
+                        ));
+                    };
+                    parsed.expires_at = Some(at);
+                }
+                _ => return Err(syntax_error()),
+            }
+        }
+        // IFEQ excludes NX and XX (Valkey 8.1.8 answers a syntax
+        // error to either).
+        if (parsed.nx && parsed.xx) || (parsed.if_equal.is_some() && (parsed.nx || parsed.xx)) {
+            return Err(syntax_error());
+        }
+        Ok(parsed)
+    }
+}
+
+/// The options of one `ZRANGE` or `ZRANGEBYSCORE`, after its bounds.
+struct RangeOptions {
+    by_score: bool,
+    rev: bool,
+    with_scores: bool,
+    /// `LIMIT offset count`.
+    limit: Option<(i64, i64)>,
+}
+
+impl RangeOptions {
+    /// Reads `options` of `ZRANGEBYSCORE` (`by_score_command`) or
+    /// `ZRANGE`, or returns the error Redis answers.
+    fn parse(options: &[Vec<u8>], by_score_command: bool) -> Result<Self, Answer> {
+        let mut parsed = Self {
+            by_score: by_score_command,
+            rev: false,
+            with_scores: false,
+            limit: None,
+        };
+        let mut options = options.iter();
+        while let Some(option) = options.next() {
+            match option.to_ascii_uppercase().as_slice() {
+                b"WITHSCORES" => parsed.with_scores = true,
+                b"BYSCORE" if !by_score_command => parsed.by_score = true,
+                b"REV" if !by_score_command => parsed.rev = true,
+                b"LIMIT" => {
+                    let (Some(offset), Some(count)) = (options.next(), options.next()) else {
+                        return Err(syntax_error());
+                    };
+                    let (Some(offset), Some(count)) = (parse_i64(offset), parse_i64(count)) else {
+                        return Err(not_integer());
+                    };
+                    parsed.limit = Some((offset, count));
+                }
+                _ => return Err(syntax_error()),
+            }
+        }
+        if parsed.limit.is_some() && !parsed.by_score {
+            return Err((
+                error(
+                    "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
+                ),
+                Vec::new(),
+            ));
+        }
+        Ok(parsed)
+    }
+}
+
+/// `ZRANGE` and `ZRANGEBYSCORE` (`name`, upper case) on `set` (`None`:
+/// missing).
+fn zrange(name: &[u8], args: &[Vec<u8>], set: Option<&ZSet>) -> Answer {
+    let options = match RangeOptions::parse(&args[4..], name == b"ZRANGEBYSCORE") {
+        Ok(options) => options,
+        Err(answer) => return answer,
+    };
+    let members = if options.by_score {
+        range_by_score(&args[2], &args[3], set, &options)
+    } else {
+        range_by_index(&args[2], &args[3], set, options.rev)
+    };
+    let members = match members {
+        Ok(members) => members,
+        Err(answer) => return answer,
+    };
+    let mut reply = Vec::new();
+    for (score, member) in members {
+        reply.push(bulk(&member));
+        if options.with_scores {
+            reply.push(bulk(format_score(score).as_bytes()));
+        }
+    }
+    (Frame::Array(reply), Vec::new())
+}
+
+/// The members of `set` whose scores lie between the bounds `first` and
+/// `second` (max first with `REV`), in order, then `LIMIT`ed.
+fn range_by_score(
+    first: &[u8],
+    second: &[u8],
+    set: Option<&ZSet>,
+    options: &RangeOptions,
+) -> Result<Vec<(f64, Vec<u8>)>, Answer> {
+    // With REV the bounds come max first.
+    let (low, high) = if options.rev {
+        (second, first)
+    } else {
+        (first, second)
+    };
+    let (Some(min), Some(max)) = (parse_bound(low), parse_bound(high)) else {
+        return Err((error("ERR min or max is not a float"), Vec::new()));
+    };
+    let mut found: Vec<(f64, Vec<u8>)> = set
+        .map(ZSet::ordered)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(score, _)| in_range(*score, min, max))
+        .map(|(score, member)| (score, member.to_vec()))
+        .collect();
+    if options.rev {
+        found.reverse();
+    }
+    Ok(match options.limit {
+        Some((offset, _)) if offset < 0 => Vec::new(),
+        Some((offset, count)) => {
+            let skipped = found.into_iter().skip(offset as usize);
+            if count < 0 {
+                skipped.collect()
+            } else {
+                skipped.take(count as usize).collect()
+            }
+        }
+        None => found,
+    })
+}
+
+/// The members of `set` from index `start` to `stop` (Redis's inclusive,
+/// negative-from-the-end indexes), reversed first with `rev`.
+fn range_by_index(
+    start: &[u8],
+    stop: &[u8],
+    set: Option<&ZSet>,
+    rev: bool,
+) -> Result<Vec<(f64, Vec<u8>)>, Answer> {
+    let (Some(start), Some(stop)) = (parse_i64(start), parse_i64(stop)) else {
+        return Err(not_integer());
+    };
+    let mut all: Vec<(f64, Vec<u8>)> = set
+        .map(ZSet::ordered)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(score, member)| (score, member.to_vec()))
+        .collect();
+    if rev {
+        all.reverse();
+    }
+    Ok(match index_range(start, stop, all.len()) {
+        Some((from, to)) => all.drain(from..=to).collect(),
+        None => Vec::new(),
+    })
 }
 
 /// One effect that adds every member of `set` at `key`.

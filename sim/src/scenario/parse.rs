@@ -13,8 +13,8 @@ use toml::Spanned;
 use super::{
     mix,
     names::{
-        EXPECTS, FAULT_KINDS, FENCINGS, FLAVOURS, Hosts, PERSISTENCES, PROPERTIES, TOPOLOGY_KINDS,
-        Use, WORKLOAD_KINDS,
+        EXPECTS, FAULT_KINDS, FENCINGS, FLAVOURS, FaultKindInfo, Hosts, PERSISTENCES, PROPERTIES,
+        TOPOLOGY_KINDS, Use, WORKLOAD_KINDS,
     },
     text::{Locator, ScenarioError},
 };
@@ -166,17 +166,7 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ScenarioError>
         )
     })?;
 
-    let name = raw.name.get_ref().trim().to_owned();
-    if name.is_empty()
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-    {
-        return Err(locator.error(
-            raw.name.span(),
-            "name must be non-empty and use only letters, digits, '-' and '_' (it names report files)",
-        ));
-    }
+    let name = scenario_name(&locator, &raw.name)?;
     let seeds = match &raw.seeds {
         Some(seeds) if *seeds.get_ref() == 0 => {
             return Err(locator.error(seeds.span(), "seeds must be at least 1"));
@@ -202,157 +192,12 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ScenarioError>
     };
 
     let lock_raw = raw.lock.get_ref();
-    let ttl = locator.duration(&lock_raw.ttl)?;
-    let drift_factor = lock_raw
-        .drift_factor
-        .as_ref()
-        .map_or(0.01, |d| *d.get_ref());
-    let renew_every = lock_raw
-        .renew_every
-        .as_ref()
-        .map(|r| locator.duration(r))
-        .transpose()?;
-    let fencing = lock_raw
-        .fencing
-        .as_ref()
-        .map(|f| one_of(&locator, f, "fencing", &FENCINGS))
-        .transpose()?
-        .unwrap_or(FencingMode::TimeMixed);
-    let wait_replicas = lock_raw.wait_replicas.as_ref().map_or(0, |w| *w.get_ref());
-    let wait = lock_raw
-        .wait
-        .as_ref()
-        .map(|w| locator.duration(w))
-        .transpose()?;
-    let wait_aof = match lock_raw.wait_aof.as_ref() {
-        None => None,
-        Some(spanned) => match spanned.get_ref().as_slice() {
-            [local, replicas] => Some((*local, *replicas)),
-            _ => {
-                return Err(locator.error(
-                    spanned.span(),
-                    "wait_aof is [local, replicas], as WAITAOF's numlocal and numreplicas",
-                ));
-            }
-        },
-    };
-    let server_raw = raw.server.as_ref();
-    let server = ServerConfig {
-        flavour: server_raw
-            .and_then(|s| s.flavour.as_ref())
-            .map(|f| one_of(&locator, f, "server flavour", &FLAVOURS))
-            .transpose()?
-            .unwrap_or_default(),
-        persistence: server_raw
-            .and_then(|s| s.persistence.as_ref())
-            .map(|p| one_of(&locator, p, "persistence", &PERSISTENCES))
-            .transpose()?
-            .unwrap_or_default(),
-    };
-    if let (Some((local, replicas)), Some(spanned)) = (wait_aof, lock_raw.wait_aof.as_ref()) {
-        if replicas > 0 {
-            return Err(locator.error(
-                spanned.span(),
-                "wait_aof replicas must be 0: the simulated replicas keep no AOF, so WAITAOF \
-                 never counts them (as a real replica with appendonly no)",
-            ));
-        }
-        if server.flavour == ServerFlavour::Redis70 {
-            return Err(locator.error(
-                spanned.span(),
-                "wait_aof needs a [server] flavour with WAITAOF (valkey-8.1, valkey-9.0, redis-8.4): Redis 7.0 has none",
-            ));
-        }
-        if local == 1 && server.persistence == Persistence::None {
-            return Err(locator.error(
-                spanned.span(),
-                "wait_aof local 1 needs [server] persistence = \"aof-everysec\" or \
-                 \"aof-always\": WAITAOF refuses numlocal without appendonly",
-            ));
-        }
-    }
-    let lock = LockConfig {
-        ttl,
-        renew_every,
-        drift_factor,
-        fencing,
-        wait_replicas,
-        wait_aof,
-        wait,
-    };
-    // The lock's own validation, reported at the [lock] table.
-    if let Err(error) = crate::client::lock_options(&lock).validate() {
-        use lock_core::OptionsError;
-        let span = match error {
-            OptionsError::DriftFactor { .. } => lock_raw.drift_factor.as_ref().map(Spanned::span),
-            OptionsError::RenewEvery { .. } => lock_raw.renew_every.as_ref().map(Spanned::span),
-            OptionsError::WaitReplicasTimeout { .. } => {
-                lock_raw.wait_replicas.as_ref().map(Spanned::span)
-            }
-            OptionsError::WaitAofLocal { .. }
-            | OptionsError::WaitAofNothing
-            | OptionsError::WaitAofTimeout { .. } => lock_raw.wait_aof.as_ref().map(Spanned::span),
-            _ => None,
-        }
-        .unwrap_or_else(|| lock_raw.ttl.span());
-        return Err(locator.error(span, format!("invalid lock options: {error}")));
-    }
-    let replicas = topology.replicas();
-    if wait_replicas as usize > replicas
-        && let Some(w) = &lock_raw.wait_replicas
-    {
-        return Err(locator.error(
-            w.span(),
-            format!(
-                "wait_replicas = {wait_replicas} but the topology has {replicas} replica(s): WAIT would never be satisfied"
-            ),
-        ));
-    }
+    let lock = lock_config(&locator, lock_raw)?;
+    let server = server_config(&locator, raw.server.as_ref())?;
+    check_wait_aof(&locator, lock_raw, &lock, &server)?;
+    check_lock_options(&locator, lock_raw, &lock, &topology)?;
 
-    let clients_raw = raw.clients.as_ref();
-    let count = clients_raw.and_then(|c| c.count.as_ref());
-    let clients = ClientsConfig {
-        count: count.map_or(3, |c| *c.get_ref()),
-        hold: clients_raw
-            .and_then(|c| c.hold.as_ref())
-            .map(|h| locator.range(h))
-            .transpose()?
-            .unwrap_or(DurationRange {
-                min: Duration::from_millis(10),
-                max: Duration::from_millis(500),
-            }),
-        think: clients_raw
-            .and_then(|c| c.think.as_ref())
-            .map(|t| locator.range(t))
-            .transpose()?
-            .unwrap_or(DurationRange {
-                min: Duration::ZERO,
-                max: Duration::from_millis(200),
-            }),
-        unfenced_register: clients_raw
-            .and_then(|c| c.unfenced_register)
-            .unwrap_or(true),
-        locks: clients_raw
-            .and_then(|c| c.locks.as_ref())
-            .map_or(1, |l| *l.get_ref()),
-        drop_guard: chance(&locator, clients_raw.and_then(|c| c.drop_guard.as_ref()))?,
-        cancel: chance(&locator, clients_raw.and_then(|c| c.cancel.as_ref()))?,
-        workload: raw
-            .workload
-            .as_ref()
-            .map(|w| workload(&locator, w, &topology))
-            .transpose()?
-            .unwrap_or_default(),
-    };
-    if clients.count == 0 || clients.count > 64 {
-        let span = count.map_or(0..0, Spanned::span);
-        return Err(locator.error(span, "clients.count must be between 1 and 64"));
-    }
-    if let Some(locks) = clients_raw.and_then(|c| c.locks.as_ref())
-        && !(1..=16).contains(locks.get_ref())
-    {
-        return Err(locator.error(locks.span(), "clients.locks must be between 1 and 16"));
-    }
+    let clients = clients_config(&locator, &raw, &topology)?;
 
     let mut faults = Vec::new();
     for spanned in &raw.fault {
@@ -385,6 +230,216 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ScenarioError>
         faults,
         mix,
     })
+}
+
+/// The scenario's `name`, trimmed: it names report files.
+fn scenario_name(locator: &Locator<'_>, raw: &Spanned<String>) -> Result<String, ScenarioError> {
+    let name = raw.get_ref().trim().to_owned();
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(locator.error(
+            raw.span(),
+            "name must be non-empty and use only letters, digits, '-' and '_' (it names report files)",
+        ));
+    }
+    Ok(name)
+}
+
+/// The `[lock]` table's values, each read on its own; how they fit
+/// together is checked after.
+fn lock_config(locator: &Locator<'_>, lock_raw: &RawLock) -> Result<LockConfig, ScenarioError> {
+    let ttl = locator.duration(&lock_raw.ttl)?;
+    let drift_factor = lock_raw
+        .drift_factor
+        .as_ref()
+        .map_or(0.01, |d| *d.get_ref());
+    let renew_every = lock_raw
+        .renew_every
+        .as_ref()
+        .map(|r| locator.duration(r))
+        .transpose()?;
+    let fencing = lock_raw
+        .fencing
+        .as_ref()
+        .map(|f| one_of(locator, f, "fencing", &FENCINGS))
+        .transpose()?
+        .unwrap_or(FencingMode::TimeMixed);
+    let wait_replicas = lock_raw.wait_replicas.as_ref().map_or(0, |w| *w.get_ref());
+    let wait = lock_raw
+        .wait
+        .as_ref()
+        .map(|w| locator.duration(w))
+        .transpose()?;
+    let wait_aof = match lock_raw.wait_aof.as_ref() {
+        None => None,
+        Some(spanned) => match spanned.get_ref().as_slice() {
+            [local, replicas] => Some((*local, *replicas)),
+            _ => {
+                return Err(locator.error(
+                    spanned.span(),
+                    "wait_aof is [local, replicas], as WAITAOF's numlocal and numreplicas",
+                ));
+            }
+        },
+    };
+    Ok(LockConfig {
+        ttl,
+        renew_every,
+        drift_factor,
+        fencing,
+        wait_replicas,
+        wait_aof,
+        wait,
+    })
+}
+
+/// The `[server]` table: the defaults when absent.
+fn server_config(
+    locator: &Locator<'_>,
+    server_raw: Option<&RawServer>,
+) -> Result<ServerConfig, ScenarioError> {
+    Ok(ServerConfig {
+        flavour: server_raw
+            .and_then(|s| s.flavour.as_ref())
+            .map(|f| one_of(locator, f, "server flavour", &FLAVOURS))
+            .transpose()?
+            .unwrap_or_default(),
+        persistence: server_raw
+            .and_then(|s| s.persistence.as_ref())
+            .map(|p| one_of(locator, p, "persistence", &PERSISTENCES))
+            .transpose()?
+            .unwrap_or_default(),
+    })
+}
+
+/// `wait_aof` asks for what the simulated server can give: no replicas
+/// (they keep no AOF), a flavour with `WAITAOF`, and an AOF for `local`.
+fn check_wait_aof(
+    locator: &Locator<'_>,
+    lock_raw: &RawLock,
+    lock: &LockConfig,
+    server: &ServerConfig,
+) -> Result<(), ScenarioError> {
+    let (Some((local, replicas)), Some(spanned)) = (lock.wait_aof, lock_raw.wait_aof.as_ref())
+    else {
+        return Ok(());
+    };
+    if replicas > 0 {
+        return Err(locator.error(
+            spanned.span(),
+            "wait_aof replicas must be 0: the simulated replicas keep no AOF, so WAITAOF \
+             never counts them (as a real replica with appendonly no)",
+        ));
+    }
+    if server.flavour == ServerFlavour::Redis70 {
+        return Err(locator.error(
+            spanned.span(),
+            "wait_aof needs a [server] flavour with WAITAOF (valkey-8.1, valkey-9.0, redis-8.4): Redis 7.0 has none",
+        ));
+    }
+    if local == 1 && server.persistence == Persistence::None {
+        return Err(locator.error(
+            spanned.span(),
+            "wait_aof local 1 needs [server] persistence = \"aof-everysec\" or \
+             \"aof-always\": WAITAOF refuses numlocal without appendonly",
+        ));
+    }
+    Ok(())
+}
+
+/// The lock's own validation, reported at the key it is about (else at
+/// the ttl), and `wait_replicas` within the topology's replicas.
+fn check_lock_options(
+    locator: &Locator<'_>,
+    lock_raw: &RawLock,
+    lock: &LockConfig,
+    topology: &Topology,
+) -> Result<(), ScenarioError> {
+    if let Err(error) = crate::client::lock_options(lock).validate() {
+        use lock_core::OptionsError;
+        let span = match error {
+            OptionsError::DriftFactor { .. } => lock_raw.drift_factor.as_ref().map(Spanned::span),
+            OptionsError::RenewEvery { .. } => lock_raw.renew_every.as_ref().map(Spanned::span),
+            OptionsError::WaitReplicasTimeout { .. } => {
+                lock_raw.wait_replicas.as_ref().map(Spanned::span)
+            }
+            OptionsError::WaitAofLocal { .. }
+            | OptionsError::WaitAofNothing
+            | OptionsError::WaitAofTimeout { .. } => lock_raw.wait_aof.as_ref().map(Spanned::span),
+            _ => None,
+        }
+        .unwrap_or_else(|| lock_raw.ttl.span());
+        return Err(locator.error(span, format!("invalid lock options: {error}")));
+    }
+    let wait_replicas = lock.wait_replicas;
+    let replicas = topology.replicas();
+    if wait_replicas as usize > replicas
+        && let Some(w) = &lock_raw.wait_replicas
+    {
+        return Err(locator.error(
+            w.span(),
+            format!(
+                "wait_replicas = {wait_replicas} but the topology has {replicas} replica(s): WAIT would never be satisfied"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The `[clients]` table, with the `[workload]` they run.
+fn clients_config(
+    locator: &Locator<'_>,
+    raw: &RawScenario,
+    topology: &Topology,
+) -> Result<ClientsConfig, ScenarioError> {
+    let clients_raw = raw.clients.as_ref();
+    let count = clients_raw.and_then(|c| c.count.as_ref());
+    let clients = ClientsConfig {
+        count: count.map_or(3, |c| *c.get_ref()),
+        hold: clients_raw
+            .and_then(|c| c.hold.as_ref())
+            .map(|h| locator.range(h))
+            .transpose()?
+            .unwrap_or(DurationRange {
+                min: Duration::from_millis(10),
+                max: Duration::from_millis(500),
+            }),
+        think: clients_raw
+            .and_then(|c| c.think.as_ref())
+            .map(|t| locator.range(t))
+            .transpose()?
+            .unwrap_or(DurationRange {
+                min: Duration::ZERO,
+                max: Duration::from_millis(200),
+            }),
+        unfenced_register: clients_raw
+            .and_then(|c| c.unfenced_register)
+            .unwrap_or(true),
+        locks: clients_raw
+            .and_then(|c| c.locks.as_ref())
+            .map_or(1, |l| *l.get_ref()),
+        drop_guard: chance(locator, clients_raw.and_then(|c| c.drop_guard.as_ref()))?,
+        cancel: chance(locator, clients_raw.and_then(|c| c.cancel.as_ref()))?,
+        workload: raw
+            .workload
+            .as_ref()
+            .map(|w| workload(locator, w, topology))
+            .transpose()?
+            .unwrap_or_default(),
+    };
+    if clients.count == 0 || clients.count > 64 {
+        let span = count.map_or(0..0, Spanned::span);
+        return Err(locator.error(span, "clients.count must be between 1 and 64"));
+    }
+    if let Some(locks) = clients_raw.and_then(|c| c.locks.as_ref())
+        && !(1..=16).contains(locks.get_ref())
+    {
+        return Err(locator.error(locks.span(), "clients.locks must be between 1 and 16"));
+    }
+    Ok(clients)
 }
 
 /// The `[workload]` table: a kind, and the keys that kind takes.
@@ -443,7 +498,37 @@ fn topology(
     let raw = spanned.get_ref();
     let kinds = TOPOLOGY_KINDS.map(|(name, _)| (name, name));
     let kind = one_of(locator, &raw.kind, "topology kind", &kinds)?;
-    // A key that belongs to another kind is a mistake, not a no-op.
+    check_topology_keys(locator, raw, kind)?;
+    match kind {
+        "single" => Ok(Topology::Single),
+        "primary-replica" => Ok(Topology::PrimaryReplica {
+            replicas: replicas(locator, spanned, kind)?,
+            replication_lag: replication_lag(locator, raw)?,
+        }),
+        "sentinel" => sentinel_topology(locator, spanned),
+        "cluster" => cluster_topology(locator, spanned),
+        "redlock" => {
+            let Some(nodes) = &raw.nodes else {
+                return Err(locator.error(spanned.span(), "redlock needs `nodes`"));
+            };
+            let count = *nodes.get_ref();
+            if !(1..=9).contains(&count) {
+                return Err(locator.error(nodes.span(), "redlock needs 1 to 9 nodes"));
+            }
+            Ok(Topology::Redlock { nodes: count })
+        }
+        // `one_of` only returns names from TOPOLOGY_KINDS, each matched above.
+        other => unreachable!("topology kind {other} is in TOPOLOGY_KINDS but not parsed"),
+    }
+}
+
+/// A key that belongs to another topology kind than `kind` is a mistake,
+/// not a no-op.
+fn check_topology_keys(
+    locator: &Locator<'_>,
+    raw: &RawTopology,
+    kind: &str,
+) -> Result<(), ScenarioError> {
     let takes = TOPOLOGY_KINDS
         .iter()
         .find(|(name, _)| *name == kind)
@@ -470,87 +555,94 @@ fn topology(
             ));
         }
     }
-    let replicas = || {
-        let replicas = raw.replicas.as_ref().map_or(1, |r| *r.get_ref());
-        if replicas == 0 || replicas > 8 {
-            let span = raw.replicas.as_ref().map_or(spanned.span(), Spanned::span);
-            return Err(locator.error(span, format!("{kind} needs 1 to 8 replicas")));
-        }
-        Ok(replicas)
-    };
-    let replication_lag = || match &raw.replication_lag {
+    Ok(())
+}
+
+/// The replicas of a primary (`kind` names the topology in the error):
+/// 1 when absent, at most 8.
+fn replicas(
+    locator: &Locator<'_>,
+    spanned: &Spanned<RawTopology>,
+    kind: &str,
+) -> Result<usize, ScenarioError> {
+    let raw = spanned.get_ref();
+    let replicas = raw.replicas.as_ref().map_or(1, |r| *r.get_ref());
+    if replicas == 0 || replicas > 8 {
+        let span = raw.replicas.as_ref().map_or(spanned.span(), Spanned::span);
+        return Err(locator.error(span, format!("{kind} needs 1 to 8 replicas")));
+    }
+    Ok(replicas)
+}
+
+/// How far replication lags: 1 to 20 ms when absent.
+fn replication_lag(
+    locator: &Locator<'_>,
+    raw: &RawTopology,
+) -> Result<DurationRange, ScenarioError> {
+    match &raw.replication_lag {
         Some(lag) => locator.range(lag),
         None => Ok(DurationRange {
             min: Duration::from_millis(1),
             max: Duration::from_millis(20),
         }),
-    };
-    match kind {
-        "single" => Ok(Topology::Single),
-        "primary-replica" => Ok(Topology::PrimaryReplica {
-            replicas: replicas()?,
-            replication_lag: replication_lag()?,
-        }),
-        "sentinel" => {
-            let sentinels = raw.sentinels.as_ref().map_or(3, |s| *s.get_ref());
-            if !(1..=9).contains(&sentinels) {
-                let span = raw.sentinels.as_ref().map_or(spanned.span(), Spanned::span);
-                return Err(locator.error(span, "sentinel needs 1 to 9 sentinels"));
-            }
-            // Real sentinels adopt a failover from each other's hello
-            // messages, published every 2 s.
-            let sentinel_lag = match &raw.sentinel_lag {
-                Some(lag) => locator.range(lag)?,
-                None => DurationRange {
-                    min: Duration::ZERO,
-                    max: Duration::from_secs(2),
-                },
-            };
-            Ok(Topology::Sentinel {
-                replicas: replicas()?,
-                sentinels,
-                replication_lag: replication_lag()?,
-                sentinel_lag,
-            })
-        }
-        "cluster" => {
-            let shards = raw.shards.as_ref().map_or(3, |s| *s.get_ref());
-            if !(1..=9).contains(&shards) {
-                let span = raw.shards.as_ref().map_or(spanned.span(), Spanned::span);
-                return Err(locator.error(span, "cluster needs 1 to 9 shards"));
-            }
-            // Zero replicas is a cluster without failover, as real ones
-            // may run.
-            let replicas = raw.replicas.as_ref().map_or(1, |r| *r.get_ref());
-            if replicas > 8 {
-                let span = raw.replicas.as_ref().map_or(spanned.span(), Spanned::span);
-                return Err(locator.error(span, "cluster needs 0 to 8 replicas per shard"));
-            }
-            // Redis's default cluster-node-timeout.
-            let node_timeout = match &raw.node_timeout {
-                Some(timeout) => locator.duration(timeout)?,
-                None => Duration::from_secs(15),
-            };
-            Ok(Topology::Cluster {
-                shards,
-                replicas,
-                replication_lag: replication_lag()?,
-                node_timeout,
-            })
-        }
-        "redlock" => {
-            let Some(nodes) = &raw.nodes else {
-                return Err(locator.error(spanned.span(), "redlock needs `nodes`"));
-            };
-            let count = *nodes.get_ref();
-            if !(1..=9).contains(&count) {
-                return Err(locator.error(nodes.span(), "redlock needs 1 to 9 nodes"));
-            }
-            Ok(Topology::Redlock { nodes: count })
-        }
-        // `one_of` only returns names from TOPOLOGY_KINDS, each matched above.
-        other => unreachable!("topology kind {other} is in TOPOLOGY_KINDS but not parsed"),
     }
+}
+
+fn sentinel_topology(
+    locator: &Locator<'_>,
+    spanned: &Spanned<RawTopology>,
+) -> Result<Topology, ScenarioError> {
+    let raw = spanned.get_ref();
+    let sentinels = raw.sentinels.as_ref().map_or(3, |s| *s.get_ref());
+    if !(1..=9).contains(&sentinels) {
+        let span = raw.sentinels.as_ref().map_or(spanned.span(), Spanned::span);
+        return Err(locator.error(span, "sentinel needs 1 to 9 sentinels"));
+    }
+    // Real sentinels adopt a failover from each other's hello
+    // messages, published every 2 s.
+    let sentinel_lag = match &raw.sentinel_lag {
+        Some(lag) => locator.range(lag)?,
+        None => DurationRange {
+            min: Duration::ZERO,
+            max: Duration::from_secs(2),
+        },
+    };
+    Ok(Topology::Sentinel {
+        replicas: replicas(locator, spanned, "sentinel")?,
+        sentinels,
+        replication_lag: replication_lag(locator, raw)?,
+        sentinel_lag,
+    })
+}
+
+fn cluster_topology(
+    locator: &Locator<'_>,
+    spanned: &Spanned<RawTopology>,
+) -> Result<Topology, ScenarioError> {
+    let raw = spanned.get_ref();
+    let shards = raw.shards.as_ref().map_or(3, |s| *s.get_ref());
+    if !(1..=9).contains(&shards) {
+        let span = raw.shards.as_ref().map_or(spanned.span(), Spanned::span);
+        return Err(locator.error(span, "cluster needs 1 to 9 shards"));
+    }
+    // Zero replicas is a cluster without failover, as real ones
+    // may run.
+    let replicas = raw.replicas.as_ref().map_or(1, |r| *r.get_ref());
+    if replicas > 8 {
+        let span = raw.replicas.as_ref().map_or(spanned.span(), Spanned::span);
+        return Err(locator.error(span, "cluster needs 0 to 8 replicas per shard"));
+    }
+    // Redis's default cluster-node-timeout.
+    let node_timeout = match &raw.node_timeout {
+        Some(timeout) => locator.duration(timeout)?,
+        None => Duration::from_secs(15),
+    };
+    Ok(Topology::Cluster {
+        shards,
+        replicas,
+        replication_lag: replication_lag(locator, raw)?,
+        node_timeout,
+    })
 }
 
 fn fault(
@@ -563,12 +655,65 @@ fn fault(
     let raw = spanned.get_ref();
     let kinds = FAULT_KINDS.map(|info| (info.name, info));
     let info = one_of(locator, &raw.kind, "fault kind", &kinds)?;
-    let name = info.name;
     let at = locator.range(&raw.at)?;
     if at.min >= run {
         return Err(locator.error(raw.at.span(), "the fault starts after the run ends"));
     }
-    // A fault on Redis nodes hits the primary unless the file names one.
+    let target = fault_target(locator, spanned, &info, topology, clients)?;
+
+    // Each parameter belongs to some kinds: required for some, optional
+    // for others, and a mistake anywhere else.
+    let duration = raw
+        .duration
+        .as_ref()
+        .map(|d| locator.range(d))
+        .transpose()?;
+    let rate = raw.rate.as_ref().map(|r| *r.get_ref());
+    let offset = raw.offset.as_ref().map(|o| locator.signed(o)).transpose()?;
+    let delay = raw.delay.as_ref().map(|d| locator.range(d)).transpose()?;
+    let every = raw.every.as_ref().map(|e| locator.range(e)).transpose()?;
+    check_fault_parameters(locator, spanned, &info)?;
+    if let Some(r) = &raw.rate
+        && !(r.get_ref().is_finite() && r.get_ref().abs() < 0.5)
+    {
+        return Err(locator.error(
+            r.span(),
+            "rate must be a relative error between -0.5 and 0.5",
+        ));
+    }
+    if let (Some(o), Some(offset)) = (&raw.offset, offset)
+        && offset.magnitude.is_zero()
+    {
+        return Err(locator.error(o.span(), "a clock jump of zero does nothing"));
+    }
+    if let (Some(every), Some(raw_every)) = (every, &raw.every)
+        && every.min.is_zero()
+    {
+        return Err(locator.error(raw_every.span(), "`every` must be above zero"));
+    }
+    Ok(FaultSpec {
+        kind: info.kind,
+        at,
+        target,
+        duration,
+        every,
+        rate,
+        offset,
+        delay,
+    })
+}
+
+/// The fault's target, checked against the hosts its kind acts on and the
+/// topology; on Redis nodes, the primary unless the file names one.
+fn fault_target(
+    locator: &Locator<'_>,
+    spanned: &Spanned<RawFault>,
+    info: &FaultKindInfo,
+    topology: &Topology,
+    clients: usize,
+) -> Result<Target, ScenarioError> {
+    let raw = spanned.get_ref();
+    let name = info.name;
     let target_span = raw.target.as_ref().map_or(spanned.span(), Spanned::span);
     let target = match &raw.target {
         Some(target) => parse_target(locator, target, topology, clients)?,
@@ -618,18 +763,18 @@ fn fault(
             ),
         ));
     }
+    Ok(target)
+}
 
-    // Each parameter belongs to some kinds: required for some, optional
-    // for others, and a mistake anywhere else.
-    let duration = raw
-        .duration
-        .as_ref()
-        .map(|d| locator.range(d))
-        .transpose()?;
-    let rate = raw.rate.as_ref().map(|r| *r.get_ref());
-    let offset = raw.offset.as_ref().map(|o| locator.signed(o)).transpose()?;
-    let delay = raw.delay.as_ref().map(|d| locator.range(d)).transpose()?;
-    let every = raw.every.as_ref().map(|e| locator.range(e)).transpose()?;
+/// Every parameter the fault's kind requires is given, and none it never
+/// takes.
+fn check_fault_parameters(
+    locator: &Locator<'_>,
+    spanned: &Spanned<RawFault>,
+    info: &FaultKindInfo,
+) -> Result<(), ScenarioError> {
+    let raw = spanned.get_ref();
+    let name = info.name;
     let parameters = [
         (
             "duration",
@@ -657,34 +802,7 @@ fn fault(
             _ => {}
         }
     }
-    if let Some(r) = &raw.rate
-        && !(r.get_ref().is_finite() && r.get_ref().abs() < 0.5)
-    {
-        return Err(locator.error(
-            r.span(),
-            "rate must be a relative error between -0.5 and 0.5",
-        ));
-    }
-    if let (Some(o), Some(offset)) = (&raw.offset, offset)
-        && offset.magnitude.is_zero()
-    {
-        return Err(locator.error(o.span(), "a clock jump of zero does nothing"));
-    }
-    if let (Some(every), Some(raw_every)) = (every, &raw.every)
-        && every.min.is_zero()
-    {
-        return Err(locator.error(raw_every.span(), "`every` must be above zero"));
-    }
-    Ok(FaultSpec {
-        kind: info.kind,
-        at,
-        target,
-        duration,
-        every,
-        rate,
-        offset,
-        delay,
-    })
+    Ok(())
 }
 
 fn parse_target(

@@ -10,7 +10,10 @@ use super::{
     text::{duration_text, offset_text, quoted, range_text},
 };
 use crate::{
-    config::{Scenario, Topology, WorkloadKind},
+    config::{
+        ClientsConfig, FaultSpec, LockConfig, Scenario, ServerConfig, Topology, WorkloadConfig,
+        WorkloadKind,
+    },
     outcome::ConcreteFault,
 };
 
@@ -18,54 +21,86 @@ use crate::{
 /// [`parse_scenario`](super::parse_scenario) reads it back to an equal
 /// scenario.
 pub fn to_toml(scenario: &Scenario) -> String {
-    let mut out = String::new();
-    let mut line = |text: String| {
-        out.push_str(&text);
+    let mut out = Lines::default();
+    write_header(&mut out, scenario);
+    out.line(String::new());
+    write_topology(&mut out, &scenario.topology);
+    out.line(String::new());
+    write_server(&mut out, &scenario.server);
+    out.line(String::new());
+    write_lock(&mut out, &scenario.lock);
+    out.line(String::new());
+    write_clients(&mut out, &scenario.clients);
+    out.line(String::new());
+    write_workload(&mut out, &scenario.clients.workload);
+    write_faults(&mut out, &scenario.faults);
+    let mut out = out.0;
+    if let Some(mix) = &scenario.mix {
         out.push('\n');
-    };
-    line(format!("name = {}", quoted(&scenario.name)));
-    line(format!("description = {}", quoted(&scenario.description)));
-    line(format!("seeds = {}", scenario.seeds));
-    line(format!(
+        out.push_str(&super::mix::to_toml(mix));
+    }
+    out
+}
+
+/// A file's text, line by line.
+#[derive(Default)]
+struct Lines(String);
+
+impl Lines {
+    fn line(&mut self, text: String) {
+        self.0.push_str(&text);
+        self.0.push('\n');
+    }
+}
+
+/// The top-level keys.
+fn write_header(out: &mut Lines, scenario: &Scenario) {
+    out.line(format!("name = {}", quoted(&scenario.name)));
+    out.line(format!("description = {}", quoted(&scenario.description)));
+    out.line(format!("seeds = {}", scenario.seeds));
+    out.line(format!(
         "duration = {}",
         quoted(&duration_text(scenario.duration))
     ));
-    line(format!(
+    out.line(format!(
         "expect = {}",
         quoted(name_of(&EXPECTS, scenario.expect))
     ));
     if let Some(property) = scenario.property {
-        line(format!("property = {}", quoted(property_name(property))));
+        out.line(format!("property = {}", quoted(property_name(property))));
     }
-    line(String::new());
-    line("[topology]".to_owned());
-    line(format!("kind = {}", quoted(scenario.topology.kind_name())));
-    match &scenario.topology {
+}
+
+/// The `[topology]` table, with the keys its kind takes.
+fn write_topology(out: &mut Lines, topology: &Topology) {
+    out.line("[topology]".to_owned());
+    out.line(format!("kind = {}", quoted(topology.kind_name())));
+    match topology {
         Topology::Single => {}
         Topology::PrimaryReplica {
             replicas,
             replication_lag,
         } => {
-            line(format!("replicas = {replicas}"));
-            line(format!(
+            out.line(format!("replicas = {replicas}"));
+            out.line(format!(
                 "replication_lag = {}",
                 quoted(&range_text(*replication_lag))
             ));
         }
-        Topology::Redlock { nodes } => line(format!("nodes = {nodes}")),
+        Topology::Redlock { nodes } => out.line(format!("nodes = {nodes}")),
         Topology::Sentinel {
             replicas,
             sentinels,
             replication_lag,
             sentinel_lag,
         } => {
-            line(format!("replicas = {replicas}"));
-            line(format!("sentinels = {sentinels}"));
-            line(format!(
+            out.line(format!("replicas = {replicas}"));
+            out.line(format!("sentinels = {sentinels}"));
+            out.line(format!(
                 "replication_lag = {}",
                 quoted(&range_text(*replication_lag))
             ));
-            line(format!(
+            out.line(format!(
                 "sentinel_lag = {}",
                 quoted(&range_text(*sentinel_lag))
             ));
@@ -76,107 +111,115 @@ pub fn to_toml(scenario: &Scenario) -> String {
             replication_lag,
             node_timeout,
         } => {
-            line(format!("shards = {shards}"));
-            line(format!("replicas = {replicas}"));
-            line(format!(
+            out.line(format!("shards = {shards}"));
+            out.line(format!("replicas = {replicas}"));
+            out.line(format!(
                 "replication_lag = {}",
                 quoted(&range_text(*replication_lag))
             ));
-            line(format!(
+            out.line(format!(
                 "node_timeout = {}",
                 quoted(&duration_text(*node_timeout))
             ));
         }
     }
-    line(String::new());
-    line("[server]".to_owned());
-    line(format!(
+}
+
+/// The `[server]` table.
+fn write_server(out: &mut Lines, server: &ServerConfig) {
+    out.line("[server]".to_owned());
+    out.line(format!(
         "flavour = {}",
-        quoted(name_of(&FLAVOURS, scenario.server.flavour))
+        quoted(name_of(&FLAVOURS, server.flavour))
     ));
-    line(format!(
+    out.line(format!(
         "persistence = {}",
-        quoted(name_of(&PERSISTENCES, scenario.server.persistence))
+        quoted(name_of(&PERSISTENCES, server.persistence))
     ));
-    line(String::new());
-    let lock = &scenario.lock;
-    line("[lock]".to_owned());
-    line(format!("ttl = {}", quoted(&duration_text(lock.ttl))));
+}
+
+/// The `[lock]` table.
+fn write_lock(out: &mut Lines, lock: &LockConfig) {
+    out.line("[lock]".to_owned());
+    out.line(format!("ttl = {}", quoted(&duration_text(lock.ttl))));
     if let Some(renew_every) = lock.renew_every {
-        line(format!(
+        out.line(format!(
             "renew_every = {}",
             quoted(&duration_text(renew_every))
         ));
     }
     // Debug keeps a decimal point, so the value reads back as a float.
-    line(format!("drift_factor = {:?}", lock.drift_factor));
-    line(format!(
+    out.line(format!("drift_factor = {:?}", lock.drift_factor));
+    out.line(format!(
         "fencing = {}",
         quoted(name_of(&FENCINGS, lock.fencing))
     ));
-    line(format!("wait_replicas = {}", lock.wait_replicas));
+    out.line(format!("wait_replicas = {}", lock.wait_replicas));
     if let Some((local, replicas)) = lock.wait_aof {
-        line(format!("wait_aof = [{local}, {replicas}]"));
+        out.line(format!("wait_aof = [{local}, {replicas}]"));
     }
     if let Some(wait) = lock.wait {
-        line(format!("wait = {}", quoted(&duration_text(wait))));
+        out.line(format!("wait = {}", quoted(&duration_text(wait))));
     }
-    line(String::new());
-    let clients = &scenario.clients;
-    line("[clients]".to_owned());
-    line(format!("count = {}", clients.count));
-    line(format!("hold = {}", quoted(&range_text(clients.hold))));
-    line(format!("think = {}", quoted(&range_text(clients.think))));
-    line(format!("unfenced_register = {}", clients.unfenced_register));
+}
+
+/// The `[clients]` table.
+fn write_clients(out: &mut Lines, clients: &ClientsConfig) {
+    out.line("[clients]".to_owned());
+    out.line(format!("count = {}", clients.count));
+    out.line(format!("hold = {}", quoted(&range_text(clients.hold))));
+    out.line(format!("think = {}", quoted(&range_text(clients.think))));
+    out.line(format!("unfenced_register = {}", clients.unfenced_register));
     if clients.locks != 1 {
-        line(format!("locks = {}", clients.locks));
+        out.line(format!("locks = {}", clients.locks));
     }
     if clients.drop_guard > 0.0 {
-        line(format!("drop_guard = {}", clients.drop_guard));
+        out.line(format!("drop_guard = {}", clients.drop_guard));
     }
     if clients.cancel > 0.0 {
-        line(format!("cancel = {}", clients.cancel));
+        out.line(format!("cancel = {}", clients.cancel));
     }
-    let workload = &clients.workload;
-    line(String::new());
-    line("[workload]".to_owned());
-    line(format!(
+}
+
+/// The `[workload]` table, with the key its kind takes.
+fn write_workload(out: &mut Lines, workload: &WorkloadConfig) {
+    out.line("[workload]".to_owned());
+    out.line(format!(
         "kind = {}",
         quoted(name_of(&WORKLOAD_KINDS, workload.kind))
     ));
     match workload.kind {
-        WorkloadKind::Semaphore => line(format!("permits = {}", workload.permits)),
+        WorkloadKind::Semaphore => out.line(format!("permits = {}", workload.permits)),
         // Debug keeps a decimal point, so the value reads back as a float.
-        WorkloadKind::ReadWrite => line(format!("read_share = {:?}", workload.read_share)),
+        WorkloadKind::ReadWrite => out.line(format!("read_share = {:?}", workload.read_share)),
         WorkloadKind::Mutex | WorkloadKind::Fair => {}
     }
-    for fault in &scenario.faults {
-        line(String::new());
-        line("[[fault]]".to_owned());
-        line(format!("kind = {}", quoted(kind_name(fault.kind))));
-        line(format!("at = {}", quoted(&range_text(fault.at))));
-        line(format!("target = {}", quoted(&fault.target.to_string())));
+}
+
+/// One `[[fault]]` table per fault.
+fn write_faults(out: &mut Lines, faults: &[FaultSpec]) {
+    for fault in faults {
+        out.line(String::new());
+        out.line("[[fault]]".to_owned());
+        out.line(format!("kind = {}", quoted(kind_name(fault.kind))));
+        out.line(format!("at = {}", quoted(&range_text(fault.at))));
+        out.line(format!("target = {}", quoted(&fault.target.to_string())));
         if let Some(duration) = fault.duration {
-            line(format!("duration = {}", quoted(&range_text(duration))));
+            out.line(format!("duration = {}", quoted(&range_text(duration))));
         }
         if let Some(every) = fault.every {
-            line(format!("every = {}", quoted(&range_text(every))));
+            out.line(format!("every = {}", quoted(&range_text(every))));
         }
         if let Some(rate) = fault.rate {
-            line(format!("rate = {rate:?}"));
+            out.line(format!("rate = {rate:?}"));
         }
         if let Some(offset) = fault.offset {
-            line(format!("offset = {}", quoted(&offset_text(offset))));
+            out.line(format!("offset = {}", quoted(&offset_text(offset))));
         }
         if let Some(delay) = fault.delay {
-            line(format!("delay = {}", quoted(&range_text(delay))));
+            out.line(format!("delay = {}", quoted(&range_text(delay))));
         }
     }
-    if let Some(mix) = &scenario.mix {
-        out.push('\n');
-        out.push_str(&super::mix::to_toml(mix));
-    }
-    out
 }
 
 /// A schedule in scenario-file form (`[[fault]]` tables), ready to paste

@@ -15,7 +15,7 @@ const SENTINEL_RECONF_DELAY: Duration = Duration::from_secs(1);
 use crate::{
     client::{client_host, redis_host},
     clock::ClockControl,
-    config::{FaultKind, FaultTarget, Scenario, Target, Topology},
+    config::{FaultKind, FaultTarget, Scenario, SignedDuration, Target, Topology},
     history::{Op, Phase, Process},
     outcome::ConcreteFault,
     redis::{NodeHandle, Role},
@@ -23,6 +23,17 @@ use crate::{
     scenario::names::fault_kind,
     storage,
 };
+
+/// Whether `fault` takes its Redis node away: a node down or cut off is
+/// promoted by no failover, and one away for longer than the node timeout
+/// is failed to the rest of a cluster.
+fn takes_node_away(fault: &ConcreteFault) -> bool {
+    match fault.kind {
+        FaultKind::Partition | FaultKind::Crash => true,
+        FaultKind::Restart => fault.duration.is_some(),
+        _ => false,
+    }
+}
 
 /// Draws the fault schedule of `seed` from the scenario's ranges.
 pub fn draw_schedule(scenario: &Scenario, seed: u64) -> Vec<ConcreteFault> {
@@ -111,18 +122,10 @@ impl World<'_> {
             phase: Phase::Start,
         });
         let duration = fault.duration.unwrap_or_default();
-        if let FaultTarget::Redis(node) = target {
-            // A node down or cut off is promoted by no failover, and one
-            // away for longer than the node timeout is failed to the rest
-            // of a cluster.
-            let away = match fault.kind {
-                FaultKind::Partition | FaultKind::Crash => true,
-                FaultKind::Restart => fault.duration.is_some(),
-                _ => false,
-            };
-            if away {
-                self.node_unreachable(index, node);
-            }
+        if let FaultTarget::Redis(node) = target
+            && takes_node_away(fault)
+        {
+            self.node_unreachable(index, node);
         }
         match fault.kind {
             FaultKind::Pause => {
@@ -164,26 +167,8 @@ impl World<'_> {
                 }
             }
             FaultKind::ClockJump => {
-                if let (Some(clock), Some(offset)) = (self.clock_of(target), fault.offset) {
-                    let magnitude = offset.magnitude.as_nanos() as i128;
-                    let signed = if offset.negative {
-                        -magnitude
-                    } else {
-                        magnitude
-                    };
-                    // A client's clock is monotonic: it never steps back.
-                    if !(matches!(target, FaultTarget::Client(_)) && signed < 0) {
-                        if let FaultTarget::Redis(n) = target
-                            && signed < 0
-                            && let Some(node) = self.nodes.get(n)
-                        {
-                            // Redis's active expiry had deleted what the
-                            // clock passed: a step back must not revive it.
-                            node.expire_due(now);
-                        }
-                        clock.jump(now, signed);
-                        self.remap_deadlines(target);
-                    }
+                if let Some(offset) = fault.offset {
+                    self.jump_clock(target, offset, now);
                 }
             }
             FaultKind::Busy => {
@@ -213,6 +198,34 @@ impl World<'_> {
                 });
             }
         }
+    }
+
+    /// Steps `target`'s clock by `offset` now, unless it is a client's
+    /// and would step back.
+    fn jump_clock(&mut self, target: FaultTarget, offset: SignedDuration, now: Duration) {
+        let Some(clock) = self.clock_of(target) else {
+            return;
+        };
+        let magnitude = offset.magnitude.as_nanos() as i128;
+        let signed = if offset.negative {
+            -magnitude
+        } else {
+            magnitude
+        };
+        // A client's clock is monotonic: it never steps back.
+        if matches!(target, FaultTarget::Client(_)) && signed < 0 {
+            return;
+        }
+        if let FaultTarget::Redis(n) = target
+            && signed < 0
+            && let Some(node) = self.nodes.get(n)
+        {
+            // Redis's active expiry had deleted what the
+            // clock passed: a step back must not revive it.
+            node.expire_due(now);
+        }
+        clock.jump(now, signed);
+        self.remap_deadlines(target);
     }
 
     /// Node `n` evicts one key under memory pressure (a process that is

@@ -15,7 +15,7 @@ mod mix;
 mod oracle;
 
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, BTreeSet},
     sync::Arc,
     time::{Duration, UNIX_EPOCH},
 };
@@ -113,128 +113,10 @@ pub fn run_with(
     options: WorldOptions,
 ) -> SeedOutcome {
     let mut world = World::build(scenario, seed, options);
-    let mut actions: Vec<(Duration, Action)> = Vec::new();
-    for (index, fault) in schedule.iter().enumerate() {
-        actions.push((fault.at, Action::Begin(index)));
-        if let Some(duration) = fault.duration
-            && fault_kind(fault.kind).lasts()
-        {
-            actions.push((fault.at + duration, Action::End(index)));
-        }
-    }
-    // Stable order: time, then schedule position, begin before end.
-    actions.sort_by_key(|(at, action)| (*at, action.order()));
-    let mut next = 0;
-    let mut error = None;
-    while world.sim.elapsed() < scenario.duration {
-        let now = world.sim.elapsed();
-        if actions.get(next).is_some_and(|(at, _)| *at <= now) {
-            // A fault may wake a host's tasks directly (a promotion wakes
-            // the replication loop): skipped hosts must be up to date.
-            world.sim.catch_up();
-        }
-        while let Some((at, action)) = actions.get(next).copied()
-            && at <= now
-        {
-            match action {
-                Action::Begin(index) => world.begin(index, &schedule[index]),
-                Action::Step(index) => world.step(index),
-                Action::End(index) => world.end(index, &schedule[index]),
-            }
-            next += 1;
-            // Steps a fault planned when it began join the queue in order.
-            for step in world.planned.drain(..) {
-                let position = next
-                    + actions[next..].partition_point(|(at, action)| {
-                        (*at, action.order()) <= (step.0, step.1.order())
-                    });
-                actions.insert(position, step);
-            }
-        }
-        if options.skip_idle {
-            // Jump the steps in which no host has work, but stop where
-            // the world acts or samples something that changes with no
-            // host running: the next fault, the end, a key's expiry.
-            let idle_until = world.sim.idle_until();
-            let next_action = actions.get(next).map_or(Duration::MAX, |(at, _)| *at);
-            let limit = idle_until.min(next_action).min(scenario.duration);
-            let until = if limit > now {
-                let limit = limit.min(world.next_oracle_change(now));
-                now + whole_ticks(limit.saturating_sub(now))
-            } else {
-                now
-            };
-            if until > now {
-                // The skipped step at `now` changes nothing: sample first.
-                world.sample_oracle(now);
-                if let Err(failure) = world.sim.skip_to(until) {
-                    error = Some(failure.to_string());
-                    break;
-                }
-                continue;
-            }
-        }
-        if let Err(failure) = world.sim.step() {
-            error = Some(failure.to_string());
-            break;
-        }
-        // Hosts stamp what they do during the step [now, now + TICK) from
-        // `now` on; the state they leave is stamped with the step's start
-        // too, so the oracle never lags a client's view by a tick.
-        world.sample_oracle(now);
-    }
+    let error = world.run(scenario, schedule, options);
     let history = world.recorder.snapshot();
     let mut verdict = checker::check(scenario, schedule, &history);
-    if world
-        .nodes
-        .iter()
-        .any(|node| node.grants_behind_floor() > 0)
-    {
-        // Fences only Redis saw: a grant while the server clock was behind
-        // an earlier fence, ordered by the time-mixed floor alone.
-        verdict
-            .facts
-            .insert("grant-while-clock-behind-fence".to_owned());
-    }
-    for node in &world.nodes {
-        // What a primary acknowledged after a failover replaced it, before
-        // its demotion: the stale window bit (its resync discards these).
-        let acks = node.deposed_acks();
-        let seen = [
-            (acks.grants, "grant-on-deposed-primary"),
-            (acks.renewals, "renewal-on-deposed-primary"),
-            (acks.short_waits, "wait-short-on-deposed-primary"),
-        ];
-        for (count, fact) in seen {
-            if count > 0 {
-                verdict.facts.insert(fact.to_owned());
-            }
-        }
-    }
-    if world.nodes.iter().any(|node| node.native_releases() > 0) {
-        // A release went as DELIFEQ (Valkey 9.0) or DELEX … IFEQ (Redis 8.4).
-        verdict.facts.insert("native-release".to_owned());
-    }
-    if world.nodes.iter().any(|node| node.batched_calls() > 0) {
-        // Group commit ran: operations of several locks shared a call.
-        verdict.facts.insert("batched-script-call".to_owned());
-    }
-    for node in &world.nodes {
-        // A cluster redirected a command: the migration or failover bit.
-        let redirects = node.redirects();
-        let seen = [
-            (redirects.moved, "answered-moved"),
-            (redirects.ask, "answered-ask"),
-            (redirects.try_again, "answered-tryagain"),
-            (redirects.cross_slot, "answered-crossslot"),
-            (redirects.cluster_down, "answered-clusterdown"),
-        ];
-        for (count, fact) in seen {
-            if count > 0 {
-                verdict.facts.insert(fact.to_owned());
-            }
-        }
-    }
+    world.add_node_facts(&mut verdict.facts);
     if let Some(error) = error {
         verdict.facts.insert(format!("host-error: {error}"));
     }
@@ -246,10 +128,146 @@ pub fn run_with(
     }
 }
 
+/// The schedule's beginnings, and the ends of its lasting faults, in
+/// stable order: time, then schedule position, begin before end.
+fn actions_of(schedule: &[ConcreteFault]) -> Vec<(Duration, Action)> {
+    let mut actions: Vec<(Duration, Action)> = Vec::new();
+    for (index, fault) in schedule.iter().enumerate() {
+        actions.push((fault.at, Action::Begin(index)));
+        if let Some(duration) = fault.duration
+            && fault_kind(fault.kind).lasts()
+        {
+            actions.push((fault.at + duration, Action::End(index)));
+        }
+    }
+    actions.sort_by_key(|(at, action)| (*at, action.order()));
+    actions
+}
+
 /// `span` rounded down to whole ticks.
 fn whole_ticks(span: Duration) -> Duration {
     let ticks = span.as_nanos() / TICK.as_nanos();
     TICK * u32::try_from(ticks).unwrap_or(u32::MAX)
+}
+
+/// Adds the scenario's Redis nodes to `sim` (their names to `hosts`), each
+/// a replica of its primary from the start.
+fn add_nodes(
+    sim: &mut turmoil::Sim<'_>,
+    hosts: &mut Vec<String>,
+    scenario: &Scenario,
+    seed: u64,
+    cluster: Option<&ClusterHandle>,
+) -> Vec<NodeHandle> {
+    let replication_lag = scenario.topology.replication_lag();
+    let mut nodes = Vec::new();
+    for index in 0..scenario.topology.node_count() {
+        let replica_of = match (&scenario.topology, cluster) {
+            (Topology::PrimaryReplica { .. } | Topology::Sentinel { .. }, _) if index > 0 => {
+                Some(redis_host(0))
+            }
+            (Topology::Cluster { .. }, Some(cluster)) => {
+                let primary = cluster.primary_of(cluster.shard_of(index));
+                (primary != index).then(|| redis_host(primary))
+            }
+            _ => None,
+        };
+        let node = NodeHandle::new(NodeConfig {
+            index,
+            replica_of,
+            replication_lag,
+            seed: Rng::fork(seed, 0x2ED1 + index as u64).next_u64(),
+            flavour: match scenario.server.flavour {
+                crate::config::ServerFlavour::Redis70 => crate::redis::Flavour::Redis7,
+                crate::config::ServerFlavour::Valkey81 => crate::redis::Flavour::Valkey81,
+                crate::config::ServerFlavour::Valkey90 => crate::redis::Flavour::Valkey90,
+                crate::config::ServerFlavour::Redis84 => crate::redis::Flavour::Redis84,
+            },
+            persistence: scenario.server.persistence,
+        });
+        let host = redis_host(index);
+        let serving = node.clone();
+        sim.host(host.as_str(), move || crate::redis::serve(serving.clone()));
+        hosts.push(host);
+        nodes.push(node);
+    }
+    nodes
+}
+
+/// Adds the topology's sentinels, if any, to `sim` (their names to
+/// `hosts`).
+fn add_sentinels(
+    sim: &mut turmoil::Sim<'_>,
+    hosts: &mut Vec<String>,
+    topology: &Topology,
+) -> Vec<SentinelHandle> {
+    let mut sentinels = Vec::new();
+    for index in 0..topology.sentinel_count() {
+        let sentinel = SentinelHandle::default();
+        let serving = sentinel.clone();
+        let host = sentinel_host(index);
+        sim.host(host.as_str(), move || sentinel::serve(serving.clone()));
+        hosts.push(host);
+        sentinels.push(sentinel);
+    }
+    sentinels
+}
+
+/// What every client shares with the world.
+struct ClientShared<'a> {
+    recorder: &'a Recorder,
+    discovery: &'a Discovery,
+    broken_validity: bool,
+    stretched_waiter_ttl: bool,
+}
+
+/// The world's handles on its clients, by index.
+struct ClientHandles {
+    clocks: Vec<ClockControl>,
+    deadlines: Vec<Deadlines>,
+    freezes: Vec<FreezeSwitch>,
+}
+
+/// Adds the scenario's clients to `sim` (their names to `hosts`).
+fn add_clients(
+    sim: &mut turmoil::Sim<'_>,
+    hosts: &mut Vec<String>,
+    scenario: &Scenario,
+    seed: u64,
+    shared: ClientShared<'_>,
+) -> ClientHandles {
+    let scenario_arc = Arc::new(scenario.clone());
+    let mut handles = ClientHandles {
+        clocks: Vec::new(),
+        deadlines: Vec::new(),
+        freezes: Vec::new(),
+    };
+    for index in 0..scenario.clients.count {
+        let clock = ClockControl::default();
+        let deadlines = Deadlines::default();
+        let freeze = FreezeSwitch::default();
+        let setup = ClientSetup {
+            index,
+            scenario: Arc::clone(&scenario_arc),
+            seed: Rng::fork(seed, 0xC11E + index as u64).next_u64(),
+            recorder: shared.recorder.clone(),
+            clock: clock.clone(),
+            discovery: shared.discovery.clone(),
+            broken_validity: shared.broken_validity,
+            stretched_waiter_ttl: shared.stretched_waiter_ttl,
+            deadlines: deadlines.clone(),
+        };
+        let host = client_host(index);
+        let switch = freeze.clone();
+        sim.host(host.as_str(), move || {
+            client::run(setup.clone(), switch.clone())
+        });
+        hosts.push(host);
+        handles.clocks.push(clock);
+        handles.deadlines.push(deadlines);
+        handles.freezes.push(freeze);
+    }
+    handles
 }
 
 struct World<'a> {
@@ -312,97 +330,38 @@ impl World<'_> {
         let mut sim = builder.build();
         let recorder = Recorder::default();
         let discovery = Discovery::default();
-        let scenario_arc = Arc::new(scenario.clone());
         let mut hosts = Vec::new();
 
-        let node_count = scenario.topology.node_count();
-        let replication_lag = scenario.topology.replication_lag();
-        let mut nodes = Vec::new();
+        // Hosts are added in a fixed order (nodes, sentinels, storage,
+        // clients): turmoil's order is part of the replay.
         let cluster = scenario
             .topology
             .cluster_shape()
             .map(|(shards, replicas)| ClusterHandle::new(shards, replicas));
-        for index in 0..node_count {
-            let replica_of = match (&scenario.topology, &cluster) {
-                (Topology::PrimaryReplica { .. } | Topology::Sentinel { .. }, _) if index > 0 => {
-                    Some(redis_host(0))
-                }
-                (Topology::Cluster { .. }, Some(cluster)) => {
-                    let primary = cluster.primary_of(cluster.shard_of(index));
-                    (primary != index).then(|| redis_host(primary))
-                }
-                _ => None,
-            };
-            let node = NodeHandle::new(NodeConfig {
-                index,
-                replica_of,
-                replication_lag,
-                seed: Rng::fork(seed, 0x2ED1 + index as u64).next_u64(),
-                flavour: match scenario.server.flavour {
-                    crate::config::ServerFlavour::Redis70 => crate::redis::Flavour::Redis7,
-                    crate::config::ServerFlavour::Valkey81 => crate::redis::Flavour::Valkey81,
-                    crate::config::ServerFlavour::Valkey90 => crate::redis::Flavour::Valkey90,
-                    crate::config::ServerFlavour::Redis84 => crate::redis::Flavour::Redis84,
-                },
-                persistence: scenario.server.persistence,
-            });
-            let host = redis_host(index);
-            let serving = node.clone();
-            sim.host(host.as_str(), move || crate::redis::serve(serving.clone()));
-            hosts.push(host);
-            nodes.push(node);
-        }
-
+        let nodes = add_nodes(&mut sim, &mut hosts, scenario, seed, cluster.as_ref());
         let lock_key = KeyNames::new("lock", KEY).lock;
         if let Some(cluster) = &cluster {
             cluster.attach(&nodes);
             discovery.set_primary(cluster.owner(slot_of(&lock_key)));
         }
-
-        let mut sentinels = Vec::new();
-        for index in 0..scenario.topology.sentinel_count() {
-            let sentinel = SentinelHandle::default();
-            let serving = sentinel.clone();
-            let host = sentinel_host(index);
-            sim.host(host.as_str(), move || sentinel::serve(serving.clone()));
-            hosts.push(host);
-            sentinels.push(sentinel);
-        }
-
+        let sentinels = add_sentinels(&mut sim, &mut hosts, &scenario.topology);
         let storage_recorder = recorder.clone();
         sim.host(storage::HOST, move || {
             storage::serve(storage_recorder.clone())
         });
         hosts.push(storage::HOST.to_owned());
-
-        let mut client_clocks = Vec::new();
-        let mut client_deadlines = Vec::new();
-        let mut freezes = Vec::new();
-        for index in 0..scenario.clients.count {
-            let clock = ClockControl::default();
-            let deadlines = Deadlines::default();
-            let freeze = FreezeSwitch::default();
-            let setup = ClientSetup {
-                index,
-                scenario: Arc::clone(&scenario_arc),
-                seed: Rng::fork(seed, 0xC11E + index as u64).next_u64(),
-                recorder: recorder.clone(),
-                clock: clock.clone(),
-                discovery: discovery.clone(),
+        let clients = add_clients(
+            &mut sim,
+            &mut hosts,
+            scenario,
+            seed,
+            ClientShared {
+                recorder: &recorder,
+                discovery: &discovery,
                 broken_validity: options.broken_validity,
                 stretched_waiter_ttl: options.stretched_waiter_ttl,
-                deadlines: deadlines.clone(),
-            };
-            let host = client_host(index);
-            let switch = freeze.clone();
-            sim.host(host.as_str(), move || {
-                client::run(setup.clone(), switch.clone())
-            });
-            hosts.push(host);
-            client_clocks.push(clock);
-            client_deadlines.push(deadlines);
-            freezes.push(freeze);
-        }
+            },
+        );
 
         Self {
             sim,
@@ -411,9 +370,9 @@ impl World<'_> {
             nodes,
             sentinels,
             failover_rng: Rng::fork(seed, 0x5E47),
-            client_clocks,
-            client_deadlines,
-            freezes,
+            client_clocks: clients.clocks,
+            client_deadlines: clients.deadlines,
+            freezes: clients.freezes,
             hosts,
             lock_key,
             last_oracle: None,
@@ -428,6 +387,138 @@ impl World<'_> {
             unreachable: BTreeMap::new(),
             reconfigs: BTreeMap::new(),
             planned: Vec::new(),
+        }
+    }
+
+    /// Steps the world to the scenario's end, applying `schedule` on the
+    /// way; returns the host error that stopped it early, if one did.
+    fn run(
+        &mut self,
+        scenario: &Scenario,
+        schedule: &[ConcreteFault],
+        options: WorldOptions,
+    ) -> Option<String> {
+        let mut actions = actions_of(schedule);
+        let mut next = 0;
+        while self.sim.elapsed() < scenario.duration {
+            let now = self.sim.elapsed();
+            next = self.apply_due(&mut actions, next, schedule, now);
+            if options.skip_idle {
+                // Jump the steps in which no host has work, but stop where
+                // the world acts or samples something that changes with no
+                // host running: the next fault, the end, a key's expiry.
+                let idle_until = self.sim.idle_until();
+                let next_action = actions.get(next).map_or(Duration::MAX, |(at, _)| *at);
+                let limit = idle_until.min(next_action).min(scenario.duration);
+                let until = if limit > now {
+                    let limit = limit.min(self.next_oracle_change(now));
+                    now + whole_ticks(limit.saturating_sub(now))
+                } else {
+                    now
+                };
+                if until > now {
+                    // The skipped step at `now` changes nothing: sample first.
+                    self.sample_oracle(now);
+                    if let Err(failure) = self.sim.skip_to(until) {
+                        return Some(failure.to_string());
+                    }
+                    continue;
+                }
+            }
+            if let Err(failure) = self.sim.step() {
+                return Some(failure.to_string());
+            }
+            // Hosts stamp what they do during the step [now, now + TICK) from
+            // `now` on; the state they leave is stamped with the step's start
+            // too, so the oracle never lags a client's view by a tick.
+            self.sample_oracle(now);
+        }
+        None
+    }
+
+    /// Applies every action from `actions[next]` on that is due at `now`,
+    /// queueing the steps they plan; returns the position of the first
+    /// action not yet due.
+    fn apply_due(
+        &mut self,
+        actions: &mut Vec<(Duration, Action)>,
+        mut next: usize,
+        schedule: &[ConcreteFault],
+        now: Duration,
+    ) -> usize {
+        if actions.get(next).is_some_and(|(at, _)| *at <= now) {
+            // A fault may wake a host's tasks directly (a promotion wakes
+            // the replication loop): skipped hosts must be up to date.
+            self.sim.catch_up();
+        }
+        while let Some((at, action)) = actions.get(next).copied()
+            && at <= now
+        {
+            match action {
+                Action::Begin(index) => self.begin(index, &schedule[index]),
+                Action::Step(index) => self.step(index),
+                Action::End(index) => self.end(index, &schedule[index]),
+            }
+            next += 1;
+            // Steps a fault planned when it began join the queue in order.
+            for step in self.planned.drain(..) {
+                let position = next
+                    + actions[next..].partition_point(|(at, action)| {
+                        (*at, action.order()) <= (step.0, step.1.order())
+                    });
+                actions.insert(position, step);
+            }
+        }
+        next
+    }
+
+    /// What only the simulated nodes saw, as facts for the verdict: grants
+    /// behind a fence, acknowledgements of a deposed primary, native
+    /// releases, group commit, cluster redirections.
+    fn add_node_facts(&self, facts: &mut BTreeSet<String>) {
+        if self.nodes.iter().any(|node| node.grants_behind_floor() > 0) {
+            // Fences only Redis saw: a grant while the server clock was behind
+            // an earlier fence, ordered by the time-mixed floor alone.
+            facts.insert("grant-while-clock-behind-fence".to_owned());
+        }
+        for node in &self.nodes {
+            // What a primary acknowledged after a failover replaced it, before
+            // its demotion: the stale window bit (its resync discards these).
+            let acks = node.deposed_acks();
+            let seen = [
+                (acks.grants, "grant-on-deposed-primary"),
+                (acks.renewals, "renewal-on-deposed-primary"),
+                (acks.short_waits, "wait-short-on-deposed-primary"),
+            ];
+            for (count, fact) in seen {
+                if count > 0 {
+                    facts.insert(fact.to_owned());
+                }
+            }
+        }
+        if self.nodes.iter().any(|node| node.native_releases() > 0) {
+            // A release went as DELIFEQ (Valkey 9.0) or DELEX … IFEQ (Redis 8.4).
+            facts.insert("native-release".to_owned());
+        }
+        if self.nodes.iter().any(|node| node.batched_calls() > 0) {
+            // Group commit ran: operations of several locks shared a call.
+            facts.insert("batched-script-call".to_owned());
+        }
+        for node in &self.nodes {
+            // A cluster redirected a command: the migration or failover bit.
+            let redirects = node.redirects();
+            let seen = [
+                (redirects.moved, "answered-moved"),
+                (redirects.ask, "answered-ask"),
+                (redirects.try_again, "answered-tryagain"),
+                (redirects.cross_slot, "answered-crossslot"),
+                (redirects.cluster_down, "answered-clusterdown"),
+            ];
+            for (count, fact) in seen {
+                if count > 0 {
+                    facts.insert(fact.to_owned());
+                }
+            }
         }
     }
 
