@@ -11,7 +11,6 @@
 //!
 //! Layering, downwards only: `mod` → `run` → `deploy`, `proxy`, `procs`,
 //! `wire`, `lazy_aof`, `migrate`; `client` → `wire`.
-#![warn(clippy::too_many_lines)]
 
 pub mod client;
 mod deploy;
