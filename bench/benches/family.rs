@@ -14,8 +14,11 @@
 //! Rounds interleave the cases, their order rotating; the table gives
 //! medians over rounds and the median of the per-round ratios with their
 //! range. Default options (ttl 30 s, time-mixed fence), a current-thread
-//! runtime. `cargo bench -p bench --bench family` (`-- --quick`: fewer
-//! rounds); needs a Redis as the other benches find one (`REDIS_URL`, a
+//! runtime. Each round runs every case in both regimes of the machine
+//! (`bench::regime`: idle, and busy with a `nice -n 19` spinner per core),
+//! each regime's table with the CPU the rest of the machine used.
+//! `cargo bench -p bench --bench family` (`-- --quick`: fewer rounds;
+//! `-- --regime idle|busy|both`); needs a Redis as the other benches find one (`REDIS_URL`, a
 //! spawned `redis-server`, or the Docker image).
 #![warn(clippy::too_many_lines)]
 
@@ -26,6 +29,7 @@ use bench::{
     loopback_redis_for_bench,
     raw::{fresh_key, runtime},
     raw_connection,
+    regime::{Load, Meter, Regime},
     stats::{loadavg, median, spread},
 };
 use redis::{Value, aio::MultiplexedConnection};
@@ -78,31 +82,66 @@ impl Case {
 }
 
 fn main() {
-    let quick = std::env::args().any(|arg| arg == "--quick");
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|arg| arg == "--quick");
     let rounds = if quick { 3 } else { 10 };
+    let regime = args
+        .iter()
+        .position(|arg| arg == "--regime")
+        .and_then(|at| args.get(at + 1))
+        .map(String::as_str);
+    let regimes = Regime::parse(regime).unwrap_or_else(|error| {
+        eprintln!("family: {error}");
+        std::process::exit(2)
+    });
     let rt = runtime();
     rt.block_on(async {
         let redis = loopback_redis_for_bench().await;
         let locker = Locker::connect(&redis.url).await.expect("a locker");
         let mut conn = raw_connection(&redis.url).await;
         bench::raw::load_all_scripts(&mut conn).await;
+        let redis_pid = server_pid(&mut conn).await;
         println!(
-            "# family: {rounds} rounds x {PER_ROUND} cycles ({HANDOFFS} handoffs) per case, \
-             {}, load average {} at start",
+            "# family: {rounds} rounds x {PER_ROUND} cycles ({HANDOFFS} handoffs) per case and \
+             regime, {}, load average {} at start",
             redis.url,
             loadavg()
         );
-        let mut samples: Vec<Vec<f64>> = vec![Vec::new(); Case::ALL.len()];
+        // [regime][case]: one sample per round.
+        let mut samples = vec![vec![Vec::new(); Case::ALL.len()]; regimes.len()];
+        let mut loads = vec![Load::default(); regimes.len()];
         for round in 0..rounds {
-            for turn in 0..Case::ALL.len() {
-                let index = (turn + round) % Case::ALL.len();
-                let case = Case::ALL[index];
-                samples[index].push(run_case(&locker, &mut conn, case).await);
+            for (r, regime) in regimes.iter().enumerate() {
+                let _spinners = regime.enter().await;
+                let meter = Meter::start(redis_pid);
+                for turn in 0..Case::ALL.len() {
+                    let index = (turn + round) % Case::ALL.len();
+                    let case = Case::ALL[index];
+                    samples[r][index].push(run_case(&locker, &mut conn, case).await);
+                }
+                meter.stop(&mut loads[r]);
             }
         }
-        println!("load average {} at end\n", loadavg());
-        report(&samples);
+        println!("load average {} at end", loadavg());
+        for ((regime, load), samples) in regimes.iter().zip(&loads).zip(&samples) {
+            println!("\n## {} regime: {}\n", regime.name(), load.describe());
+            report(samples);
+        }
     });
+}
+
+/// The Redis server's pid from its `INFO server`, to tell its CPU from
+/// the rest of the machine's (a server elsewhere: its pid means nothing
+/// here, and the load line then counts it among the others).
+async fn server_pid(conn: &mut MultiplexedConnection) -> Option<u32> {
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(conn)
+        .await
+        .ok()?;
+    info.lines()
+        .find_map(|line| line.strip_prefix("process_id:"))
+        .and_then(|pid| pid.trim().parse().ok())
 }
 
 fn report(samples: &[Vec<f64>]) {

@@ -205,6 +205,7 @@ pub async fn raw_connection(url: &str) -> redis::aio::MultiplexedConnection {
 }
 pub mod api;
 pub mod compare;
+pub mod regime;
 pub mod stats;
 
 /// The raw commands the benchmarks use as baselines, and their helpers.

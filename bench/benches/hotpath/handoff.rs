@@ -11,10 +11,8 @@ use bench::{
     raw::{fresh_key, ping},
 };
 
-use crate::{
-    Ctx, median,
-    regime::{Load, Meter},
-};
+use crate::{Ctx, median};
+use bench::regime::{Load, Meter};
 
 const IDLE: Duration = Duration::from_millis(30);
 

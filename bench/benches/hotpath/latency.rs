@@ -15,10 +15,8 @@ use bench::{
 
 use redis::aio::MultiplexedConnection;
 
-use crate::{
-    Ctx, median, ratio_cell,
-    regime::{Load, Meter},
-};
+use crate::{Ctx, median, ratio_cell};
+use bench::regime::{Load, Meter};
 
 type Case<'a> = Box<dyn FnMut() -> Pin<Box<dyn Future<Output = Duration> + 'a>> + 'a>;
 

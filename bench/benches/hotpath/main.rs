@@ -27,7 +27,6 @@
 
 mod handoff;
 mod latency;
-mod regime;
 mod renewal;
 mod throughput;
 
@@ -41,7 +40,7 @@ use bench::{
 };
 use redis::aio::MultiplexedConnection;
 
-use crate::regime::Regime;
+use bench::regime::{self, Regime};
 
 /// What every section shares.
 pub(crate) struct Ctx {
@@ -131,7 +130,7 @@ fn main() {
                 None => "its CPU not readable here".into(),
             },
             regime::cores(),
-            regime::loadavg(),
+            bench::stats::loadavg(),
             ctx.regimes
                 .iter()
                 .map(|r| r.name())

@@ -15,7 +15,9 @@ use bench::{
     raw::fresh_key,
 };
 
-use crate::{Ctx, regime::process_cpu, server_cpu};
+use bench::regime::process_cpu;
+
+use crate::{Ctx, server_cpu};
 
 pub(crate) async fn run(ctx: &Ctx, locks: usize, window: Duration) {
     let renewals = Arc::new(AtomicU64::new(0));

@@ -17,11 +17,8 @@ use bench::{
 };
 use redis::aio::MultiplexedConnection;
 
-use crate::{
-    Ctx, median, ratio_cell,
-    regime::{Load, Meter},
-    server_cpu,
-};
+use crate::{Ctx, median, ratio_cell, server_cpu};
+use bench::regime::{Load, Meter};
 
 pub(crate) const CONCURRENCY: [usize; 4] = [1, 4, 16, 64];
 

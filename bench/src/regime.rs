@@ -20,7 +20,7 @@ use std::{
 
 /// How the machine is held while a round runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Regime {
+pub enum Regime {
     /// Nothing started by the bench.
     Idle,
     /// One `nice -n 19` spinner per core.
@@ -28,7 +28,8 @@ pub(crate) enum Regime {
 }
 
 impl Regime {
-    pub(crate) fn name(self) -> &'static str {
+    /// `idle` or `busy`.
+    pub fn name(self) -> &'static str {
         match self {
             Self::Idle => "idle",
             Self::Busy => "busy",
@@ -36,7 +37,7 @@ impl Regime {
     }
 
     /// The regimes `--regime idle|busy|both` names (both by default).
-    pub(crate) fn parse(arg: Option<&str>) -> Result<Vec<Self>, String> {
+    pub fn parse(arg: Option<&str>) -> Result<Vec<Self>, String> {
         match arg {
             None | Some("both") => Ok(vec![Self::Idle, Self::Busy]),
             Some("idle") => Ok(vec![Self::Idle]),
@@ -47,7 +48,7 @@ impl Regime {
 
     /// Enters the regime: starts the spinners for `Busy` (stopped when the
     /// returned value is dropped) and lets the cores settle.
-    pub(crate) async fn enter(self) -> Spinners {
+    pub async fn enter(self) -> Spinners {
         let spinners = match self {
             Self::Idle => Spinners::none(),
             Self::Busy => Spinners::start(cores()),
@@ -60,14 +61,14 @@ impl Regime {
 }
 
 /// The machine's core count.
-pub(crate) fn cores() -> usize {
+pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get)
 }
 
 /// Spinning shells at `nice -n 19`, killed when dropped. Each also watches
 /// the bench's pid and exits within milliseconds once the bench is gone,
 /// so a killed bench (even `kill -9`) leaves none behind.
-pub(crate) struct Spinners {
+pub struct Spinners {
     children: Vec<Child>,
 }
 
@@ -157,13 +158,13 @@ fn process_ticks(pid: &str) -> Option<u64> {
 }
 
 /// This process's CPU time so far.
-pub(crate) fn process_cpu() -> Option<Duration> {
+pub fn process_cpu() -> Option<Duration> {
     process_ticks("self").map(|ticks| Duration::from_millis(ticks * 10))
 }
 
 /// What the machine did besides the bench, over the rounds of one regime.
 #[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct Load {
+pub struct Load {
     wall: Duration,
     machine: u64,
     bench: u64,
@@ -172,14 +173,16 @@ pub(crate) struct Load {
 }
 
 /// One measured stretch; [`Meter::stop`] adds it to a [`Load`].
-pub(crate) struct Meter {
+pub struct Meter {
     started: Instant,
     before: Option<Ticks>,
     redis_pid: Option<u32>,
 }
 
 impl Meter {
-    pub(crate) fn start(redis_pid: Option<u32>) -> Self {
+    /// Starts measuring now (`redis_pid`: the Redis server on this machine,
+    /// whose CPU is told apart from the others').
+    pub fn start(redis_pid: Option<u32>) -> Self {
         Self {
             started: Instant::now(),
             before: read_ticks(redis_pid),
@@ -187,7 +190,8 @@ impl Meter {
         }
     }
 
-    pub(crate) fn stop(self, load: &mut Load) {
+    /// Ends the stretch and adds it to `load`.
+    pub fn stop(self, load: &mut Load) {
         load.wall += self.started.elapsed();
         if let (Some(before), Some(after)) = (self.before, read_ticks(self.redis_pid)) {
             load.machine += after.machine.saturating_sub(before.machine);
@@ -201,7 +205,7 @@ impl Meter {
 impl Load {
     /// "others 0.04 cores (bench 0.95, Redis 0.61)": the cores used by
     /// everything but the bench and its Redis, on average over the rounds.
-    pub(crate) fn describe(&self) -> String {
+    pub fn describe(&self) -> String {
         let secs = self.wall.as_secs_f64();
         if !self.readable || secs <= 0.0 {
             return "machine load unreadable (no /proc/stat)".into();
@@ -215,12 +219,4 @@ impl Load {
             cores(self.redis)
         )
     }
-}
-
-/// The 1-minute load average, for the header.
-pub(crate) fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|text| text.split_whitespace().next().map(str::to_owned))
-        .unwrap_or_else(|| "?".into())
 }
