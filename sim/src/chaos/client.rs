@@ -14,13 +14,13 @@ use std::{
     io::{BufRead, Write},
     sync::{
         Arc, Mutex, PoisonError,
-        atomic::{AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
     },
     time::{Duration, Instant},
 };
 
 use lock_core::{
-    Event, LockOptions, Locker, LockerBuilder, Observed,
+    AcquireError, Event, LockGuard, LockOptions, Locker, LockerBuilder, Observed, ReadGuard,
     internal::{
         Clock, ConnectFuture, Connector, Dialer, Entropy, NodeAddress, OsEntropy, RedisStream,
     },
@@ -30,7 +30,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use super::wire::{ClientArgs, ClientCommand, ClientLine, Reach, mono_ns, since};
 use crate::{
     client::{KEY, client_host, lock_options},
-    config::{DurationRange, Scenario},
+    config::{DurationRange, FencingMode, Scenario, WorkloadKind},
     history::{Op, Phase},
     rng::Rng,
 };
@@ -269,16 +269,32 @@ fn builder_for(reach: &Reach, dialer: &LinkDialer, primary: &Arc<AtomicUsize>) -
     }
 }
 
+/// What the observer needs of the acquire under way, as the simulated
+/// client's: whether it is a read (its grant is a shared hold), and
+/// whether its first refusal was recorded (the start of its wait).
+#[derive(Debug, Default)]
+struct Attempt {
+    reading: AtomicBool,
+    waiting: AtomicBool,
+}
+
 /// The history's entry for what the observer saw of the lock `token`
-/// (`None` for what the history does not record).
-fn history_op(observed: &Observed<'_>, token: String, clock: &DriftClock) -> Option<Op> {
+/// during `attempt` (`None` for what the history does not record).
+fn history_op(
+    observed: &Observed<'_>,
+    token: String,
+    clock: &DriftClock,
+    attempt: &Attempt,
+) -> Option<Op> {
     let op = match observed.event {
         Event::Acquired { fence, valid_until } => Op::AcquireOk {
             token,
             fence: *fence,
             valid_until: clock.true_time_of(*valid_until),
-            shared: false,
+            shared: attempt.reading.load(Ordering::Relaxed),
         },
+        // The first refusal of this acquire: the client now waits.
+        Event::Contended { .. } if !attempt.waiting.swap(true, Ordering::Relaxed) => Op::Waiting,
         Event::Renewed { valid_until } => Op::Renewed {
             token,
             valid_until: clock.true_time_of(*valid_until),
@@ -324,7 +340,9 @@ async fn workload(args: ClientArgs) {
         held.clone(),
     );
 
+    let attempt = Arc::new(Attempt::default());
     let observer = {
+        let attempt = Arc::clone(&attempt);
         let out = out.clone();
         let clock = clock.clone();
         let held = held.clone();
@@ -342,14 +360,17 @@ async fn workload(args: ClientArgs) {
                 }
                 _ => {}
             }
-            let Some(op) = history_op(observed, token, &clock) else {
+            let Some(op) = history_op(observed, token, &clock, &attempt) else {
                 return;
             };
             out.record(op);
         }
     };
     let scenario = &args.scenario;
-    let opts = lock_options(&scenario.lock);
+    let mut opts = lock_options(&scenario.lock);
+    if scenario.clients.workload.kind == WorkloadKind::Fair {
+        opts = opts.fair();
+    }
     let (locker, driver) = loop {
         let builder = builder_for(&args.reach, &dialer, &primary);
         let builder = builder
@@ -362,7 +383,7 @@ async fn workload(args: ClientArgs) {
             Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
         }
     };
-    let work = cycle(&locker, &opts, scenario, &args, &dialer, &out);
+    let work = cycle(&locker, &opts, &args, &dialer, &out, &attempt);
     tokio::select! {
         biased;
         () = driver => {}
@@ -370,15 +391,86 @@ async fn workload(args: ClientArgs) {
     }
 }
 
-/// Acquire, write, hold, write, release, think: forever.
-async fn cycle(
+/// A hold of the contended lock, of whichever kind the workload takes.
+enum Guard {
+    /// A plain or fair lock's, a writer's or a semaphore permit's.
+    Lock(LockGuard),
+    /// A reader's.
+    Read(ReadGuard),
+}
+
+impl Guard {
+    fn token(&self) -> &str {
+        match self {
+            Self::Lock(guard) => guard.token(),
+            Self::Read(guard) => guard.token(),
+        }
+    }
+
+    /// The fence, for the holds that write (a reader has none).
+    fn fence(&self) -> Option<u64> {
+        match self {
+            Self::Lock(guard) => Some(guard.fence()),
+            Self::Read(_) => None,
+        }
+    }
+
+    fn is_held(&self) -> bool {
+        match self {
+            Self::Lock(guard) => guard.is_held(),
+            Self::Read(guard) => guard.is_held(),
+        }
+    }
+
+    async fn lost(&self) {
+        match self {
+            Self::Lock(guard) => drop(guard.lost().await),
+            Self::Read(guard) => drop(guard.lost().await),
+        }
+    }
+
+    async fn release(self) {
+        match self {
+            Self::Lock(guard) => drop(guard.release().await),
+            Self::Read(guard) => drop(guard.release().await),
+        }
+    }
+}
+
+/// Acquires the contended lock as the workload's kind says (`reading`: a
+/// read-write workload's reader).
+async fn acquire(
     locker: &Locker,
     opts: &LockOptions,
     scenario: &Scenario,
+    reading: bool,
+) -> Result<Guard, AcquireError> {
+    let workload = scenario.clients.workload;
+    match workload.kind {
+        WorkloadKind::Mutex | WorkloadKind::Fair => {
+            locker.acquire(KEY, opts).await.map(Guard::Lock)
+        }
+        WorkloadKind::ReadWrite if reading => locker.acquire_read(KEY, opts).await.map(Guard::Read),
+        WorkloadKind::ReadWrite => locker.acquire_write(KEY, opts).await.map(Guard::Lock),
+        WorkloadKind::Semaphore => locker
+            .acquire_permit(KEY, workload.permits, opts)
+            .await
+            .map(Guard::Lock),
+    }
+}
+
+/// Acquire, write, hold, write, release, think: forever. Readers and
+/// semaphore holders share the resource, so only an exclusive hold writes
+/// to the storage, as in the simulated client.
+async fn cycle(
+    locker: &Locker,
+    opts: &LockOptions,
     args: &ClientArgs,
     dialer: &LinkDialer,
     out: &Out,
+    attempt: &Attempt,
 ) {
+    let scenario = &args.scenario;
     let mut rng = Rng::new(args.seed ^ 0x5EED_C11E);
     let timeout = scenario.lock.ttl;
     let mut seq = 0u64;
@@ -386,7 +478,11 @@ async fn cycle(
         seq += 1;
         (args.index as u64) << 32 | seq
     };
+    let workload = scenario.clients.workload;
     loop {
+        let reading = workload.kind == WorkloadKind::ReadWrite && rng.chance(workload.read_share);
+        attempt.reading.store(reading, Ordering::Relaxed);
+        attempt.waiting.store(false, Ordering::Relaxed);
         out.record(Op::AcquireInvoke);
         let acquired = if rng.chance(scenario.clients.cancel) {
             let after = rng.duration(DurationRange {
@@ -395,11 +491,11 @@ async fn cycle(
             });
             tokio::select! {
                 biased;
-                acquired = locker.acquire(KEY, opts) => Some(acquired),
+                acquired = acquire(locker, opts, scenario, reading) => Some(acquired),
                 () = tokio::time::sleep(after) => None,
             }
         } else {
-            Some(locker.acquire(KEY, opts).await)
+            Some(acquire(locker, opts, scenario, reading).await)
         };
         let Some(acquired) = acquired else {
             out.record(Op::AcquireCancel);
@@ -411,28 +507,43 @@ async fn cycle(
             continue;
         };
         let token = guard.token().to_owned();
-        let fence = guard.fence();
-        fenced_write(
-            out,
-            dialer,
-            args.storage,
-            &token,
-            fence,
-            next_value(),
-            timeout,
-        )
-        .await;
-        if scenario.clients.unfenced_register {
-            plain_write(out, dialer, args.storage, &token, timeout).await;
+        // `fencing = "none"`: the client sends no fence (the plain lock
+        // issues 0 then; the family's kinds always issue one).
+        let fence = guard
+            .fence()
+            .filter(|_| workload.kind != WorkloadKind::Semaphore)
+            .map(|fence| {
+                if scenario.lock.fencing == FencingMode::None {
+                    0
+                } else {
+                    fence
+                }
+            });
+        let write = |value| {
+            fenced_write(
+                out,
+                dialer,
+                args.storage,
+                &token,
+                fence.unwrap_or(0),
+                value,
+                timeout,
+            )
+        };
+        if fence.is_some() {
+            write(next_value()).await;
+            if scenario.clients.unfenced_register {
+                plain_write(out, dialer, args.storage, &token, timeout).await;
+            }
         }
         let hold = rng.duration(scenario.clients.hold);
         tokio::select! {
             biased;
-            _ = guard.lost() => {}
+            () = guard.lost() => {}
             () = tokio::time::sleep(hold) => {
-                if guard.is_held() {
+                if guard.is_held() && fence.is_some() {
                     tokio::time::sleep(rng.duration(PREPARE)).await;
-                    fenced_write(out, dialer, args.storage, &token, fence, next_value(), timeout).await;
+                    write(next_value()).await;
                     if scenario.clients.unfenced_register {
                         plain_write(out, dialer, args.storage, &token, timeout).await;
                     }
@@ -444,7 +555,7 @@ async fn cycle(
             drop(guard);
         } else {
             out.record(Op::ReleaseInvoke { token });
-            let _ = guard.release().await;
+            guard.release().await;
         }
         tokio::time::sleep(rng.duration(scenario.clients.think)).await;
     }

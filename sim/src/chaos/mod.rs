@@ -200,19 +200,6 @@ pub fn check_faults(
             }
         }
     }
-    if scenario.clients.workload.kind != crate::config::WorkloadKind::Mutex {
-        let (line, column) = text
-            .find("[workload]")
-            .map_or((1, 1), |at| locate_offset(&text, at));
-        return Err(ChaosError::Refused {
-            file: file.to_owned(),
-            line,
-            column,
-            kind: "workload.kind",
-            target: "clients".to_owned(),
-            why: "chaos clients run the plain lock only: the lock family's kinds (fair, read-write, semaphore) are checked in the simulator and by lock-core's real-Redis tests",
-        });
-    }
     if scenario.clients.locks > 1 {
         return Err(ChaosError::Refused {
             file: file.to_owned(),

@@ -98,22 +98,40 @@ fn a_server_clock_jump_is_refused_by_name_and_place() {
 }
 
 #[test]
-fn a_lock_family_scenario_is_refused_by_name_and_place() {
+fn a_read_write_scenario_records_shared_and_exclusive_holds_and_waits() {
     let dir = scratch("family");
-    let file =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/semaphore-single-pauses.toml");
-    let output = chaos(&dir, &[file.to_str().expect("a utf-8 path")])
-        .output()
-        .expect("sim runs");
-    let text = stderr(&output);
-    assert_eq!(output.status.code(), Some(2), "{text}");
-    assert!(text.contains("semaphore-single-pauses.toml:16:1"), "{text}");
-    assert!(text.contains("`workload.kind`"), "{text}");
+    let file = tests_dir().join("rw-tiny.toml");
+    let output = chaos(
+        &dir,
+        &[
+            file.to_str().expect("a utf-8 path"),
+            "--runs",
+            "1",
+            "--history",
+        ],
+    )
+    .output()
+    .expect("sim runs");
+    let history = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let grants: Vec<&str> = history
+        .lines()
+        .filter(|line| line.contains(r#""op":"acquire-ok""#))
+        .collect();
+    // Readers' grants are shared holds (F1 lets them overlap); writers'
+    // are not, and they write with their fence.
     assert!(
-        pids(&dir).is_empty(),
-        "a refused run started {:?}",
-        pids(&dir)
+        grants.iter().any(|g| g.contains(r#""shared":true"#)),
+        "{history}"
     );
+    assert!(
+        grants.iter().any(|g| !g.contains(r#""shared":true"#)),
+        "{history}"
+    );
+    assert!(history.contains(r#""op":"write-ok""#), "{history}");
+    // A refused acquire's first refusal starts its wait (F3 reads it).
+    assert!(history.contains(r#""op":"waiting""#), "{history}");
+    assert_all_gone(&dir, Duration::from_secs(2));
 }
 
 #[test]
