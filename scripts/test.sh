@@ -302,7 +302,9 @@ chaos_step() {
   # kernel's ephemeral ports that the tests' servers use and under the
   # README doctests' Redis (20000 and up).
   # A third, from 7900: a machine crash made real by lazy_aof (safe with
-  # appendfsync always) and a slot migration by real MIGRATEs (safe).
+  # appendfsync always), a slot migration by real MIGRATEs (safe), and the
+  # lock family's clients under pauses (fair order F3, writer exclusion F1,
+  # capacity F2; safe, 6 s each).
   local sentinel_log="$LOGS/chaos-sentinel.log" sentinel_pid rc=0
   local newer_log="$LOGS/chaos-newer.log" newer_pid
   "$BIN/sim" chaos --runs 4 --base-port 7600 --work-dir "$TARGET_DIR/chaos-work/sentinel" \
@@ -311,7 +313,9 @@ chaos_step() {
   sentinel_pid=$!
   "$BIN/sim" chaos --runs 1 --base-port 7900 --work-dir "$TARGET_DIR/chaos-work/newer" \
     --report-dir "$TARGET_DIR/chaos-reports" \
-    scenarios/restart-aof-always.toml scenarios/cluster-slot-migration.toml >"$newer_log" 2>&1 &
+    scenarios/restart-aof-always.toml scenarios/cluster-slot-migration.toml \
+    scenarios/fair-single-pauses.toml scenarios/rw-single-pauses.toml \
+    scenarios/semaphore-single-pauses.toml >"$newer_log" 2>&1 &
   newer_pid=$!
   "$BIN/sim" chaos --runs 1 --base-port 7100 --work-dir "$TARGET_DIR/chaos-work/others" \
     --report-dir "$TARGET_DIR/chaos-reports" \
