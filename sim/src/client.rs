@@ -195,8 +195,9 @@ pub fn lock_options(lock: &LockConfig) -> LockOptions {
     opts
 }
 
-/// A hold of the contended lock, of whichever kind the workload takes.
-enum Guard {
+/// A hold of the contended lock, of whichever kind the workload takes
+/// (the simulator's clients and the chaos mode's real ones both hold it).
+pub(crate) enum Guard {
     /// A plain or fair lock's, a writer's or a semaphore permit's.
     Lock(LockGuard),
     /// A reader's.
@@ -204,7 +205,31 @@ enum Guard {
 }
 
 impl Guard {
-    fn token(&self) -> &str {
+    /// Acquires the contended lock as the workload's kind says (`reading`:
+    /// a read-write workload's reader).
+    pub(crate) async fn acquire(
+        locker: &Locker,
+        opts: &LockOptions,
+        scenario: &Scenario,
+        reading: bool,
+    ) -> Result<Self, AcquireError> {
+        let workload = scenario.clients.workload;
+        match workload.kind {
+            WorkloadKind::Mutex | WorkloadKind::Fair => {
+                locker.acquire(KEY, opts).await.map(Self::Lock)
+            }
+            WorkloadKind::ReadWrite if reading => {
+                locker.acquire_read(KEY, opts).await.map(Self::Read)
+            }
+            WorkloadKind::ReadWrite => locker.acquire_write(KEY, opts).await.map(Self::Lock),
+            WorkloadKind::Semaphore => locker
+                .acquire_permit(KEY, workload.permits, opts)
+                .await
+                .map(Self::Lock),
+        }
+    }
+
+    pub(crate) fn token(&self) -> &str {
         match self {
             Self::Lock(guard) => guard.token(),
             Self::Read(guard) => guard.token(),
@@ -212,28 +237,28 @@ impl Guard {
     }
 
     /// The fence, for the holds that write (a reader has none).
-    fn fence(&self) -> Option<u64> {
+    pub(crate) fn fence(&self) -> Option<u64> {
         match self {
             Self::Lock(guard) => Some(guard.fence()),
             Self::Read(_) => None,
         }
     }
 
-    fn is_held(&self) -> bool {
+    pub(crate) fn is_held(&self) -> bool {
         match self {
             Self::Lock(guard) => guard.is_held(),
             Self::Read(guard) => guard.is_held(),
         }
     }
 
-    async fn lost(&self) -> LostReason {
+    pub(crate) async fn lost(&self) -> LostReason {
         match self {
             Self::Lock(guard) => guard.lost().await,
             Self::Read(guard) => guard.lost().await,
         }
     }
 
-    async fn release(self) -> Result<(), ReleaseError> {
+    pub(crate) async fn release(self) -> Result<(), ReleaseError> {
         match self {
             Self::Lock(guard) => guard.release().await,
             Self::Read(guard) => guard.release().await,
@@ -606,22 +631,7 @@ async fn acquire(
     reading: bool,
     rng: &mut Rng,
 ) -> Option<Result<Guard, AcquireError>> {
-    let workload = scenario.clients.workload;
-    let acquire = async {
-        match workload.kind {
-            WorkloadKind::Mutex | WorkloadKind::Fair => {
-                locker.acquire(KEY, opts).await.map(Guard::Lock)
-            }
-            WorkloadKind::ReadWrite if reading => {
-                locker.acquire_read(KEY, opts).await.map(Guard::Read)
-            }
-            WorkloadKind::ReadWrite => locker.acquire_write(KEY, opts).await.map(Guard::Lock),
-            WorkloadKind::Semaphore => locker
-                .acquire_permit(KEY, workload.permits, opts)
-                .await
-                .map(Guard::Lock),
-        }
-    };
+    let acquire = Guard::acquire(locker, opts, scenario, reading);
     if !rng.chance(scenario.clients.cancel) {
         return Some(acquire.await);
     }

@@ -20,7 +20,7 @@ use std::{
 };
 
 use lock_core::{
-    AcquireError, Event, LockGuard, LockOptions, Locker, LockerBuilder, Observed, ReadGuard,
+    Event, LockOptions, Locker, LockerBuilder, Observed,
     internal::{
         Clock, ConnectFuture, Connector, Dialer, Entropy, NodeAddress, OsEntropy, RedisStream,
     },
@@ -29,8 +29,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use super::wire::{ClientArgs, ClientCommand, ClientLine, Reach, mono_ns, since};
 use crate::{
-    client::{KEY, client_host, lock_options},
-    config::{DurationRange, FencingMode, Scenario, WorkloadKind},
+    client::{Guard, KEY, client_host, lock_options},
+    config::{DurationRange, FencingMode, WorkloadKind},
     history::{Op, Phase},
     rng::Rng,
 };
@@ -391,74 +391,6 @@ async fn workload(args: ClientArgs) {
     }
 }
 
-/// A hold of the contended lock, of whichever kind the workload takes.
-enum Guard {
-    /// A plain or fair lock's, a writer's or a semaphore permit's.
-    Lock(LockGuard),
-    /// A reader's.
-    Read(ReadGuard),
-}
-
-impl Guard {
-    fn token(&self) -> &str {
-        match self {
-            Self::Lock(guard) => guard.token(),
-            Self::Read(guard) => guard.token(),
-        }
-    }
-
-    /// The fence, for the holds that write (a reader has none).
-    fn fence(&self) -> Option<u64> {
-        match self {
-            Self::Lock(guard) => Some(guard.fence()),
-            Self::Read(_) => None,
-        }
-    }
-
-    fn is_held(&self) -> bool {
-        match self {
-            Self::Lock(guard) => guard.is_held(),
-            Self::Read(guard) => guard.is_held(),
-        }
-    }
-
-    async fn lost(&self) {
-        match self {
-            Self::Lock(guard) => drop(guard.lost().await),
-            Self::Read(guard) => drop(guard.lost().await),
-        }
-    }
-
-    async fn release(self) {
-        match self {
-            Self::Lock(guard) => drop(guard.release().await),
-            Self::Read(guard) => drop(guard.release().await),
-        }
-    }
-}
-
-/// Acquires the contended lock as the workload's kind says (`reading`: a
-/// read-write workload's reader).
-async fn acquire(
-    locker: &Locker,
-    opts: &LockOptions,
-    scenario: &Scenario,
-    reading: bool,
-) -> Result<Guard, AcquireError> {
-    let workload = scenario.clients.workload;
-    match workload.kind {
-        WorkloadKind::Mutex | WorkloadKind::Fair => {
-            locker.acquire(KEY, opts).await.map(Guard::Lock)
-        }
-        WorkloadKind::ReadWrite if reading => locker.acquire_read(KEY, opts).await.map(Guard::Read),
-        WorkloadKind::ReadWrite => locker.acquire_write(KEY, opts).await.map(Guard::Lock),
-        WorkloadKind::Semaphore => locker
-            .acquire_permit(KEY, workload.permits, opts)
-            .await
-            .map(Guard::Lock),
-    }
-}
-
 /// Acquire, write, hold, write, release, think: forever. Readers and
 /// semaphore holders share the resource, so only an exclusive hold writes
 /// to the storage, as in the simulated client.
@@ -491,11 +423,11 @@ async fn cycle(
             });
             tokio::select! {
                 biased;
-                acquired = acquire(locker, opts, scenario, reading) => Some(acquired),
+                acquired = Guard::acquire(locker, opts, scenario, reading) => Some(acquired),
                 () = tokio::time::sleep(after) => None,
             }
         } else {
-            Some(acquire(locker, opts, scenario, reading).await)
+            Some(Guard::acquire(locker, opts, scenario, reading).await)
         };
         let Some(acquired) = acquired else {
             out.record(Op::AcquireCancel);
@@ -539,7 +471,7 @@ async fn cycle(
         let hold = rng.duration(scenario.clients.hold);
         tokio::select! {
             biased;
-            () = guard.lost() => {}
+            _ = guard.lost() => {}
             () = tokio::time::sleep(hold) => {
                 if guard.is_held() && fence.is_some() {
                     tokio::time::sleep(rng.duration(PREPARE)).await;
@@ -555,7 +487,7 @@ async fn cycle(
             drop(guard);
         } else {
             out.record(Op::ReleaseInvoke { token });
-            guard.release().await;
+            let _ = guard.release().await;
         }
         tokio::time::sleep(rng.duration(scenario.clients.think)).await;
     }
