@@ -5,16 +5,8 @@ use std::{cmp::Reverse, collections::BTreeSet, time::Duration};
 
 use lock_core::internal::cluster::slot_of;
 
-use super::{Action, World};
+use super::{Action, Migration, World};
 use crate::{client::redis_host, config::FaultTarget, history::Op};
-
-/// A slot migration under way.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Migration {
-    slot: u16,
-    from: usize,
-    to: usize,
-}
 
 impl World<'_> {
     /// The lock key's slot.

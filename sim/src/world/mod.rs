@@ -48,6 +48,16 @@ pub const TICK: Duration = Duration::from_millis(1);
 
 pub use crate::net::BASE_LATENCY;
 
+/// A slot migration under way (`cluster.rs` starts, steps and ends it;
+/// it lives here, beside the world that holds it, so that this file
+/// imports nothing from its children).
+#[derive(Debug, Clone, Copy)]
+struct Migration {
+    slot: u16,
+    from: usize,
+    to: usize,
+}
+
 /// How a world runs: knobs of the harness itself.
 #[derive(Debug, Clone, Copy)]
 pub struct WorldOptions {
@@ -303,7 +313,7 @@ struct World<'a> {
     /// Draws what a cluster fault leaves to chance (a migration's target).
     cluster_rng: Rng,
     /// Slot migrations under way, by schedule position.
-    migrations: BTreeMap<usize, cluster::Migration>,
+    migrations: BTreeMap<usize, Migration>,
     /// Primaries a shard failover deposed, by schedule position.
     deposed: BTreeMap<usize, usize>,
     /// Cluster nodes made unreachable (down or partitioned), by schedule
