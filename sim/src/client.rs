@@ -269,10 +269,58 @@ impl Guard {
 /// What the observer needs to know of the acquire under way: whether it
 /// is a read (its grant is a shared hold), and whether its first refusal
 /// was recorded (the start of its wait).
-#[derive(Default)]
-struct Attempt {
-    reading: AtomicBool,
-    waiting: AtomicBool,
+/// The chaos mode's real clients keep one too.
+#[derive(Debug, Default)]
+pub(crate) struct Attempt {
+    pub(crate) reading: AtomicBool,
+    pub(crate) waiting: AtomicBool,
+}
+
+impl Attempt {
+    /// The history's entry for what an observer saw of the lock `token`
+    /// during this attempt (`None` for what the history does not record).
+    /// `true_deadline` turns a validity deadline into true time (the caller
+    /// may keep it, too); `lost_at` is the true time of a loss.
+    pub(crate) fn history_op(
+        &self,
+        observed: &Observed<'_>,
+        token: String,
+        true_deadline: impl FnOnce(Instant) -> Duration,
+        lost_at: impl FnOnce() -> Duration,
+    ) -> Option<Op> {
+        let op = match observed.event {
+            Event::Acquired { fence, valid_until } => Op::AcquireOk {
+                fence: *fence,
+                valid_until: true_deadline(*valid_until),
+                shared: self.reading.load(Ordering::Relaxed),
+                token,
+            },
+            // The first refusal of this acquire: the client now waits.
+            Event::Contended { .. } if !self.waiting.swap(true, Ordering::Relaxed) => Op::Waiting,
+            Event::Renewed { valid_until } => Op::Renewed {
+                valid_until: true_deadline(*valid_until),
+                token,
+            },
+            Event::Lost { reason } => Op::Lost {
+                token,
+                reason: reason.to_string(),
+                valid_until: lost_at(),
+            },
+            Event::Released { outcome } => Op::ReleaseOk {
+                token,
+                outcome: format!("{outcome:?}"),
+            },
+            Event::AcquireFailed(failure) => Op::AcquireFail {
+                error: failure.to_string(),
+            },
+            Event::RenewFailed(failure) => Op::RenewFailed {
+                token,
+                reason: format!("{failure:?}"),
+            },
+            _ => return None,
+        };
+        Some(op)
+    }
 }
 
 /// Runs one client host: connect, then acquire-write-hold-write-release
@@ -384,40 +432,12 @@ impl ClientObserver {
 
     /// The history operation for one event, if the history records it.
     fn op_of(&self, observed: &Observed<'_>, token: String) -> Option<Op> {
-        let op = match observed.event {
-            Event::Acquired { fence, valid_until } => Op::AcquireOk {
-                fence: *fence,
-                valid_until: self.deadline(observed.token, *valid_until),
-                shared: self.attempt.reading.load(Ordering::Relaxed),
-                token,
-            },
-            // The first refusal of this acquire: the client now waits.
-            Event::Contended { .. } if !self.attempt.waiting.swap(true, Ordering::Relaxed) => {
-                Op::Waiting
-            }
-            Event::Renewed { valid_until } => Op::Renewed {
-                valid_until: self.deadline(observed.token, *valid_until),
-                token,
-            },
-            Event::Lost { reason } => Op::Lost {
-                token,
-                reason: reason.to_string(),
-                valid_until: clock::now(),
-            },
-            Event::Released { outcome } => Op::ReleaseOk {
-                token,
-                outcome: format!("{outcome:?}"),
-            },
-            Event::AcquireFailed(failure) => Op::AcquireFail {
-                error: failure.to_string(),
-            },
-            Event::RenewFailed(failure) => Op::RenewFailed {
-                token,
-                reason: format!("{failure:?}"),
-            },
-            _ => return None,
-        };
-        Some(op)
+        self.attempt.history_op(
+            observed,
+            token,
+            |valid_until| self.deadline(observed.token, valid_until),
+            clock::now,
+        )
     }
 
     /// Keeps `token`'s new deadline on the client's clock, and returns it

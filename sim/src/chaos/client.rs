@@ -14,7 +14,7 @@ use std::{
     io::{BufRead, Write},
     sync::{
         Arc, Mutex, PoisonError,
-        atomic::{AtomicBool, AtomicUsize, Ordering},
+        atomic::{AtomicUsize, Ordering},
     },
     time::{Duration, Instant},
 };
@@ -29,7 +29,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use super::wire::{ClientArgs, ClientCommand, ClientLine, Reach, mono_ns, since};
 use crate::{
-    client::{Guard, KEY, client_host, lock_options},
+    client::{Attempt, Guard, KEY, client_host, lock_options},
     config::{DurationRange, FencingMode, WorkloadKind},
     history::{Op, Phase},
     rng::Rng,
@@ -269,57 +269,6 @@ fn builder_for(reach: &Reach, dialer: &LinkDialer, primary: &Arc<AtomicUsize>) -
     }
 }
 
-/// What the observer needs of the acquire under way, as the simulated
-/// client's: whether it is a read (its grant is a shared hold), and
-/// whether its first refusal was recorded (the start of its wait).
-#[derive(Debug, Default)]
-struct Attempt {
-    reading: AtomicBool,
-    waiting: AtomicBool,
-}
-
-/// The history's entry for what the observer saw of the lock `token`
-/// during `attempt` (`None` for what the history does not record).
-fn history_op(
-    observed: &Observed<'_>,
-    token: String,
-    clock: &DriftClock,
-    attempt: &Attempt,
-) -> Option<Op> {
-    let op = match observed.event {
-        Event::Acquired { fence, valid_until } => Op::AcquireOk {
-            token,
-            fence: *fence,
-            valid_until: clock.true_time_of(*valid_until),
-            shared: attempt.reading.load(Ordering::Relaxed),
-        },
-        // The first refusal of this acquire: the client now waits.
-        Event::Contended { .. } if !attempt.waiting.swap(true, Ordering::Relaxed) => Op::Waiting,
-        Event::Renewed { valid_until } => Op::Renewed {
-            token,
-            valid_until: clock.true_time_of(*valid_until),
-        },
-        Event::Lost { reason } => Op::Lost {
-            token,
-            reason: reason.to_string(),
-            valid_until: since(clock.epoch_ns, mono_ns()),
-        },
-        Event::Released { outcome } => Op::ReleaseOk {
-            token,
-            outcome: format!("{outcome:?}"),
-        },
-        Event::AcquireFailed(failure) => Op::AcquireFail {
-            error: failure.to_string(),
-        },
-        Event::RenewFailed(failure) => Op::RenewFailed {
-            token,
-            reason: format!("{failure:?}"),
-        },
-        _ => return None,
-    };
-    Some(op)
-}
-
 async fn workload(args: ClientArgs) {
     let clock = DriftClock::new(args.epoch_ns);
     let out = Out {
@@ -360,7 +309,12 @@ async fn workload(args: ClientArgs) {
                 }
                 _ => {}
             }
-            let Some(op) = history_op(observed, token, &clock, &attempt) else {
+            let Some(op) = attempt.history_op(
+                observed,
+                token,
+                |valid_until| clock.true_time_of(valid_until),
+                || since(clock.epoch_ns, mono_ns()),
+            ) else {
                 return;
             };
             out.record(op);
