@@ -255,13 +255,17 @@ impl Cluster {
             .replicas_of(port)
             .first()
             .unwrap_or_else(|| panic!("the primary on port {port} has no replica"));
+        // Counted before the failover, which keeps it: a count read while
+        // the nodes still disagree can include the old primary as a shard
+        // of its own, and the cluster never settles to that.
+        let shards = self.shards().len();
         let started = Instant::now();
         let _: String = replica.query(&["CLUSTER", "FAILOVER"]);
         wait_for("the replica becomes primary", SETTLE, || {
             replica.is_primary().then_some(())
         });
         let promoted = started.elapsed();
-        self.wait_settled(self.shards().len());
+        self.wait_settled(shards);
         eprintln!(
             "cluster: CLUSTER FAILOVER promoted {} in {promoted:?}, all nodes agreed after {:?}",
             replica.port(),
