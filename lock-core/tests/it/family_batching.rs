@@ -28,27 +28,6 @@ use lock_core::{LockOptions, Locker};
 use redis::Value;
 use support::RedisServer;
 
-/// The arguments of a `MONITOR` line: `1700000000.000001 [0 1.2.3.4:5] "EVALSHA" ...`.
-fn monitor_args(line: &str) -> Vec<String> {
-    let mut args = Vec::new();
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        if c != '"' {
-            continue;
-        }
-        let mut arg = String::new();
-        while let Some(c) = chars.next() {
-            match c {
-                '\\' => arg.extend(chars.next()),
-                '"' => break,
-                c => arg.push(c),
-            }
-        }
-        args.push(arg);
-    }
-    args
-}
-
 /// Every top-level call (not the commands scripts run) `MONITOR` shows
 /// between `ECHO <from>` and `ECHO <to>`, read on a thread.
 fn watch(
@@ -71,7 +50,7 @@ fn watch(
             if line.contains(" lua] ") {
                 continue;
             }
-            let args = monitor_args(&line);
+            let args = support::monitor_args(&line);
             if args.first().is_some_and(|c| c.eq_ignore_ascii_case("ECHO")) {
                 if args.get(1).map(String::as_str) == Some(from) {
                     started = true;

@@ -92,27 +92,6 @@ fn contended(reply: &Value) -> bool {
     matches!(reply, Value::Int(held) if *held < -2)
 }
 
-/// The arguments of a `MONITOR` line: `1700000000.000001 [0 lua] "SET" "k"`.
-fn monitor_args(line: &str) -> Vec<String> {
-    let mut args = Vec::new();
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        if c != '"' {
-            continue;
-        }
-        let mut arg = String::new();
-        while let Some(c) = chars.next() {
-            match c {
-                '\\' => arg.extend(chars.next()),
-                '"' => break,
-                c => arg.push(c),
-            }
-        }
-        args.push(arg);
-    }
-    args
-}
-
 /// The commands scripts ran, read from a `MONITOR` connection up to the
 /// `ECHO marker` sent after them.
 fn script_commands(monitor: &mut redis::Connection, marker: &str) -> Vec<Vec<String>> {
@@ -126,7 +105,7 @@ fn script_commands(monitor: &mut redis::Connection, marker: &str) -> Vec<Vec<Str
             return commands;
         }
         if line.contains(" lua] ") {
-            commands.push(monitor_args(&line));
+            commands.push(support::monitor_args(&line));
         }
     }
 }

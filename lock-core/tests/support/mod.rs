@@ -377,6 +377,28 @@ pub fn redis_url_or_spawn() -> AnyRedis {
 }
 
 /// The key's PTTL (-2: missing, -1: no ttl).
+/// The arguments of a `MONITOR` line, unquoted:
+/// `1700000000.000001 [0 lua] "SET" "k"` gives `["SET", "k"]`.
+pub fn monitor_args(line: &str) -> Vec<String> {
+    let mut args = Vec::new();
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c != '"' {
+            continue;
+        }
+        let mut arg = String::new();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => arg.extend(chars.next()),
+                '"' => break,
+                c => arg.push(c),
+            }
+        }
+        args.push(arg);
+    }
+    args
+}
+
 pub fn pttl(server: &RedisServer, key: &str) -> i64 {
     server.query(&["PTTL", key])
 }
