@@ -75,7 +75,11 @@ async fn run() {
         task.await.expect("task");
     }
     let cycles = f64::from(task_count) * f64::from(per_task);
-    println!("{:.0} cycles/s", cycles / started.elapsed().as_secs_f64());
+    println!(
+        "{:.0} cycles/s, client CPU {:.2} µs per cycle",
+        cycles / started.elapsed().as_secs_f64(),
+        own_cpu_us() / cycles
+    );
 }
 
 async fn redlock(no_fence: bool, rslock: bool) {

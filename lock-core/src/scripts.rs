@@ -221,14 +221,16 @@ pub mod op {
 /// The Redis names one lock uses, and its [`LockKind`].
 ///
 /// Every name of one lock carries the hash tag `{namespace:key}`, so they
-/// share a cluster slot. By kind, the script's `KEYS`
-/// ([`script_keys`](Self::script_keys)) are:
+/// share a cluster slot; the time-mixed fence floor and the fence counter
+/// are the namespace's (`{namespace}:fence-floor`, `{namespace}:fence-counter`;
+/// in a cluster the locker puts one of each in every slot, in the lock's).
+/// By kind, the script's `KEYS` ([`script_keys`](Self::script_keys)) are:
 ///
 /// | kind | `KEYS` |
 /// |---|---|
-/// | [`Fair`](LockKind::Fair) | `{ns:key}` (the holder's token, as the plain lock's), `{ns:key}:queue`, `{ns:key}:waiters`, `{ns:key}:fence` |
-/// | [`Read`](LockKind::Read), [`Write`](LockKind::Write) | `{ns:key}` (the writer's token), `{ns:key}:readers`, `{ns:key}:intent`, `{ns:key}:fence` |
-/// | [`Permit`](LockKind::Permit) | `{ns:key}` (a sorted set of the holders' leases), `{ns:key}:fence` |
+/// | [`Fair`](LockKind::Fair) | `{ns:key}` (the holder's token, as the plain lock's), `{ns:key}:queue`, `{ns:key}:waiters`, the floor |
+/// | [`Read`](LockKind::Read), [`Write`](LockKind::Write) | `{ns:key}` (the writer's token), `{ns:key}:readers`, `{ns:key}:intent`, the floor |
+/// | [`Permit`](LockKind::Permit) | `{ns:key}` (a sorted set of the holders' leases), the floor |
 ///
 /// A read-write lock's and a semaphore's releases announce themselves on
 /// `{ns:key}:released`, as the plain lock's do; fair mode wakes only the
@@ -244,9 +246,10 @@ pub struct KeyNames {
     pub kind: LockKind,
     /// The lock key, whose value is the owner token: `{namespace:key}`.
     pub lock: String,
-    /// The time-mixed fence floor, in the lock's hash slot:
-    /// `{namespace:key}:fence`. It expires one ttl after the server instant
-    /// of the last fence it stands for.
+    /// The namespace's time-mixed fence floor, `{namespace}:fence-floor`:
+    /// the last fence issued to any lock of the namespace, kept without a
+    /// ttl (in a cluster, the locker points it at the floor of the lock's
+    /// slot).
     pub fence: String,
     /// The namespace's fence counter for [`Fencing::Counter`](crate::Fencing::Counter):
     /// `{namespace}:fence-counter`, one key per namespace that never expires.
@@ -258,8 +261,8 @@ pub struct KeyNames {
 impl KeyNames {
     /// Derives the Redis names for `key` under `namespace`.
     ///
-    /// The braces are a hash tag: the lock key, its fence floor and its
-    /// channel share a cluster slot, so one script may touch them together.
+    /// The braces are a hash tag: the lock key and its channel share a
+    /// cluster slot. The fence floor and counter are the namespace's.
     pub fn new(namespace: &str, key: &str) -> Self {
         // Built by concatenation: this runs once per acquire, and
         // `format!` costs several times as much.
@@ -277,15 +280,19 @@ impl KeyNames {
             name.push_str(suffix);
             name
         };
-        let mut counter = String::with_capacity(namespace.len() + 15);
-        counter.push('{');
-        counter.push_str(namespace);
-        counter.push_str("}:fence-counter");
+        let per_namespace = |suffix: &str| {
+            let mut name = String::with_capacity(namespace.len() + suffix.len() + 2);
+            name.push('{');
+            name.push_str(namespace);
+            name.push('}');
+            name.push_str(suffix);
+            name
+        };
         Self {
             kind: LockKind::Plain,
-            fence: suffixed(":fence"),
+            fence: per_namespace(":fence-floor"),
             channel: suffixed(":released"),
-            counter,
+            counter: per_namespace(":fence-counter"),
             lock,
         }
     }
@@ -356,10 +363,10 @@ mod tests {
     }
 
     #[test]
-    fn key_names_share_one_hash_tag() {
+    fn key_names_share_the_lock_hash_tag_but_the_namespace_ones() {
         let names = KeyNames::new("lock", "orders:42");
         assert_eq!(names.lock, "{lock:orders:42}");
-        assert_eq!(names.fence, "{lock:orders:42}:fence");
+        assert_eq!(names.fence, "{lock}:fence-floor");
         assert_eq!(names.channel, "{lock:orders:42}:released");
         assert_eq!(names.counter, "{lock}:fence-counter");
         assert_eq!(KeyNames::new("", "a").lock, "{a}");
@@ -369,7 +376,7 @@ mod tests {
     }
 
     #[test]
-    fn family_keys_share_the_lock_hash_tag() {
+    fn family_keys_are_the_locks_and_the_namespace_floor() {
         let ms = std::time::Duration::from_millis;
         let fair = KeyNames::with_kind(
             "lock",
@@ -386,7 +393,7 @@ mod tests {
                 "{lock:a}",
                 "{lock:a}:queue",
                 "{lock:a}:waiters",
-                "{lock:a}:fence"
+                "{lock}:fence-floor"
             ]
         );
         let write = KeyNames::with_kind("lock", "a", LockKind::Write { intent_ttl: ms(9) })
@@ -398,7 +405,7 @@ mod tests {
                 "{lock:a}",
                 "{lock:a}:readers",
                 "{lock:a}:intent",
-                "{lock:a}:fence"
+                "{lock}:fence-floor"
             ]
         );
         assert_eq!(
@@ -406,7 +413,7 @@ mod tests {
             write.script_keys()
         );
         let permit = KeyNames::with_kind("lock", "a", LockKind::Permit { permits: 3 });
-        assert_eq!(permit.script_keys(), ["{lock:a}", "{lock:a}:fence"]);
+        assert_eq!(permit.script_keys(), ["{lock:a}", "{lock}:fence-floor"]);
         assert_eq!(permit.kind.script(), SEMAPHORE);
         assert_eq!(LockKind::Read.script(), RWLOCK);
         assert_eq!(fair.kind.script(), FAIR);

@@ -114,7 +114,7 @@ if op == 'a' then
   redis.call('SET', lock, token, 'PX', ttl)
   local queued = redis.call('ZREM', queue, token) == 1
   redis.call('ZREM', waiters, token)
-  local fence = issue_fence(floor_key, ttl)
+  local fence = issue_fence(floor_key)
   if type(fence) == 'table' then
     -- An error reply means nothing changed: undo the grant, keep the place.
     if current ~= token then

@@ -12,8 +12,9 @@
 --   release, unannounced  KEYS: lock            ARGV: 'q', token
 --
 -- 'N', 'T' and 'C' are the acquires for servers before 7.0 (whose SET
--- cannot combine NX and GET). The floor is the lock's time-mixed fence
--- floor (same hash slot, it expires); the counter is its namespace's.
+-- cannot combine NX and GET). The floor (the time-mixed fence's) and the
+-- counter are the namespace's, one key each without a ttl (per hash slot
+-- in a cluster, in the lock's slot).
 --
 -- The reply has one integer per operation, in order (an array; a call of
 -- a single operation answers that operation's reply alone, which costs
@@ -41,30 +42,31 @@
 -- the commonest calls, needs none. The server time they read is shared by
 -- every acquire of the call.
 local server_us, fence_for, acquire
-local now_us, now_text = nil, nil
+local now_us = nil
+-- The fence floors this call read (key -> the highest fence issued from
+-- it), and those keys in the order first read, to write back at the end.
+local floors, dirty
 
 local replies = {}
 local k, a, n = 1, 1, #ARGV
 while a <= n do
   local op, lock, token = ARGV[a], KEYS[k], ARGV[a + 1]
   if not acquire and op ~= 'd' and op ~= 'q' and op ~= 'r' then
-    -- The server clock in microseconds, as a number and as its decimal
-    -- string, read at most once per call: Redis freezes time during a script,
-    -- so every grant of a batch sees the same instant and the floor below
-    -- orders them.
+    floors, dirty = {}, {}
+    -- The server clock in microseconds, read at most once per call: Redis
+    -- freezes time during a script, so every grant of a batch sees the same
+    -- instant and the floor below orders them.
     server_us = function()
       if not now_us then
         local time = redis.call('TIME')
-        now_text = time[1] .. string.rep('0', 6 - #time[2]) .. time[2]
-        now_us = tonumber(now_text)
+        now_us = tonumber(time[1] .. string.rep('0', 6 - #time[2]) .. time[2])
       end
-      return now_us, now_text
+      return now_us
     end
 
     -- The fence of a grant that just set `lock`, in mode 't' or 'c'. On error,
     -- undoes the grant so that an error reply still means "nothing changed".
-    -- `compat`: the server's SET knows no GET option (before 6.2).
-    fence_for = function(lock, fence_key, ttl, mode, compat)
+    fence_for = function(lock, fence_key, mode)
       if mode == 'c' then
         -- One counter per namespace that never expires: strictly increasing
         -- per key as long as the key survives. A plain counter lives in the
@@ -76,34 +78,27 @@ while a <= n do
         end
         return value
       end
-      -- max(floor + 1, server time in us). The floor lives one ttl past the
-      -- server instant its fence stands for, so the key space holds nothing
-      -- of a lock one ttl after its last grant, and a grant after the floor
-      -- expired reads a server time above every fence issued before.
-      local now, text = server_us()
-      local previous
-      if compat then
-        previous = redis.pcall('GET', fence_key)
-      else
-        previous = redis.pcall('SET', fence_key, text, 'PX', ttl, 'GET')
-      end
-      if type(previous) == 'table' then
-        redis.call('DEL', lock)
-        return previous
-      end
-      local floor = tonumber(previous or '0') or 0
-      if floor < now then
-        if compat then
-          redis.call('SET', fence_key, text, 'PX', ttl)
+      -- max(floor + 1, server time in us), the floor being the namespace's
+      -- (one key per namespace, per slot in a cluster, without a ttl): the
+      -- last fence it issued. Read once per call and written back once, at
+      -- the end of the call (below): a call's fences reach clients only
+      -- when it completes, and then the floor holds the highest of them.
+      local floor = floors[fence_key]
+      if not floor then
+        local previous = redis.pcall('GET', fence_key)
+        if type(previous) == 'table' then
+          redis.call('DEL', lock)
+          return previous
         end
-        return now
+        floor = tonumber(previous or '0') or 0
+        dirty[#dirty + 1] = fence_key
       end
-      -- The server clock is behind the floor (it stepped back, or grants
-      -- came faster than 1 per us): count on from the floor, and keep it
-      -- until the server clock has passed it by one ttl.
+      local now = server_us()
       local fence = floor + 1
-      local lifetime = tonumber(ttl) + math.ceil((fence - now) / 1000)
-      redis.call('SET', fence_key, string.format('%.0f', fence), 'PX', string.format('%.0f', lifetime))
+      if fence < now then
+        fence = now
+      end
+      floors[fence_key] = fence
       return fence
     end
 
@@ -137,7 +132,7 @@ while a <= n do
       if mode == 'n' then
         return 0
       end
-      return fence_for(lock, fence_key, ttl, mode, compat)
+      return fence_for(lock, fence_key, mode)
     end
   end
   local reply
@@ -175,6 +170,11 @@ while a <= n do
     return redis.error_reply('ERR lock.lua: unknown operation ' .. tostring(op))
   end
   replies[#replies + 1] = reply
+end
+if dirty then
+  for i = 1, #dirty do
+    redis.call('SET', dirty[i], string.format('%.0f', floors[dirty[i]]))
+  end
 end
 if #replies == 1 then
   -- An error table becomes the call's error reply.

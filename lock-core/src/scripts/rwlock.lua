@@ -117,7 +117,7 @@ elseif op == 'w' then
   if redis.call('GET', intent) == token then
     redis.call('DEL', intent)
   end
-  local fence = issue_fence(floor_key, ttl)
+  local fence = issue_fence(floor_key)
   if type(fence) == 'table' and not held_by then
     -- An error reply means nothing changed: undo the grant.
     redis.call('DEL', writer)

@@ -14,7 +14,8 @@
 -- or renewal, whatever the other holders do; the expired ones are removed
 -- by the next call. The set's own ttl is kept at its latest lease, so a
 -- semaphore nobody holds leaves nothing behind. `floor` is the time-mixed
--- fence floor, as for the plain lock (same hash slot, it expires).
+-- fence floor, as for the plain lock (the namespace's, in the same hash
+-- slot in a cluster).
 --
 -- Replies:
 --   acquire  the fence (> 0) when granted (a retry by a holder refreshes
@@ -76,7 +77,7 @@ end
 redis.call('ZADD', leases, ends, token)
 keep_until_last()
 
-local fence = issue_fence(KEYS[2], ttl)
+local fence = issue_fence(KEYS[2])
 if type(fence) == 'table' and not held then
   -- An error reply means nothing changed: undo a new grant.
   redis.call('ZREM', leases, token)

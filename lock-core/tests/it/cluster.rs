@@ -159,7 +159,8 @@ async fn slot_migration_never_makes_two_holders() {
         // then the slot (MOVED).
         let migration = migrating.begin_migration(slot, target);
         std::thread::sleep(Duration::from_millis(300));
-        migration.move_keys(&[&lock_key, &format!("{lock_key}:fence")]);
+        // The lock key and the namespace's fence floor of that slot.
+        migration.move_remaining_keys();
         std::thread::sleep(Duration::from_millis(500));
         migration.finish();
     })

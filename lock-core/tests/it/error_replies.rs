@@ -385,7 +385,7 @@ async fn wrongtype_fails_the_acquire_at_once() {
     assert_eq!(error, AcquireError::WrongType);
     assert!(now() - started < wait / 2, "permanent: not retried");
 
-    let _: i64 = server.query(&["RPUSH", "{lock:fenced}:fence", "x"]);
+    let _: i64 = server.query(&["RPUSH", "{lock}:fence-floor", "x"]);
     let error = locker
         .acquire("fenced", &opts)
         .await

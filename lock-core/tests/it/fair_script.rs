@@ -25,7 +25,7 @@ const KEYS: [&str; 4] = [
     "{fair:job}",
     "{fair:job}:queue",
     "{fair:job}:waiters",
-    "{fair:job}:fence",
+    "{fair}:fence-floor",
 ];
 
 fn call(server: &RedisServer, args: &[&str]) -> i64 {

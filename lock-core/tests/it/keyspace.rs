@@ -2,13 +2,14 @@
 //! lock names, some released, some dropped, some lost by a holder that
 //! crashed, leave nothing behind once their ttl has passed, in every
 //! fencing mode. `DBSIZE` is back to what it was before, with one stated
-//! exception: `Fencing::Counter` keeps one counter per namespace,
-//! `{namespace}:fence-counter`, that never expires (one key however many
-//! lock names, which is what bounds it).
+//! exception per fencing mode: `Fencing::TimeMixed` keeps one floor per
+//! namespace, `{namespace}:fence-floor`, and `Fencing::Counter` one counter,
+//! `{namespace}:fence-counter`, neither of which expires (one key however
+//! many lock names, which is what bounds it).
 //!
 //! And fences stay strictly increasing per key across a release and a
-//! re-acquire of the same name after the time-mixed floor has expired, and
-//! in counter mode.
+//! re-acquire of the same name, with the time-mixed floor and in counter
+//! mode.
 
 #![cfg(feature = "redis")]
 
@@ -63,18 +64,20 @@ fn describe(server: &RedisServer, keys: &BTreeSet<String>) -> String {
         .join(", ")
 }
 
-/// Which of a lock's keys `key` is, if any: the lock key `{ns:name}`, the
-/// time-mixed floor `{ns:name}:fence`, or the namespace counter.
+/// Which of a lock's keys `key` is, if any: the lock key `{ns:name}`, or
+/// the namespace's time-mixed floor or counter.
 fn kind_of(key: &str, namespace: &str) -> Option<&'static str> {
     if key == format!("{{{namespace}}}:fence-counter") {
         return Some("counter");
+    }
+    if key == format!("{{{namespace}}}:fence-floor") {
+        return Some("floor");
     }
     let rest = key.strip_prefix(&format!("{{{namespace}:orders:"))?;
     let (number, suffix) = rest.split_once('}')?;
     number.parse::<usize>().ok()?;
     match suffix {
         "" => Some("lock"),
-        ":fence" => Some("floor"),
         _ => None,
     }
 }
@@ -152,12 +155,19 @@ async fn leaves_nothing_behind(fencing: Fencing, expected_kinds: &[&str]) {
         "{fencing:?}: the kinds of keys a held lock uses"
     );
 
-    // The one key that may outlive its locks: the counter of Fencing::Counter.
+    // The one key that may outlive its locks: the namespace's floor or
+    // counter, by fencing mode.
     let counter = format!("{{{namespace}}}:fence-counter");
+    let floor = format!("{{{namespace}}}:fence-floor");
+    let kept = match fencing {
+        Fencing::Counter => Some(counter.clone()),
+        Fencing::TimeMixed => Some(floor.clone()),
+        _ => None,
+    };
     let expected: BTreeSet<String> = UNRELATED
         .iter()
         .map(|key| (*key).to_owned())
-        .chain((fencing == Fencing::Counter).then(|| counter.clone()))
+        .chain(kept)
         .collect();
 
     tokio::time::sleep(TTL).await;
@@ -191,6 +201,21 @@ async fn leaves_nothing_behind(fencing: Fencing, expected_kinds: &[&str]) {
             let issued: u64 = server.query(&["GET", &counter]);
             assert_eq!(issued, NAMES as u64, "one INCR per grant");
         }
+        // One floor per namespace, never expiring, holding a server time
+        // (µs) from this run: the last fence issued.
+        Fencing::TimeMixed => {
+            assert_eq!(after, before + 1, "TimeMixed: DBSIZE is before + the floor");
+            assert_eq!(
+                support::pttl(&server, &floor),
+                -1,
+                "the floor never expires"
+            );
+            let last: u64 = server.query(&["GET", &floor]);
+            assert!(
+                last <= server_us(&server) && last + 60_000_000 > server_us(&server),
+                "the floor holds a fence of this run: {last}"
+            );
+        }
         _ => assert_eq!(after, before, "{fencing:?}: DBSIZE is back to what it was"),
     }
     for key in UNRELATED {
@@ -207,22 +232,13 @@ async fn no_fencing_leaves_nothing_behind() {
 }
 
 #[tokio::test]
-async fn time_mixed_fencing_leaves_nothing_behind() {
+async fn time_mixed_fencing_leaves_only_the_namespace_floor() {
     leaves_nothing_behind(Fencing::TimeMixed, &["floor", "lock"]).await;
 }
 
 #[tokio::test]
 async fn counter_fencing_leaves_only_the_namespace_counter() {
     leaves_nothing_behind(Fencing::Counter, &["counter", "lock"]).await;
-}
-
-/// Waits until `key` is gone (expired), failing after the grace period.
-async fn until_gone(server: &RedisServer, key: &str) {
-    let deadline = Instant::now() + TTL + EXPIRY_GRACE;
-    while server.query::<i64>(&["EXISTS", key]) == 1 {
-        assert!(Instant::now() < deadline, "{key} never expired");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// The server's clock in microseconds (`TIME`).
@@ -232,52 +248,56 @@ fn server_us(server: &RedisServer) -> u64 {
 }
 
 #[tokio::test]
-async fn time_mixed_fences_increase_after_the_floor_expired() {
+async fn time_mixed_fences_increase_across_release_and_expiry() {
     let server = RedisServer::start();
     let locker = Locker::connect(&server.url()).await.expect("connect");
     let opts = options("lock", Fencing::TimeMixed);
-    let floor = "{lock:again}:fence";
+    let floor = "{lock}:fence-floor";
 
     let first = locker.acquire("again", &opts).await.expect("acquire");
     let f1 = first.fence();
+    assert_eq!(
+        server.query::<u64>(&["GET", floor]),
+        f1,
+        "the floor is the last fence"
+    );
     first.release().await.expect("release");
-    // Re-acquired at once: the floor is still there.
-    assert_eq!(server.query::<i64>(&["EXISTS", floor]), 1);
     let second = locker.acquire("again", &opts).await.expect("acquire");
     let f2 = second.fence();
-    assert!(f2 > f1, "{f2} > {f1} with the floor present");
-    second.release().await.expect("release");
+    assert!(f2 > f1, "{f2} > {f1} re-acquired at once");
+    // Another name of the namespace counts on from the same floor.
+    let other = locker.acquire("other", &opts).await.expect("acquire");
+    assert!(other.fence() > f2, "{} > {f2}", other.fence());
+    other.release().await.expect("release");
+    drop(second);
 
-    // Released, and one ttl later the floor is gone too.
-    until_gone(&server, floor).await;
+    // The lock expires; the floor stays.
+    tokio::time::sleep(TTL + Duration::from_millis(100)).await;
+    assert_eq!(support::pttl(&server, floor), -1, "the floor never expires");
     let third = locker.acquire("again", &opts).await.expect("acquire");
-    let f3 = third.fence();
-    assert!(f3 > f2, "{f3} > {f2} after the floor expired");
+    assert!(third.fence() > f2, "{} > {f2} after expiry", third.fence());
     third.release().await.expect("release");
 }
 
 #[tokio::test]
-async fn a_floor_ahead_of_the_server_clock_orders_fences_and_lingers() {
-    // As after the server clock stepped back: the floor is ahead of TIME.
+async fn a_floor_ahead_of_the_server_clock_orders_fences() {
+    // As after the server clock stepped back, by any amount: the floor is
+    // ahead of TIME, and grants count on from it for as long as it lasts.
     let server = RedisServer::start();
     let locker = Locker::connect(&server.url()).await.expect("connect");
     let opts = options("lock", Fencing::TimeMixed);
-    let floor = "{lock:behind}:fence";
-    let ahead = Duration::from_secs(10);
+    let floor = "{lock}:fence-floor";
+    let ahead = Duration::from_secs(3_600);
     let planted = server_us(&server) + u64::try_from(ahead.as_micros()).expect("small");
-    let ttl_ms = TTL.as_millis().to_string();
-    let _: () = server.query(&["SET", floor, &planted.to_string(), "PX", &ttl_ms]);
+    let _: () = server.query(&["SET", floor, &planted.to_string()]);
 
     let guard = locker.acquire("behind", &opts).await.expect("acquire");
     assert_eq!(guard.fence(), planted + 1, "counts on from the floor");
-    // The floor stays until the server clock has passed it by one ttl.
-    let pttl = support::pttl(&server, floor);
-    let least = i64::try_from((ahead + TTL).as_millis()).expect("small") - 1_000;
-    assert!(
-        pttl > least,
-        "the floor lingers ~{ahead:?} + ttl, not one ttl: pttl {pttl}"
-    );
+    assert_eq!(server.query::<u64>(&["GET", floor]), planted + 1);
+    assert_eq!(support::pttl(&server, floor), -1, "the floor never expires");
     guard.release().await.expect("release");
+    // Long after the lock's ttl, the floor still orders the next grant.
+    tokio::time::sleep(TTL + Duration::from_millis(100)).await;
     let again = locker.acquire("behind", &opts).await.expect("acquire");
     assert_eq!(again.fence(), planted + 2);
     again.release().await.expect("release");

@@ -137,9 +137,11 @@ fn compat_acquire_uses_only_commands_old_servers_know() {
                     again > first && modern_first > again,
                     "{first} {again} {modern_first}"
                 );
-                // The compat grant leaves the floor with its expiry, as `t` does.
-                let pttl = support::pttl(&server, &compat.fence);
-                assert!(pttl > 0 && pttl <= 5_000, "the floor expires: pttl {pttl}");
+                // The compat grant keeps the namespace's floor without a
+                // ttl, as `t` does, holding the last fence.
+                assert_eq!(support::pttl(&server, &compat.fence), -1, "the floor stays");
+                let floor: u64 = server.query(&["GET", &compat.fence]);
+                assert_eq!(floor, again);
             }
         }
         assert_eq!(support::get(&server, &compat.lock).as_deref(), Some("t1"));
@@ -154,9 +156,10 @@ fn compat_acquire_uses_only_commands_old_servers_know() {
         &[acquire(true, &behind, "t1", Fencing::TimeMixed)],
     ));
     assert_eq!(fence, planted + 1);
-    assert!(
-        support::pttl(&server, &behind.fence) > 60_000,
-        "the floor lingers"
+    assert_eq!(
+        support::pttl(&server, &behind.fence),
+        -1,
+        "the floor stays, without a ttl"
     );
 
     let _: String = redis::cmd("ECHO")

@@ -24,7 +24,7 @@ const SCRIPT: &str = concat!(
     include_str!("../../src/scripts/semaphore.lua")
 );
 const LEASES: &str = "{sem:jobs}";
-const FLOOR: &str = "{sem:jobs}:fence";
+const FLOOR: &str = "{sem}:fence-floor";
 
 fn acquire(server: &RedisServer, token: &str, ttl_ms: u64, permits: u32) -> i64 {
     server.query(&[

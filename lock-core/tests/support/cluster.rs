@@ -437,9 +437,8 @@ impl SlotMigration<'_> {
         let _: String = self.source.query(&args);
     }
 
-    /// Moves the remaining keys, then assigns the slot to the target: on
-    /// the target first, then the source, then every other primary.
-    pub fn finish(self) {
+    /// Moves every key the source still holds in the slot to the target.
+    pub fn move_remaining_keys(&self) {
         let slot = self.slot.to_string();
         loop {
             let keys: Vec<String> = self
@@ -450,6 +449,13 @@ impl SlotMigration<'_> {
             }
             self.move_keys(&keys.iter().map(String::as_str).collect::<Vec<_>>());
         }
+    }
+
+    /// Moves the remaining keys, then assigns the slot to the target: on
+    /// the target first, then the source, then every other primary.
+    pub fn finish(self) {
+        self.move_remaining_keys();
+        let slot = self.slot.to_string();
         let assign = |node: &ClusterNode| {
             let _: String = node.query(&["CLUSTER", "SETSLOT", &slot, "NODE", self.target.id()]);
         };

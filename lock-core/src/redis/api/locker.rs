@@ -93,8 +93,9 @@ impl Locker {
     /// Connects to the Redis Cluster that the seed nodes at `seed_urls`
     /// belong to, and spawns the driver.
     ///
-    /// Each lock's commands go to the primary of its slot (the lock key,
-    /// its fence floor and its channel share one hash tag), following
+    /// Each lock's commands go to the primary of its slot (the lock key and
+    /// its channel share one hash tag, and the namespace keeps a fence
+    /// floor and counter in every slot), following
     /// `MOVED`, `ASK` and `TRYAGAIN` within the lock's deadlines. `WAIT`
     /// goes to the lock's own shard. Without `wait_replicas`, a shard
     /// failover can lose a lock (see the README's safety table).
@@ -194,9 +195,10 @@ impl Locker {
         let machine = if session.cluster.is_some() || kind != LockKind::Plain {
             let mut names = KeyNames::with_kind(opts.key_namespace(), key, kind).for_waiter(&token);
             if session.cluster.is_some() {
-                // In a cluster the fence counter must live in the lock's
-                // slot: one counter per namespace and slot.
+                // In a cluster the fence floor and counter must live in the
+                // lock's slot: one of each per namespace and slot.
                 names.counter = route::counter_key(opts.key_namespace(), &names.lock);
+                names.fence = route::floor_key(opts.key_namespace(), &names.lock);
             }
             AnyMachine::single_with_names(opts, names, token, session.entropy.next_u64())
         } else {

@@ -1,8 +1,9 @@
 //! Redis Cluster routing: each lock's commands go to the primary that owns
 //! its slot, over one multiplexed connection per node.
 //!
-//! The lock key, its fence floor and its channel share a hash tag, so every
-//! command of a lock touches one slot. The router keeps the slot table
+//! The lock key and its channel share a hash tag, and the namespace's fence
+//! floor and counter have one key per slot ([`floor_key`], [`counter_key`]),
+//! so every command of a lock touches one slot. The router keeps the slot table
 //! (read with `CLUSTER SHARDS`, or `CLUSTER SLOTS` on older servers) and
 //! the connections; a command that meets `MOVED` updates the table and goes
 //! to the new owner, `ASK` sends it once to the migration's target behind
@@ -346,20 +347,33 @@ pub(crate) fn is_moved(redirect: &Redirect) -> bool {
 /// so the acquire's script touches one slot. At most 16384 keys per
 /// namespace, whatever the number of lock names.
 pub(crate) fn counter_key(namespace: &str, lock_key: &str) -> String {
-    let slot = slot_of(lock_key);
-    let suffix = counter_suffixes(namespace)[usize::from(slot)];
-    format!("{{{namespace}:fence-counter:{suffix}}}")
+    per_slot_key(namespace, "fence-counter", lock_key)
 }
 
-/// For each slot, the smallest n such that `{namespace:fence-counter:n}`
-/// hashes to it; computed once per namespace.
-fn counter_suffixes(namespace: &str) -> Arc<Vec<u32>> {
-    static TABLES: OnceLock<Mutex<BTreeMap<String, Arc<Vec<u32>>>>> = OnceLock::new();
+/// The time-mixed fence floor in a cluster: one per namespace and slot, in
+/// the slot of the lock it serves, as [`counter_key`] is.
+pub(crate) fn floor_key(namespace: &str, lock_key: &str) -> String {
+    per_slot_key(namespace, "fence-floor", lock_key)
+}
+
+/// `{namespace:what:n}`, with the n that puts it in `lock_key`'s slot.
+fn per_slot_key(namespace: &str, what: &'static str, lock_key: &str) -> String {
+    let slot = slot_of(lock_key);
+    let suffix = suffixes(namespace, what)[usize::from(slot)];
+    format!("{{{namespace}:{what}:{suffix}}}")
+}
+
+/// For each slot, the smallest n such that `{namespace:what:n}` hashes to
+/// it; computed once per namespace and `what`.
+fn suffixes(namespace: &str, what: &'static str) -> Arc<Vec<u32>> {
+    type Tables = BTreeMap<(String, &'static str), Arc<Vec<u32>>>;
+    static TABLES: OnceLock<Mutex<Tables>> = OnceLock::new();
     let tables = TABLES.get_or_init(Mutex::default);
+    let id = (namespace.to_owned(), what);
     if let Some(table) = tables
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .get(namespace)
+        .get(&id)
     {
         return Arc::clone(table);
     }
@@ -367,7 +381,7 @@ fn counter_suffixes(namespace: &str) -> Arc<Vec<u32>> {
     let mut missing = usize::from(SLOTS);
     let mut n: u32 = 0;
     while missing > 0 {
-        let slot = usize::from(slot_of(format!("{namespace}:fence-counter:{n}")));
+        let slot = usize::from(slot_of(format!("{namespace}:{what}:{n}")));
         if suffixes[slot] == u32::MAX {
             suffixes[slot] = n;
             missing -= 1;
@@ -378,7 +392,7 @@ fn counter_suffixes(namespace: &str) -> Arc<Vec<u32>> {
     tables
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .insert(namespace.to_owned(), Arc::clone(&table));
+        .insert(id, Arc::clone(&table));
     table
 }
 
@@ -387,13 +401,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_counter_key_shares_its_locks_slot() {
+    fn counter_and_floor_keys_share_their_locks_slot() {
         for key in ["{lock:orders:1}", "{lock:orders:2}", "{lock:x}", "{lock:}"] {
             let counter = counter_key("lock", key);
             assert_eq!(slot_of(&counter), slot_of(key), "{counter} for {key}");
+            let floor = floor_key("lock", key);
+            assert_eq!(slot_of(&floor), slot_of(key), "{floor} for {key}");
+            assert_ne!(floor, counter);
         }
-        // One counter per slot: two locks of one slot share it.
+        // One of each per slot: two locks of one slot share them.
         assert_eq!(counter_key("lock", "{a}x"), counter_key("lock", "{a}y"));
+        assert_eq!(floor_key("lock", "{a}x"), floor_key("lock", "{a}y"));
     }
 
     #[test]

@@ -119,13 +119,13 @@ fn every_path_of_every_operation() {
         one(call(&mut db, &["{l}"], &["r", "a", "1000"], 5_800)),
         Frame::Integer(0)
     );
-    // The next grant's fence is above the last even if time went back,
-    // and the floor then lives until the clock has passed it by a ttl.
+    // The next grant's fence is above the last even if time went back;
+    // the floor holds it, without a ttl.
     assert_eq!(
         one(call(&mut db, &keys, &acquire("c"), 1_000)),
         granted(5500008)
     );
-    assert_eq!(db.pttl(b"{l}:fence", now(1_000)), 1000 + 4501);
+    assert_eq!(db.pttl(b"{l}:fence", now(1_000)), -1);
 }
 
 #[test]
@@ -141,17 +141,45 @@ fn grants_behind_the_floor_are_counted() {
     assert_eq!(grants_behind_floor(&behind, now(4_000).us), 1);
     let counter = call(&mut db, &["{m}", "{c}"], &["c", "x", "10"], 0);
     assert_eq!(grants_behind_floor(&counter, now(0).us), 0);
+    // Grants in one call count on from each other, a microsecond apart:
+    // that is the floor ordering one call's grants, not a clock behind it.
+    let batch = call(
+        &mut db,
+        &["{p}", "{l}:fence", "{q}", "{l}:fence", "{r}", "{l}:fence"],
+        &["t", "a", "1000", "t", "a", "1000", "t", "a", "1000"],
+        9_000,
+    );
+    assert_eq!(
+        batch,
+        Frame::Array(vec![granted(9000007), granted(9000008), granted(9000009)])
+    );
+    assert_eq!(grants_behind_floor(&batch, now(9_000).us), 0);
 }
 
 #[test]
-fn the_fence_floor_expires_one_ttl_after_its_grant() {
+fn the_fence_floor_outlives_its_locks_and_is_written_once_per_call() {
     let mut db = Db::default();
-    let keys = ["{l}", "{l}:fence"];
-    call(&mut db, &keys, &["t", "t", "1000"], 0);
-    call(&mut db, &["{l}"], &["d", "t"], 10);
-    assert!(db.get(b"{l}:fence", now(999)).unwrap().is_some());
-    assert!(db.get(b"{l}:fence", now(1_000)).unwrap().is_none());
-    assert!(db.get(b"{l}", now(10)).unwrap().is_none());
+    // Two locks of one namespace share its floor: one read, one write.
+    let (reply, effects, _) = run_at_zero(
+        &mut db,
+        true,
+        &["{a}", "{ns}:fence-floor", "{b}", "{ns}:fence-floor"],
+        &["t", "t", "1000", "t", "t", "1000"],
+    );
+    assert_eq!(reply, Frame::Array(vec![granted(7), granted(8)]));
+    assert_eq!(
+        effects.len(),
+        3,
+        "two SETs of locks, one of the floor: {effects:?}"
+    );
+    call(&mut db, &["{a}"], &["d", "t"], 10);
+    call(&mut db, &["{b}"], &["d", "t"], 10);
+    assert!(db.get(b"{a}", now(10)).unwrap().is_none());
+    assert_eq!(
+        db.get(b"{ns}:fence-floor", now(1_000_000)).unwrap(),
+        Some(&b"8"[..]),
+        "the floor stays, holding the last fence"
+    );
 }
 
 #[test]

@@ -469,7 +469,7 @@ mod tests {
             "{lock:k}",
             "{lock:k}:queue",
             "{lock:k}:waiters",
-            "{lock:k}:fence",
+            "{lock}:fence-floor",
         ];
         assert_eq!(
             packed(fair, &acquire),
@@ -487,7 +487,7 @@ mod tests {
             "{lock:k}",
             "{lock:k}:readers",
             "{lock:k}:intent",
-            "{lock:k}:fence",
+            "{lock}:fence-floor",
         ];
         let write = LockKind::Write {
             intent_ttl: ms(250),
@@ -511,7 +511,7 @@ mod tests {
             );
         }
         let permit = LockKind::Permit { permits: 4 };
-        let sem_keys = ["{lock:k}", "{lock:k}:fence"];
+        let sem_keys = ["{lock:k}", "{lock}:fence-floor"];
         assert_eq!(
             packed(permit, &acquire),
             expect(scripts::SEMAPHORE, &sem_keys, &["a", "me", "1000", "4"])
