@@ -4,10 +4,12 @@
 //! # How a real cluster routes (Redis 7.0, `getNodeByQuery`)
 //!
 //! The 16384 slots are split among the shards; a key's slot is CRC16 of
-//! its hash tag (lock-core's [`slot_of`]). Every node knows which node owns
-//! each slot, and answers a command whose keys it does not own with
-//! `MOVED <slot> <host>:<port>`: a replica too (it answers `MOVED` to its
-//! primary, not `READONLY`), and so does a primary demoted by a failover.
+//! its hash tag (lock-core's
+//! [`slot_of`](lock_core::internal::cluster::slot_of)). Every node knows
+//! which node owns each slot, and answers a command whose keys it does not
+//! own with `MOVED <slot> <host>:<port>`: a replica too (it answers `MOVED`
+//! to its primary, not `READONLY`), and so does a primary demoted by a
+//! failover.
 //! A command whose keys fall in two slots gets `CROSSSLOT`.
 //!
 //! While a slot migrates, the source is `MIGRATING` it and the target
@@ -39,6 +41,10 @@
 //! hostname` does), so `MOVED redis-3:6379` is dialled by name. `PUBLISH`
 //! reaches subscribers on every node (the cluster bus relays it), partitions
 //! between nodes notwithstanding.
+//!
+//! This file holds the table the world changes and the nodes read, and
+//! knows no node: what a node answers from its view of the table is in
+//! [`cluster_reply`](super::cluster_reply), the bus in [`bus`](super::bus).
 
 use std::{
     cell::{Ref, RefCell},

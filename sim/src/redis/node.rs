@@ -213,7 +213,7 @@ pub struct DeposedAcks {
 pub struct NodeHandle(pub(super) Rc<RefCell<Node>>);
 
 impl NodeHandle {
-    /// A node, not yet serving (the world starts its host with [`serve`]).
+    /// A node, not yet serving (the world starts its host with [`serve`](super::serve)).
     pub fn new(config: NodeConfig) -> Self {
         Self(Rc::new(RefCell::new(Node {
             index: config.index,
