@@ -47,37 +47,13 @@ fn lock_core_has_no_import_circle() {
     );
 }
 
-/// Circles inside one folder of the simulator that remain: a parent module
-/// that defines what its children share (`Node`) and uses them.
-/// The list may only shrink: a new circle, or one across two folders,
-/// fails, and so does a listed circle that is gone (remove it here).
-const SIM_CIRCLES_IN_ONE_FOLDER: [&str; 1] = [
-    "sim/src/redis/bus.rs <-> sim/src/redis/cluster.rs <-> sim/src/redis/conn.rs <-> sim/src/redis/mod.rs <-> sim/src/redis/replication.rs",
-];
-
 #[test]
-fn sim_has_no_import_circle_between_folders() {
+fn sim_has_no_import_circle() {
     let circles = circles_of("sim/src/lib.rs");
-    let unknown: Vec<&str> = circles
-        .iter()
-        .map(String::as_str)
-        .filter(|circle| !SIM_CIRCLES_IN_ONE_FOLDER.contains(circle))
-        .collect();
     assert!(
-        unknown.is_empty(),
+        circles.is_empty(),
         "import circles:\n{}",
-        unknown.join("\n")
-    );
-    // A circle that is gone leaves the list, so it cannot come back.
-    let gone: Vec<&str> = SIM_CIRCLES_IN_ONE_FOLDER
-        .iter()
-        .copied()
-        .filter(|listed| !circles.iter().any(|circle| circle == listed))
-        .collect();
-    assert!(
-        gone.is_empty(),
-        "circles no longer there; remove them from SIM_CIRCLES_IN_ONE_FOLDER:\n{}",
-        gone.join("\n")
+        circles.join("\n")
     );
 }
 

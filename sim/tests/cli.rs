@@ -1,5 +1,6 @@
 //! The `sim` binary: bad files give one located error and a non-zero exit;
 //! a good run prints the table, writes JSON, and exits by the expectation.
+#![warn(clippy::too_many_lines)]
 
 use std::{path::PathBuf, process::Command};
 

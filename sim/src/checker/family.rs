@@ -10,10 +10,13 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
-use super::hold::{Hold, TICK_SLACK};
+use super::{
+    hold::{Hold, TICK_SLACK},
+    timeline::fault_spans,
+};
 use crate::{
     config::{Property, Scenario, WorkloadKind},
-    history::{History, Op, Phase, Process},
+    history::{History, Op, Process},
     net::BASE_LATENCY,
     outcome::{Verdict, Violation},
 };
@@ -191,53 +194,16 @@ pub fn waits(history: &History, run_end: Duration, after: Duration) -> Vec<Wait>
 }
 
 /// The spans each client could not act in: paused, crashed, or cut off by
-/// a partition (either way), from the fault entries.
+/// a partition (either way), from the fault entries. Faults of different
+/// kinds make spans of their own, even where they overlap.
 pub(super) fn absences(history: &History) -> BTreeMap<usize, Vec<(Duration, Duration)>> {
-    let mut open: BTreeMap<(usize, &str), (Duration, usize)> = BTreeMap::new();
-    let mut spans: BTreeMap<usize, Vec<(Duration, Duration)>> = BTreeMap::new();
-    for entry in &history.entries {
-        let Op::Fault {
-            kind,
-            target,
-            phase,
-        } = &entry.op
-        else {
-            continue;
-        };
-        if !matches!(
-            kind.as_str(),
-            "pause" | "crash" | "partition" | "partition-oneway"
-        ) {
-            continue;
+    fault_spans(history, |kind, target| {
+        if !matches!(kind, "pause" | "crash" | "partition" | "partition-oneway") {
+            return None;
         }
-        let Some(client) = target
-            .strip_prefix("client:")
-            .and_then(|n| n.parse::<usize>().ok())
-        else {
-            continue;
-        };
-        match phase {
-            Phase::Start => {
-                open.entry((client, kind.as_str()))
-                    .or_insert((entry.at, 0))
-                    .1 += 1
-            }
-            Phase::End => {
-                if let Some((from, depth)) = open.get_mut(&(client, kind.as_str())) {
-                    *depth -= 1;
-                    if *depth == 0 {
-                        let from = *from;
-                        open.remove(&(client, kind.as_str()));
-                        spans.entry(client).or_default().push((from, entry.at));
-                    }
-                }
-            }
-        }
-    }
-    for ((client, _), (from, _)) in open {
-        spans.entry(client).or_default().push((from, Duration::MAX));
-    }
-    spans
+        let client = target.strip_prefix("client:")?.parse::<usize>().ok()?;
+        Some((client, (client, kind.to_owned())))
+    })
 }
 
 /// How a hold shares the lock.

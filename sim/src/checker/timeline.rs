@@ -140,12 +140,28 @@ pub(crate) fn stale_writes<'a>(
     stale
 }
 
-/// True-time intervals during which each client was frozen or crashed.
+/// True-time intervals during which each client was frozen or crashed,
+/// by target (`client:N`): a pause and a crash that overlap make one.
 pub(crate) fn stopped_intervals(history: &History) -> BTreeMap<String, Vec<(Duration, Duration)>> {
-    // Pauses on one client may overlap (a repeating fault): the client is
-    // stopped from the first start until the last of them ends.
-    let mut open: BTreeMap<String, (Duration, usize)> = BTreeMap::new();
-    let mut intervals: BTreeMap<String, Vec<(Duration, Duration)>> = BTreeMap::new();
+    fault_spans(history, |kind, target| {
+        matches!(kind, "pause" | "crash").then(|| (target.to_owned(), target.to_owned()))
+    })
+}
+
+/// The spans of the faults `key` picks, from the history's fault entries:
+/// from a fault's start to its end, or to `Duration::MAX` if it never
+/// ends. `key` maps a fault's kind and target to the group its spans are
+/// filed under and the stack its depth is counted on, or to `None` to
+/// leave it out. Faults that overlap on one stack (a repeating fault) make
+/// one span, from the first start until the last of them ends. Each
+/// group's spans come in the order they end; those still open at the end
+/// of the history come last, in stack order.
+pub(crate) fn fault_spans<G: Ord, S: Ord>(
+    history: &History,
+    key: impl Fn(&str, &str) -> Option<(G, S)>,
+) -> BTreeMap<G, Vec<(Duration, Duration)>> {
+    let mut open: BTreeMap<S, (G, Duration, usize)> = BTreeMap::new();
+    let mut spans: BTreeMap<G, Vec<(Duration, Duration)>> = BTreeMap::new();
     for entry in &history.entries {
         let Op::Fault {
             kind,
@@ -155,37 +171,92 @@ pub(crate) fn stopped_intervals(history: &History) -> BTreeMap<String, Vec<(Dura
         else {
             continue;
         };
-        if kind != "pause" && kind != "crash" {
+        let Some((group, stack)) = key(kind, target) else {
             continue;
-        }
+        };
         match phase {
-            Phase::Start => {
-                open.entry(target.clone()).or_insert((entry.at, 0)).1 += 1;
-            }
+            Phase::Start => open.entry(stack).or_insert((group, entry.at, 0)).2 += 1,
             Phase::End => {
-                if let Some((start, depth)) = open.get_mut(target) {
+                if let Some((_, start, depth)) = open.get_mut(&stack) {
                     *depth -= 1;
                     if *depth == 0 {
                         let start = *start;
-                        open.remove(target);
-                        intervals
-                            .entry(target.clone())
-                            .or_default()
-                            .push((start, entry.at));
+                        open.remove(&stack);
+                        spans.entry(group).or_default().push((start, entry.at));
                     }
                 }
             }
         }
     }
-    for (target, (start, _)) in open {
-        intervals
-            .entry(target)
-            .or_default()
-            .push((start, Duration::MAX));
+    for (group, start, _) in open.into_values() {
+        spans.entry(group).or_default().push((start, Duration::MAX));
     }
-    intervals
+    spans
 }
 
 pub(crate) fn short(token: &str) -> &str {
     token.get(..8).unwrap_or(token)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fault(at_ms: u64, kind: &str, target: &str, phase: Phase) -> crate::history::Entry {
+        crate::history::Entry {
+            at: Duration::from_millis(at_ms),
+            local: Duration::from_millis(at_ms),
+            process: Process::Controller,
+            op: Op::Fault {
+                kind: kind.to_owned(),
+                target: target.to_owned(),
+                phase,
+            },
+        }
+    }
+
+    fn ms(at: u64) -> Duration {
+        Duration::from_millis(at)
+    }
+
+    /// A repeating pause overlaps itself, a crash overlaps the pause, a
+    /// partition is never healed.
+    fn history() -> History {
+        History {
+            entries: vec![
+                fault(100, "pause", "client:0", Phase::Start),
+                fault(150, "crash", "client:0", Phase::Start),
+                fault(200, "pause", "client:0", Phase::Start),
+                fault(300, "pause", "client:0", Phase::End),
+                fault(350, "partition", "client:1", Phase::Start),
+                fault(400, "crash", "client:0", Phase::End),
+                fault(500, "pause", "client:0", Phase::End),
+                fault(600, "pause", "redis:0", Phase::Start),
+                fault(700, "pause", "redis:0", Phase::End),
+            ],
+        }
+    }
+
+    #[test]
+    fn overlapping_faults_on_one_stack_make_one_span() {
+        let by_target = fault_spans(&history(), |kind, target| {
+            (kind != "partition").then(|| (target.to_owned(), target.to_owned()))
+        });
+        assert_eq!(by_target["client:0"], vec![(ms(100), ms(500))]);
+        assert_eq!(by_target["redis:0"], vec![(ms(600), ms(700))]);
+        assert!(!by_target.contains_key("client:1"), "left out");
+        let by_kind = fault_spans(&history(), |kind, target| {
+            Some((target.to_owned(), (target.to_owned(), kind.to_owned())))
+        });
+        assert_eq!(
+            by_kind["client:0"],
+            vec![(ms(150), ms(400)), (ms(100), ms(500))],
+            "a span per kind, in the order they end"
+        );
+        assert_eq!(
+            by_kind["client:1"],
+            vec![(ms(350), Duration::MAX)],
+            "never healed"
+        );
+    }
 }

@@ -13,7 +13,11 @@ use std::rc::Rc;
 use redis_protocol::resp2::types::OwnedFrame as Frame;
 use turmoil::net::UdpSocket;
 
-use super::{Node, NodeHandle, PORT, frame::bulk};
+use super::{
+    cluster::ClusterHandle,
+    frame::bulk,
+    node::{Node, NodeHandle, PORT},
+};
 use crate::net::redis_host;
 
 /// The bus port: Redis's default, the client port + 10000.
@@ -36,9 +40,23 @@ fn decode(datagram: &[u8]) -> Option<(&[u8], &[u8])> {
     (length <= rest.len()).then(|| rest.split_at(length))
 }
 
+/// `PUBLISH` on node `from` of `cluster`: its own subscribers get the
+/// message at once, every other node's when the bus relays it; answers
+/// how many of `from`'s own got it (what Redis answers in a cluster).
+pub(super) fn publish(
+    from: &Node,
+    cluster: &ClusterHandle,
+    channel: &[u8],
+    message: &[u8],
+) -> usize {
+    let local = deliver(from, channel, message);
+    relay(from, cluster.node_count(), channel, message);
+    local
+}
+
 /// Relays a `PUBLISH` from `node` to the other `nodes` nodes of its
 /// cluster (their subscribers get it when the datagram arrives).
-pub(crate) fn relay(node: &Node, nodes: usize, channel: &[u8], message: &[u8]) {
+fn relay(node: &Node, nodes: usize, channel: &[u8], message: &[u8]) {
     let Some(bus) = &node.bus else {
         return;
     };
@@ -89,5 +107,39 @@ mod tests {
         );
         assert_eq!(decode(&datagram[..3]), None);
         assert_eq!(decode(&[0, 0, 0, 9, 1]), None, "a length past the end");
+    }
+
+    #[test]
+    fn publish_answers_for_the_node_own_subscribers() {
+        // Other nodes hear it over the bus (tests/cluster.rs); the reply
+        // counts this node's subscribers, as Redis does in a cluster.
+        let (cluster, nodes) = ClusterHandle::with_nodes(3, 1);
+        let (push, mut pushes) = tokio::sync::mpsc::unbounded_channel();
+        nodes[3]
+            .0
+            .borrow_mut()
+            .subscribers
+            .entry(b"channel".to_vec())
+            .or_default()
+            .insert(1, push);
+        assert_eq!(
+            publish(&nodes[0].0.borrow(), &cluster, b"channel", b"released"),
+            0,
+            "none on redis-0"
+        );
+        assert!(pushes.try_recv().is_err(), "not delivered in place");
+        assert_eq!(
+            publish(&nodes[3].0.borrow(), &cluster, b"channel", b"again"),
+            1,
+            "one on redis-3"
+        );
+        assert_eq!(
+            pushes.try_recv().ok(),
+            Some(Frame::Array(vec![
+                bulk(b"message"),
+                bulk(b"channel"),
+                bulk(b"again"),
+            ]))
+        );
     }
 }

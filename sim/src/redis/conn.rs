@@ -12,10 +12,10 @@ use tokio::{
 use turmoil::net::TcpStream;
 
 use super::{
-    Flavour, NodeHandle, Role,
-    bus::deliver,
-    cluster, db,
+    bus::{self, deliver},
+    cluster_reply, db,
     frame::{bulk, error, next_command, ok, parse_i64, to_bytes},
+    node::{Flavour, NodeHandle, PORT, Role},
     replication, scripts,
 };
 use crate::clock;
@@ -142,7 +142,13 @@ pub async fn dispatch_in(
                 session.readonly = name == b"READONLY";
                 return vec![ok()];
             }
-            b"CLUSTER" => return vec![cluster::cluster_command(&node.0.borrow(), cluster, args)],
+            b"CLUSTER" => {
+                return vec![cluster_reply::cluster_command(
+                    &node.0.borrow(),
+                    cluster,
+                    args,
+                )];
+            }
             b"SELECT" if args.len() == 2 && args[1] != b"0" => {
                 return vec![error("ERR SELECT is not allowed in cluster mode")];
             }
@@ -153,7 +159,7 @@ pub async fn dispatch_in(
         let mut state = node.0.borrow_mut();
         let time = state.time_at(now);
         if let Some(redirect) =
-            cluster::redirection(&state, cluster, args, asking, session.readonly, time)
+            cluster_reply::redirection(&state, cluster, args, asking, session.readonly, time)
         {
             if let Frame::Error(text) = &redirect {
                 let counts = &mut state.redirects;
@@ -257,7 +263,7 @@ fn role(node: &NodeHandle) -> Frame {
         Role::Replica { of } => Frame::Array(vec![
             bulk(b"slave"),
             bulk(of.as_bytes()),
-            Frame::Integer(i64::from(super::PORT)),
+            Frame::Integer(i64::from(PORT)),
             bulk(b"connected"),
             Frame::Integer(state.offset as i64),
         ]),
@@ -412,7 +418,7 @@ fn eval(node: &NodeHandle, args: &[Vec<u8>], by_source: bool) -> Frame {
 fn publish(node: &NodeHandle, channel: &[u8], message: &[u8]) -> usize {
     let state = node.0.borrow();
     match state.cluster.clone() {
-        Some(cluster) => cluster.publish(&state, channel, message),
+        Some(cluster) => bus::publish(&state, &cluster, channel, message),
         None => deliver(&state, channel, message),
     }
 }

@@ -28,9 +28,9 @@ use tokio::{
 use turmoil::net::TcpStream;
 
 use super::{
-    NodeHandle, PORT, Role,
     db::{Db, Effect},
     frame::{arguments, bulk, next_command, next_frame, parse_i64, to_bytes},
+    node::{NodeHandle, PORT, Role},
 };
 use crate::clock;
 

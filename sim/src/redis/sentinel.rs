@@ -28,8 +28,8 @@ use tokio::{
 use turmoil::net::TcpStream;
 
 use super::{
-    PORT,
     frame::{bulk, error, next_command, ok, to_bytes},
+    node::PORT,
 };
 use crate::{clock, net::redis_host};
 

@@ -51,175 +51,214 @@ fn family(script: scripts::Script, keys: &[&str], args: &[&str]) -> Step {
 /// queueing, renewals, releases, lapses and wrong types. Waiter and lease
 /// ttls are short where a sequence sleeps past them.
 fn family_sequences() -> Vec<(&'static str, Vec<Step>)> {
+    vec![fair_sequence(), read_write_sequence(), semaphore_sequence()]
+}
+
+/// `SCRIPT LOAD` of one of the lock family's scripts.
+fn load(script: scripts::Script) -> Step {
+    cmd(&["SCRIPT", "LOAD", script.source])
+}
+
+/// The fair lock: queueing in arrival order, renewed places, lapses,
+/// giving up, release, wrong types.
+fn fair_sequence() -> (&'static str, Vec<Step>) {
     let fair = ["{f}", "{f}:queue", "{f}:waiters", "{f}:fence"];
-    let rw = ["{w}", "{w}:readers", "{w}:intent", "{w}:fence"];
-    let sem = ["{s}:leases", "{s}:fence"];
     let fair_call = |args: &[&str]| family(scripts::FAIR, &fair, args);
+    (
+        "fair: queue in arrival order, renew places, lapse, give up, release",
+        vec![
+            load(scripts::FAIR),
+            fair_call(&["a", "h", "1000", "100"]),
+            fair_call(&["a", "x", "1000", "100"]),
+            fair_call(&["a", "y", "1000", "5000"]),
+            fair_call(&["a", "x", "1000", "100"]),
+            cmd(&["ZRANGE", fair[1], "0", "-1"]),
+            cmd(&["ZCARD", fair[2]]),
+            fair_call(&["w", "x", "100"]),
+            fair_call(&["w", "nobody", "100"]),
+            fair_call(&["r", "h", "1000"]),
+            fair_call(&["r", "x", "1000"]),
+            fair_call(&["d", "x"]),
+            fair_call(&["d", "h"]),
+            // x heads the queue: y is refused, x is granted.
+            fair_call(&["a", "y", "1000", "5000"]),
+            fair_call(&["a", "x", "1000", "100"]),
+            cmd(&["ZRANGE", fair[1], "0", "-1"]),
+            fair_call(&["d", "x"]),
+            fair_call(&["a", "z", "1000", "100"]),
+            fair_call(&["c", "z"]),
+            fair_call(&["c", "z"]),
+            // y's place lapses only after 5 s: a newcomer queues behind.
+            fair_call(&["a", "n", "1000", "60"]),
+            cmd(&["ZRANGE", fair[1], "0", "-1"]),
+            fair_call(&["c", "y"]),
+            Step::Sleep(150),
+            // n's place lapsed: the queue is empty, the next is granted.
+            cmd(&["EXISTS", fair[1], fair[2]]),
+            fair_call(&["a", "m", "1000", "60"]),
+            fair_call(&["bogus", "m"]),
+            cmd(&["SET", "{f}:queue", "str"]),
+            fair_call(&["a", "k", "1000", "60"]),
+        ],
+    )
+}
+
+/// The read-write lock: shared readers, a writer's intent, lapses,
+/// wrong types.
+fn read_write_sequence() -> (&'static str, Vec<Step>) {
+    let rw = ["{w}", "{w}:readers", "{w}:intent", "{w}:fence"];
     let rw_call = |args: &[&str]| family(scripts::RWLOCK, &rw, args);
+    (
+        "read-write: readers share, a writer's intent holds readers back, leases lapse",
+        vec![
+            load(scripts::RWLOCK),
+            rw_call(&["r", "r1", "1000"]),
+            rw_call(&["r", "r2", "60"]),
+            rw_call(&["r", "r1", "1000"]),
+            rw_call(&["w", "w1", "1000", "5000"]),
+            cmd(&["GET", rw[2]]),
+            rw_call(&["r", "r3", "1000"]),
+            rw_call(&["w", "w2", "1000", "5000"]),
+            rw_call(&["e", "r1", "1000"]),
+            rw_call(&["e", "nobody", "1000"]),
+            rw_call(&["i", "w1", "5000"]),
+            rw_call(&["i", "w2", "5000"]),
+            rw_call(&["x", "r1"]),
+            rw_call(&["x", "r1"]),
+            Step::Sleep(150),
+            // r2's lease lapsed: the writer with the intent is granted.
+            cmd(&["ZCARD", rw[1]]),
+            rw_call(&["w", "w1", "1000", "5000"]),
+            cmd(&["EXISTS", rw[2]]),
+            rw_call(&["r", "r4", "1000"]),
+            rw_call(&["f", "w1", "1000"]),
+            rw_call(&["f", "w2", "1000"]),
+            rw_call(&["y", "w2"]),
+            rw_call(&["y", "w1"]),
+            rw_call(&["w", "w2", "1000", "5000"]),
+            rw_call(&["z", "w2"]),
+            rw_call(&["y", "w2"]),
+            rw_call(&["r", "r5", "1000"]),
+            rw_call(&["bogus", "r5"]),
+            cmd(&["SET", "{w}:readers", "str"]),
+            rw_call(&["r", "r6", "1000"]),
+        ],
+    )
+}
+
+/// The semaphore: permits, refusals, renewals, lapses, owner-only
+/// release, wrong types.
+fn semaphore_sequence() -> (&'static str, Vec<Step>) {
+    let sem = ["{s}:leases", "{s}:fence"];
     let sem_call = |args: &[&str]| family(scripts::SEMAPHORE, &sem, args);
-    let load = |script: scripts::Script| cmd(&["SCRIPT", "LOAD", script.source]);
-    vec![
-        (
-            "fair: queue in arrival order, renew places, lapse, give up, release",
-            vec![
-                load(scripts::FAIR),
-                fair_call(&["a", "h", "1000", "100"]),
-                fair_call(&["a", "x", "1000", "100"]),
-                fair_call(&["a", "y", "1000", "5000"]),
-                fair_call(&["a", "x", "1000", "100"]),
-                cmd(&["ZRANGE", fair[1], "0", "-1"]),
-                cmd(&["ZCARD", fair[2]]),
-                fair_call(&["w", "x", "100"]),
-                fair_call(&["w", "nobody", "100"]),
-                fair_call(&["r", "h", "1000"]),
-                fair_call(&["r", "x", "1000"]),
-                fair_call(&["d", "x"]),
-                fair_call(&["d", "h"]),
-                // x heads the queue: y is refused, x is granted.
-                fair_call(&["a", "y", "1000", "5000"]),
-                fair_call(&["a", "x", "1000", "100"]),
-                cmd(&["ZRANGE", fair[1], "0", "-1"]),
-                fair_call(&["d", "x"]),
-                fair_call(&["a", "z", "1000", "100"]),
-                fair_call(&["c", "z"]),
-                fair_call(&["c", "z"]),
-                // y's place lapses only after 5 s: a newcomer queues behind.
-                fair_call(&["a", "n", "1000", "60"]),
-                cmd(&["ZRANGE", fair[1], "0", "-1"]),
-                fair_call(&["c", "y"]),
-                Step::Sleep(150),
-                // n's place lapsed: the queue is empty, the next is granted.
-                cmd(&["EXISTS", fair[1], fair[2]]),
-                fair_call(&["a", "m", "1000", "60"]),
-                fair_call(&["bogus", "m"]),
-                cmd(&["SET", "{f}:queue", "str"]),
-                fair_call(&["a", "k", "1000", "60"]),
-            ],
-        ),
-        (
-            "read-write: readers share, a writer's intent holds readers back, leases lapse",
-            vec![
-                load(scripts::RWLOCK),
-                rw_call(&["r", "r1", "1000"]),
-                rw_call(&["r", "r2", "60"]),
-                rw_call(&["r", "r1", "1000"]),
-                rw_call(&["w", "w1", "1000", "5000"]),
-                cmd(&["GET", rw[2]]),
-                rw_call(&["r", "r3", "1000"]),
-                rw_call(&["w", "w2", "1000", "5000"]),
-                rw_call(&["e", "r1", "1000"]),
-                rw_call(&["e", "nobody", "1000"]),
-                rw_call(&["i", "w1", "5000"]),
-                rw_call(&["i", "w2", "5000"]),
-                rw_call(&["x", "r1"]),
-                rw_call(&["x", "r1"]),
-                Step::Sleep(150),
-                // r2's lease lapsed: the writer with the intent is granted.
-                cmd(&["ZCARD", rw[1]]),
-                rw_call(&["w", "w1", "1000", "5000"]),
-                cmd(&["EXISTS", rw[2]]),
-                rw_call(&["r", "r4", "1000"]),
-                rw_call(&["f", "w1", "1000"]),
-                rw_call(&["f", "w2", "1000"]),
-                rw_call(&["y", "w2"]),
-                rw_call(&["y", "w1"]),
-                rw_call(&["w", "w2", "1000", "5000"]),
-                rw_call(&["z", "w2"]),
-                rw_call(&["y", "w2"]),
-                rw_call(&["r", "r5", "1000"]),
-                rw_call(&["bogus", "r5"]),
-                cmd(&["SET", "{w}:readers", "str"]),
-                rw_call(&["r", "r6", "1000"]),
-            ],
-        ),
-        (
-            "semaphore: permits, refusals, renewals, lapses, owner-only release",
-            vec![
-                load(scripts::SEMAPHORE),
-                sem_call(&["a", "p1", "1000", "2"]),
-                sem_call(&["a", "p2", "60", "2"]),
-                sem_call(&["a", "p3", "1000", "2"]),
-                sem_call(&["a", "p1", "1000", "2"]),
-                cmd(&["ZCARD", sem[0]]),
-                sem_call(&["r", "p1", "1000"]),
-                sem_call(&["r", "p3", "1000"]),
-                sem_call(&["d", "p3"]),
-                Step::Sleep(150),
-                // p2's lease lapsed: p3 gets the permit.
-                sem_call(&["a", "p3", "1000", "2"]),
-                cmd(&["ZRANGE", sem[0], "0", "-1"]),
-                sem_call(&["d", "p1"]),
-                sem_call(&["d", "p3"]),
-                cmd(&["EXISTS", sem[0]]),
-                sem_call(&["bogus", "p1", "1000"]),
-                cmd(&["SET", "{s}:fence", "x"]),
-                cmd(&["LPUSH", "{s}:fence", "x"]),
-                cmd(&["DEL", "{s}:fence"]),
-                cmd(&["LPUSH", "{s}:fence", "x"]),
-                sem_call(&["a", "p4", "1000", "2"]),
-                cmd(&["EXISTS", sem[0]]),
-                cmd(&["SET", "{s}:leases", "str"]),
-                sem_call(&["a", "p5", "1000", "2"]),
-            ],
-        ),
-    ]
+    (
+        "semaphore: permits, refusals, renewals, lapses, owner-only release",
+        vec![
+            load(scripts::SEMAPHORE),
+            sem_call(&["a", "p1", "1000", "2"]),
+            sem_call(&["a", "p2", "60", "2"]),
+            sem_call(&["a", "p3", "1000", "2"]),
+            sem_call(&["a", "p1", "1000", "2"]),
+            cmd(&["ZCARD", sem[0]]),
+            sem_call(&["r", "p1", "1000"]),
+            sem_call(&["r", "p3", "1000"]),
+            sem_call(&["d", "p3"]),
+            Step::Sleep(150),
+            // p2's lease lapsed: p3 gets the permit.
+            sem_call(&["a", "p3", "1000", "2"]),
+            cmd(&["ZRANGE", sem[0], "0", "-1"]),
+            sem_call(&["d", "p1"]),
+            sem_call(&["d", "p3"]),
+            cmd(&["EXISTS", sem[0]]),
+            sem_call(&["bogus", "p1", "1000"]),
+            cmd(&["SET", "{s}:fence", "x"]),
+            cmd(&["LPUSH", "{s}:fence", "x"]),
+            cmd(&["DEL", "{s}:fence"]),
+            cmd(&["LPUSH", "{s}:fence", "x"]),
+            sem_call(&["a", "p4", "1000", "2"]),
+            cmd(&["EXISTS", sem[0]]),
+            cmd(&["SET", "{s}:leases", "str"]),
+            sem_call(&["a", "p5", "1000", "2"]),
+        ],
+    )
+}
+
+/// The lock script's keys with a time-mixed fence.
+const LOCK_KEYS: [&str; 2] = ["{l}", "{l}:fence"];
+
+/// `SCRIPT LOAD` of the lock script.
+fn load_lock() -> Step {
+    cmd(&["SCRIPT", "LOAD", scripts::LOCK.source])
+}
+
+/// `steps` after loading the lock script.
+fn with_load(steps: Vec<Step>) -> Vec<Step> {
+    let mut all = vec![load_lock()];
+    all.extend(steps);
+    all
 }
 
 /// Every sequence the comparison runs; each starts from an empty keyspace.
 fn sequences() -> Vec<(&'static str, Vec<Step>)> {
-    let lock = ["{l}", "{l}:fence"];
-    let load = || cmd(&["SCRIPT", "LOAD", scripts::LOCK.source]);
-    let with_load = |steps: Vec<Step>| {
-        let mut all = vec![load()];
-        all.extend(steps);
-        all
-    };
-    let mut out = Vec::new();
-    for compat in [false, true] {
-        let acquire = move |token: &'static str, mode: Fencing| {
-            let keys: &[&str] = match mode {
-                Fencing::None => &["{l}"],
-                Fencing::Counter => &["{l}", "{lock}:fence-counter"],
-                _ => &["{l}", "{l}:fence"],
-            };
-            eval(keys, &[op::acquire(mode, compat), token, "1000"])
+    let mut out = vec![lock_sequence(false), lock_sequence(true)];
+    out.extend(lock_script_sequences());
+    out.push(sorted_set_sequence());
+    out.push(sorted_set_expiry_sequence());
+    out.extend(family_sequences());
+    out.push(missing_script_sequence());
+    out
+}
+
+/// The lock's life through the script: grants (by `SET … NX GET`, or
+/// by the compatible path with `compat`), contention, renewal, release.
+fn lock_sequence(compat: bool) -> (&'static str, Vec<Step>) {
+    let acquire = move |token: &'static str, mode: Fencing| {
+        let keys: &[&str] = match mode {
+            Fencing::None => &["{l}"],
+            Fencing::Counter => &["{l}", "{lock}:fence-counter"],
+            _ => &["{l}", "{l}:fence"],
         };
-        out.push((
-            if compat {
-                "acquire (compat), contend, retry, renew, release"
-            } else {
-                "acquire (SET NX GET), contend, retry, renew, release"
-            },
-            with_load(vec![
-                acquire("a", Fencing::TimeMixed),
-                acquire("b", Fencing::TimeMixed),
-                acquire("a", Fencing::TimeMixed),
-                cmd(&["GET", "{l}"]),
-                cmd(&["PTTL", "{l}:fence"]),
-                eval(&["{l}"], &["r", "b", "1000"]),
-                eval(&["{l}"], &["r", "a", "1000"]),
-                eval(&["{l}"], &["d", "b"]),
-                cmd(&["GET", "{l}"]),
-                eval(&["{l}"], &["d", "a"]),
-                eval(&["{l}"], &["d", "a"]),
-                eval(&["{l}"], &["r", "a", "1000"]),
-                cmd(&["EXISTS", "{l}"]),
-                acquire("c", Fencing::TimeMixed),
-                acquire("d", Fencing::Counter),
-                acquire("e", Fencing::None),
-                eval(&["{l}"], &["d", "c"]),
-                acquire("g", Fencing::None),
-                eval(&["{l}"], &["q", "h"]),
-                eval(&["{l}"], &["q", "g"]),
-                cmd(&["EXISTS", "{l}"]),
-                acquire("e", Fencing::None),
-                acquire("e", Fencing::None),
-                acquire("f", Fencing::None),
-                acquire("f", Fencing::Counter),
-            ]),
-        ));
-    }
-    out.extend([
+        eval(keys, &[op::acquire(mode, compat), token, "1000"])
+    };
+    (
+        if compat {
+            "acquire (compat), contend, retry, renew, release"
+        } else {
+            "acquire (SET NX GET), contend, retry, renew, release"
+        },
+        with_load(vec![
+            acquire("a", Fencing::TimeMixed),
+            acquire("b", Fencing::TimeMixed),
+            acquire("a", Fencing::TimeMixed),
+            cmd(&["GET", "{l}"]),
+            cmd(&["PTTL", "{l}:fence"]),
+            eval(&["{l}"], &["r", "b", "1000"]),
+            eval(&["{l}"], &["r", "a", "1000"]),
+            eval(&["{l}"], &["d", "b"]),
+            cmd(&["GET", "{l}"]),
+            eval(&["{l}"], &["d", "a"]),
+            eval(&["{l}"], &["d", "a"]),
+            eval(&["{l}"], &["r", "a", "1000"]),
+            cmd(&["EXISTS", "{l}"]),
+            acquire("c", Fencing::TimeMixed),
+            acquire("d", Fencing::Counter),
+            acquire("e", Fencing::None),
+            eval(&["{l}"], &["d", "c"]),
+            acquire("g", Fencing::None),
+            eval(&["{l}"], &["q", "h"]),
+            eval(&["{l}"], &["q", "g"]),
+            cmd(&["EXISTS", "{l}"]),
+            acquire("e", Fencing::None),
+            acquire("e", Fencing::None),
+            acquire("f", Fencing::None),
+            acquire("f", Fencing::Counter),
+        ]),
+    )
+}
+
+/// The lock script's other fencing modes, batches, expiry and errors.
+fn lock_script_sequences() -> Vec<(&'static str, Vec<Step>)> {
+    vec![
         (
             "counter and none fencing",
             with_load(vec![
@@ -255,12 +294,12 @@ fn sequences() -> Vec<(&'static str, Vec<Step>)> {
         (
             "expiry on the server's clock",
             with_load(vec![
-                eval(&lock, &["t", "a", "60"]),
+                eval(&LOCK_KEYS, &["t", "a", "60"]),
                 Step::Sleep(150),
                 cmd(&["GET", "{l}"]),
                 cmd(&["EXISTS", "{l}:fence"]),
                 eval(&["{l}"], &["r", "a", "1000"]),
-                eval(&lock, &["t", "b", "60"]),
+                eval(&LOCK_KEYS, &["t", "b", "60"]),
                 cmd(&["SET", "plain", "v", "NX", "PX", "60", "GET"]),
                 cmd(&["SET", "plain", "w", "NX", "PX", "60", "GET"]),
                 cmd(&["SET", "plain", "w", "NX", "PX", "60"]),
@@ -275,8 +314,8 @@ fn sequences() -> Vec<(&'static str, Vec<Step>)> {
             "wrong types, missing scripts, bad arguments",
             with_load(vec![
                 cmd(&["LPUSH", "{l}", "x"]),
-                eval(&lock, &["t", "a", "1000"]),
-                eval(&lock, &["T", "a", "1000"]),
+                eval(&LOCK_KEYS, &["t", "a", "1000"]),
+                eval(&LOCK_KEYS, &["T", "a", "1000"]),
                 eval(&["{l}"], &["n", "a", "1000"]),
                 eval(&["{l}"], &["N", "a", "1000"]),
                 eval(&["{l}"], &["r", "a", "1000"]),
@@ -306,108 +345,131 @@ fn sequences() -> Vec<(&'static str, Vec<Step>)> {
                 cmd(&["SET", "nothing", "1", "IFEQ", "1"]),
             ]),
         ),
-    ]);
-    out.push((
+    ]
+}
+
+/// Sorted sets, as the lock family's scripts use them: every command,
+/// then how scores are written, bad arguments and wrong types.
+fn sorted_set_sequence() -> (&'static str, Vec<Step>) {
+    let mut steps = sorted_set_commands();
+    steps.extend(sorted_set_scores_and_errors());
+    (
         "sorted sets: add, score, range, remove, expire, wrong types",
-        vec![
-            cmd(&["ZADD", "z", "3", "c", "1", "a", "2", "b"]),
-            cmd(&["ZADD", "z", "1", "a", "5", "b"]),
-            cmd(&["ZADD", "z", "CH", "1", "a", "6", "b"]),
-            cmd(&["ZADD", "z", "XX", "9", "nobody", "7", "b"]),
-            cmd(&["ZADD", "z", "NX", "0", "a", "0.5", "d"]),
-            cmd(&["ZADD", "z", "GT", "CH", "0", "a", "8", "b"]),
-            cmd(&["ZADD", "z", "LT", "CH", "0", "a"]),
-            cmd(&["ZADD", "z", "INCR", "2", "a"]),
-            cmd(&["ZADD", "z", "XX", "INCR", "2", "nobody"]),
-            cmd(&["ZCARD", "z"]),
-            cmd(&["ZCARD", "nothing"]),
-            cmd(&["ZSCORE", "z", "a"]),
-            cmd(&["ZSCORE", "z", "nobody"]),
-            cmd(&["ZSCORE", "nothing", "a"]),
-            cmd(&["ZRANGE", "z", "0", "-1"]),
-            cmd(&["ZRANGE", "z", "0", "-1", "WITHSCORES"]),
-            cmd(&["ZRANGE", "z", "0", "0"]),
-            cmd(&["ZRANGE", "z", "-1", "-1", "WITHSCORES"]),
-            cmd(&["ZRANGE", "z", "-100", "1"]),
-            cmd(&["ZRANGE", "z", "2", "100"]),
-            cmd(&["ZRANGE", "z", "3", "1"]),
-            cmd(&["ZRANGE", "z", "10", "20"]),
-            cmd(&["ZRANGE", "z", "0", "-1", "REV", "WITHSCORES"]),
-            cmd(&["ZRANGE", "z", "(1", "+inf", "BYSCORE", "LIMIT", "1", "5"]),
-            cmd(&["ZRANGE", "nothing", "0", "-1"]),
-            cmd(&["ZRANGEBYSCORE", "z", "-inf", "+inf", "WITHSCORES"]),
-            cmd(&["ZRANGEBYSCORE", "z", "(0.5", "3"]),
-            cmd(&["ZRANGEBYSCORE", "z", "0.5", "(3"]),
-            cmd(&["ZRANGEBYSCORE", "z", "-inf", "4", "LIMIT", "1", "1"]),
-            cmd(&["ZRANGEBYSCORE", "z", "-inf", "4", "LIMIT", "0", "-1"]),
-            cmd(&["ZRANGEBYSCORE", "z", "5", "1"]),
-            cmd(&["ZREM", "z", "a", "a", "nobody"]),
-            cmd(&["ZREMRANGEBYSCORE", "z", "-inf", "(3"]),
-            cmd(&["ZRANGE", "z", "0", "-1", "WITHSCORES"]),
-            cmd(&["ZREMRANGEBYSCORE", "z", "(3", "+inf"]),
-            cmd(&["ZRANGE", "z", "0", "-1", "WITHSCORES"]),
-            cmd(&["ZREM", "z", "c"]),
-            cmd(&["EXISTS", "z"]),
-            cmd(&["ZREMRANGEBYSCORE", "z", "-inf", "+inf"]),
-            // Scores as Redis writes them.
-            cmd(&[
-                "ZADD",
-                "s",
-                "0.1",
-                "a",
-                "1e20",
-                "b",
-                "1700000000000001",
-                "c",
-                "-0",
-                "d",
-                "3.0",
-                "e",
-                "1.5e-7",
-                "f",
-                "inf",
-                "g",
-                "-inf",
-                "h",
-                "-2.5",
-                "i",
-                "123456789.125",
-                "j",
-            ]),
-            cmd(&["ZRANGE", "s", "0", "-1", "WITHSCORES"]),
-            // Bad arguments.
-            cmd(&["ZADD", "s", "nan", "x"]),
-            cmd(&["ZADD", "s", "soon", "x"]),
-            cmd(&["ZADD", "s", "XX", "NX", "1", "a"]),
-            cmd(&["ZADD", "s", "GT", "LT", "1", "a"]),
-            cmd(&["ZADD", "s", "INCR", "1", "a", "2", "b"]),
-            cmd(&["ZADD", "s", "1"]),
-            cmd(&["ZADD", "s", "1", "a", "2"]),
-            cmd(&["ZRANGEBYSCORE", "s", "a", "b"]),
-            cmd(&["ZRANGE", "s", "a", "b"]),
-            cmd(&["ZRANGE", "s", "0", "1", "LIMIT", "0", "1"]),
-            cmd(&["ZRANGE", "s", "0", "1", "BOGUS"]),
-            cmd(&["ZCARD", "s", "t"]),
-            // Wrong types both ways.
-            cmd(&["SET", "str", "v"]),
-            cmd(&["ZADD", "str", "1", "a"]),
-            cmd(&["ZCARD", "str"]),
-            cmd(&["ZRANGE", "str", "0", "-1"]),
-            cmd(&["ZRANGEBYSCORE", "str", "-inf", "+inf"]),
-            cmd(&["ZSCORE", "str", "a"]),
-            cmd(&["ZREM", "str", "a"]),
-            cmd(&["ZREMRANGEBYSCORE", "str", "-inf", "+inf"]),
-            cmd(&["GET", "s"]),
-            cmd(&["INCR", "s"]),
-            cmd(&["LPUSH", "s", "x"]),
-            cmd(&["SET", "s", "v", "GET"]),
-            cmd(&["MGET", "s", "str"]),
-            cmd(&["SET", "s", "v"]),
-            cmd(&["ZCARD", "s"]),
-            cmd(&["GET", "s"]),
-        ],
-    ));
-    out.push((
+        steps,
+    )
+}
+
+/// `ZADD` with its flags, `ZCARD`, `ZSCORE`, `ZRANGE` (by rank and by
+/// score), `ZRANGEBYSCORE`, `ZREM` and `ZREMRANGEBYSCORE`.
+fn sorted_set_commands() -> Vec<Step> {
+    vec![
+        cmd(&["ZADD", "z", "3", "c", "1", "a", "2", "b"]),
+        cmd(&["ZADD", "z", "1", "a", "5", "b"]),
+        cmd(&["ZADD", "z", "CH", "1", "a", "6", "b"]),
+        cmd(&["ZADD", "z", "XX", "9", "nobody", "7", "b"]),
+        cmd(&["ZADD", "z", "NX", "0", "a", "0.5", "d"]),
+        cmd(&["ZADD", "z", "GT", "CH", "0", "a", "8", "b"]),
+        cmd(&["ZADD", "z", "LT", "CH", "0", "a"]),
+        cmd(&["ZADD", "z", "INCR", "2", "a"]),
+        cmd(&["ZADD", "z", "XX", "INCR", "2", "nobody"]),
+        cmd(&["ZCARD", "z"]),
+        cmd(&["ZCARD", "nothing"]),
+        cmd(&["ZSCORE", "z", "a"]),
+        cmd(&["ZSCORE", "z", "nobody"]),
+        cmd(&["ZSCORE", "nothing", "a"]),
+        cmd(&["ZRANGE", "z", "0", "-1"]),
+        cmd(&["ZRANGE", "z", "0", "-1", "WITHSCORES"]),
+        cmd(&["ZRANGE", "z", "0", "0"]),
+        cmd(&["ZRANGE", "z", "-1", "-1", "WITHSCORES"]),
+        cmd(&["ZRANGE", "z", "-100", "1"]),
+        cmd(&["ZRANGE", "z", "2", "100"]),
+        cmd(&["ZRANGE", "z", "3", "1"]),
+        cmd(&["ZRANGE", "z", "10", "20"]),
+        cmd(&["ZRANGE", "z", "0", "-1", "REV", "WITHSCORES"]),
+        cmd(&["ZRANGE", "z", "(1", "+inf", "BYSCORE", "LIMIT", "1", "5"]),
+        cmd(&["ZRANGE", "nothing", "0", "-1"]),
+        cmd(&["ZRANGEBYSCORE", "z", "-inf", "+inf", "WITHSCORES"]),
+        cmd(&["ZRANGEBYSCORE", "z", "(0.5", "3"]),
+        cmd(&["ZRANGEBYSCORE", "z", "0.5", "(3"]),
+        cmd(&["ZRANGEBYSCORE", "z", "-inf", "4", "LIMIT", "1", "1"]),
+        cmd(&["ZRANGEBYSCORE", "z", "-inf", "4", "LIMIT", "0", "-1"]),
+        cmd(&["ZRANGEBYSCORE", "z", "5", "1"]),
+        cmd(&["ZREM", "z", "a", "a", "nobody"]),
+        cmd(&["ZREMRANGEBYSCORE", "z", "-inf", "(3"]),
+        cmd(&["ZRANGE", "z", "0", "-1", "WITHSCORES"]),
+        cmd(&["ZREMRANGEBYSCORE", "z", "(3", "+inf"]),
+        cmd(&["ZRANGE", "z", "0", "-1", "WITHSCORES"]),
+        cmd(&["ZREM", "z", "c"]),
+        cmd(&["EXISTS", "z"]),
+        cmd(&["ZREMRANGEBYSCORE", "z", "-inf", "+inf"]),
+    ]
+}
+
+/// Scores as Redis writes them, bad arguments, and wrong types both ways.
+fn sorted_set_scores_and_errors() -> Vec<Step> {
+    vec![
+        // Scores as Redis writes them.
+        cmd(&[
+            "ZADD",
+            "s",
+            "0.1",
+            "a",
+            "1e20",
+            "b",
+            "1700000000000001",
+            "c",
+            "-0",
+            "d",
+            "3.0",
+            "e",
+            "1.5e-7",
+            "f",
+            "inf",
+            "g",
+            "-inf",
+            "h",
+            "-2.5",
+            "i",
+            "123456789.125",
+            "j",
+        ]),
+        cmd(&["ZRANGE", "s", "0", "-1", "WITHSCORES"]),
+        // Bad arguments.
+        cmd(&["ZADD", "s", "nan", "x"]),
+        cmd(&["ZADD", "s", "soon", "x"]),
+        cmd(&["ZADD", "s", "XX", "NX", "1", "a"]),
+        cmd(&["ZADD", "s", "GT", "LT", "1", "a"]),
+        cmd(&["ZADD", "s", "INCR", "1", "a", "2", "b"]),
+        cmd(&["ZADD", "s", "1"]),
+        cmd(&["ZADD", "s", "1", "a", "2"]),
+        cmd(&["ZRANGEBYSCORE", "s", "a", "b"]),
+        cmd(&["ZRANGE", "s", "a", "b"]),
+        cmd(&["ZRANGE", "s", "0", "1", "LIMIT", "0", "1"]),
+        cmd(&["ZRANGE", "s", "0", "1", "BOGUS"]),
+        cmd(&["ZCARD", "s", "t"]),
+        // Wrong types both ways.
+        cmd(&["SET", "str", "v"]),
+        cmd(&["ZADD", "str", "1", "a"]),
+        cmd(&["ZCARD", "str"]),
+        cmd(&["ZRANGE", "str", "0", "-1"]),
+        cmd(&["ZRANGEBYSCORE", "str", "-inf", "+inf"]),
+        cmd(&["ZSCORE", "str", "a"]),
+        cmd(&["ZREM", "str", "a"]),
+        cmd(&["ZREMRANGEBYSCORE", "str", "-inf", "+inf"]),
+        cmd(&["GET", "s"]),
+        cmd(&["INCR", "s"]),
+        cmd(&["LPUSH", "s", "x"]),
+        cmd(&["SET", "s", "v", "GET"]),
+        cmd(&["MGET", "s", "str"]),
+        cmd(&["SET", "s", "v"]),
+        cmd(&["ZCARD", "s"]),
+        cmd(&["GET", "s"]),
+    ]
+}
+
+/// Sorted sets expire like strings, by `PEXPIRE` and `PEXPIREAT`.
+fn sorted_set_expiry_sequence() -> (&'static str, Vec<Step>) {
+    (
         "sorted sets and PEXPIREAT expire on the server's clock",
         vec![
             cmd(&["ZADD", "z", "1", "a"]),
@@ -428,19 +490,21 @@ fn sequences() -> Vec<(&'static str, Vec<Step>)> {
             cmd(&["ZADD", "z", "XX", "1", "a"]),
             cmd(&["EXISTS", "z"]),
         ],
-    ));
-    out.extend(family_sequences());
-    out.push((
+    )
+}
+
+/// `EVALSHA` of a script not loaded yet, then loaded.
+fn missing_script_sequence() -> (&'static str, Vec<Step>) {
+    (
         "scripts are missing until loaded",
         vec![
-            eval(&lock, &["t", "a", "1000"]),
+            eval(&LOCK_KEYS, &["t", "a", "1000"]),
             cmd(&["SCRIPT", "EXISTS", scripts::LOCK.sha1]),
-            load(),
+            load_lock(),
             cmd(&["SCRIPT", "EXISTS", scripts::LOCK.sha1]),
             cmd(&["PING"]),
         ],
-    ));
-    out
+    )
 }
 
 /// The sequences for a server with `SET … IFEQ` (Valkey 8.1): the native

@@ -11,6 +11,7 @@
 //! on its module name: `cargo test -p sim --test sim_it differential::`.
 //! `tests/cli.rs` stays a binary of its own: it only runs the `sim` binary,
 //! and CI builds it first to start the scenario suite early.
+#![warn(clippy::too_many_lines)]
 
 mod common;
 

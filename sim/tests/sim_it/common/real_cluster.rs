@@ -9,7 +9,7 @@
 
 use std::{
     net::TcpListener,
-    path::PathBuf,
+    path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     time::{Duration, Instant},
 };
@@ -123,6 +123,50 @@ fn slot_ranges(port: u16) -> Option<Vec<SlotRange>> {
     Some(out)
 }
 
+/// Starts a node process on `port` (its bus on `bus_port`), its files in a
+/// directory of its own under `dir`.
+fn spawn_node(server: &str, port: u16, bus_port: u16, dir: &Path) -> Process {
+    let node_dir = dir.join(port.to_string());
+    std::fs::create_dir_all(&node_dir).expect("a scratch dir");
+    let child = Command::new(server)
+        .args([
+            "--port",
+            &port.to_string(),
+            "--cluster-port",
+            &bus_port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--cluster-enabled",
+            "yes",
+            "--cluster-node-timeout",
+            "2000",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--repl-diskless-sync-delay",
+            "0",
+            "--repl-ping-replica-period",
+            "1",
+            "--cluster-preferred-endpoint-type",
+            "hostname",
+        ])
+        .arg("--dir")
+        .arg(&node_dir)
+        .arg("--logfile")
+        .arg(node_dir.join("redis.log"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|error| {
+            panic!(
+                "the cluster differential test needs a real redis-server ({error}): \
+                 `apt-get install redis-server` (scripts/test.sh does), or set REDIS_SERVER_BIN"
+            )
+        });
+    Process { port, child }
+}
+
 impl RealCluster {
     /// Starts three primaries with a replica each and waits until every
     /// node agrees on the layout and announces its host name.
@@ -134,60 +178,32 @@ impl RealCluster {
         // A run killed before its drop may have left this directory, with a
         // nodes.conf that would make a node join an old cluster.
         let _ = std::fs::remove_dir_all(&dir);
-        let mut nodes = Vec::new();
-        for pair in ports.chunks(2) {
-            let (port, bus_port) = (pair[0], pair[1]);
-            let node_dir = dir.join(port.to_string());
-            std::fs::create_dir_all(&node_dir).expect("a scratch dir");
-            let child = Command::new(&server)
-                .args([
-                    "--port",
-                    &port.to_string(),
-                    "--cluster-port",
-                    &bus_port.to_string(),
-                    "--bind",
-                    "127.0.0.1",
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-node-timeout",
-                    "2000",
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                    "--repl-diskless-sync-delay",
-                    "0",
-                    "--repl-ping-replica-period",
-                    "1",
-                    "--cluster-preferred-endpoint-type",
-                    "hostname",
-                ])
-                .arg("--dir")
-                .arg(&node_dir)
-                .arg("--logfile")
-                .arg(node_dir.join("redis.log"))
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap_or_else(|error| {
-                    panic!(
-                        "the cluster differential test needs a real redis-server ({error}): \
-                         `apt-get install redis-server` (scripts/test.sh does), or set REDIS_SERVER_BIN"
-                    )
-                });
-            nodes.push(Process { port, child });
-        }
+        let nodes = ports
+            .chunks(2)
+            .map(|pair| spawn_node(&server, pair[0], pair[1], &dir))
+            .collect();
         let mut cluster = Self {
             nodes,
             ids: Vec::new(),
             dir,
         };
-        for node in &cluster.nodes {
+        cluster.wait_answering();
+        cluster.create();
+        cluster.number_as_the_simulator_does();
+        cluster.announce_host_names();
+        cluster.wait_settled();
+        cluster
+    }
+
+    /// Waits until every node answers `PING`; panics with the node's log
+    /// if one never does.
+    fn wait_answering(&self) {
+        for node in &self.nodes {
             let deadline = Instant::now() + SETTLE;
             while query_port(node.port, &["PING"]).is_err() {
                 if Instant::now() >= deadline {
                     let log = std::fs::read_to_string(
-                        cluster.dir.join(node.port.to_string()).join("redis.log"),
+                        self.dir.join(node.port.to_string()).join("redis.log"),
                     )
                     .unwrap_or_default();
                     panic!(
@@ -198,13 +214,12 @@ impl RealCluster {
                 std::thread::sleep(Duration::from_millis(10));
             }
         }
+    }
+
+    /// `redis-cli --cluster create` over every node, one replica a shard.
+    fn create(&self) {
         let mut create: Vec<String> = vec!["--cluster".into(), "create".into()];
-        create.extend(
-            cluster
-                .nodes
-                .iter()
-                .map(|n| format!("127.0.0.1:{}", n.port)),
-        );
+        create.extend(self.nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)));
         create.extend(["--cluster-replicas", "1", "--cluster-yes"].map(str::to_owned));
         let status = Command::new(binary("REDIS_CLI_BIN", "redis-cli"))
             .args(&create)
@@ -213,9 +228,12 @@ impl RealCluster {
             .status()
             .expect("redis-cli runs");
         assert!(status.success(), "redis-cli --cluster create failed");
-        // Number the nodes as the simulator does: shards in slot order,
-        // each primary followed by its replica.
-        let first = cluster.nodes[0].port;
+    }
+
+    /// Numbers the nodes (and their ids) as the simulator does: shards in
+    /// slot order, each primary followed by its replica.
+    fn number_as_the_simulator_does(&mut self) {
+        let first = self.nodes[0].port;
         let layout = wait_for("every node is listed", || {
             slot_ranges(first).filter(|ranges| {
                 ranges.len() == 3 && ranges.iter().all(|(_, _, _, replicas)| replicas.len() == 1)
@@ -225,25 +243,25 @@ impl RealCluster {
             .iter()
             .flat_map(|(_, _, primary, replicas)| [*primary, replicas[0]])
             .collect();
-        cluster
-            .nodes
+        self.nodes
             .sort_by_key(|node| order.iter().position(|&port| port == node.port));
-        cluster.ids = (0..6)
+        self.ids = (0..6)
             .map(|index| {
-                text(&cluster.query(index, &["CLUSTER", "MYID"]).expect("MYID")).expect("an id")
+                text(&self.query(index, &["CLUSTER", "MYID"]).expect("MYID")).expect("an id")
             })
             .collect();
+    }
+
+    /// Makes node `N` announce `redis-N`, as the simulator's hosts are named.
+    fn announce_host_names(&self) {
         for index in 0..6 {
             let name = format!("redis-{index}");
-            cluster
-                .query(
-                    index,
-                    &["CONFIG", "SET", "cluster-announce-hostname", &name],
-                )
-                .expect("CONFIG SET");
+            self.query(
+                index,
+                &["CONFIG", "SET", "cluster-announce-hostname", &name],
+            )
+            .expect("CONFIG SET");
         }
-        cluster.wait_settled();
-        cluster
     }
 
     /// The client port of node `index`.

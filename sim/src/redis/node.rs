@@ -1,0 +1,792 @@
+//! A simulated Redis node's state: its configuration, its role, its
+//! keyspace and replication offsets, and the [`NodeHandle`] the world and
+//! the node's tasks share.
+//!
+//! The state is private to the `redis` module: its siblings (connections,
+//! replication, the cluster bus) change it through the fields and
+//! transitions they are given here (`pub(super)`), and the world only
+//! through the handle's methods. This file imports none of its siblings
+//! that run the node ([`conn`](super::conn),
+//! [`replication`](super::replication), [`bus`](super::bus)): they import
+//! it, never the other way round.
+
+use std::{
+    cell::RefCell,
+    collections::{BTreeMap, BTreeSet},
+    rc::{Rc, Weak},
+    time::Duration,
+};
+
+use redis_protocol::resp2::types::OwnedFrame as Frame;
+use tokio::sync::{Notify, mpsc::UnboundedSender};
+
+use super::{
+    cluster::ClusterHandle,
+    db::{self, Db, Effect, NodeTime},
+};
+use crate::{clock::ClockControl, config::DurationRange, rng::Rng};
+
+/// The port every node listens on.
+pub const PORT: u16 = 6379;
+
+/// Unix time (ms) at which every node's clock reads local zero: 2026-01-01.
+pub const CLOCK_BASE_UNIX_MS: i64 = 1_767_225_600_000;
+
+/// How a node starts.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    /// Its index (`redis-N`).
+    pub index: usize,
+    /// The primary it replicates, if it starts as a replica.
+    pub replica_of: Option<String>,
+    /// The delay before a replica applies each write.
+    pub replication_lag: Option<DurationRange>,
+    /// The seed of its lag draws.
+    pub seed: u64,
+    /// The server it presents as (its `INFO server`, and the commands it
+    /// knows beyond Redis 7's).
+    pub flavour: Flavour,
+    /// What it writes to disk: what a restart keeps.
+    pub persistence: crate::config::Persistence,
+}
+
+/// The server a simulated node presents as.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Flavour {
+    /// Redis 7.0 (`redis_version:7.0.15`): the lock sends its scripts and
+    /// `SET … NX … GET`. `SET … IFEQ` is a syntax error, as on Redis 7.0.
+    #[default]
+    Redis7,
+    /// Valkey 8.1 (`valkey_version:8.1.8`, `redis_version:7.2.4`): `SET …
+    /// IFEQ` too, so the lock renews natively, and `WAITAOF`, which
+    /// acknowledges the local AOF before it is fsynced (see
+    /// [`Flavour::acks_unsynced_aof`]).
+    Valkey81,
+    /// Valkey 9.0 (`valkey_version:9.0.0`): Valkey 8.1's commands and
+    /// `DELIFEQ key value`. Modelled on its documentation: no Valkey 9 is
+    /// reachable to compare with.
+    Valkey90,
+    /// Redis 8.4 (`redis_version:8.4.0`): `SET … IFEQ`, `WAITAOF` (which
+    /// waits for the fsync), and `DELEX key IFEQ value`. Modelled on its
+    /// documentation: no Redis 8.4 is reachable to compare with.
+    Redis84,
+}
+
+impl Flavour {
+    /// Whether `WAITAOF` counts the local AOF once it is written rather
+    /// than once it is fsynced, under `appendfsync everysec`.
+    ///
+    /// Valkey's `flushAppendOnlyFile`, on a pass with nothing left to
+    /// write, advances the fsynced offset to the write offset unless an
+    /// fsync is due, whether or not the last writes were fsynced; Redis
+    /// fixed the same code in 8.0 (redis/redis#13793), Valkey had not in
+    /// 8.1 nor, by a public report, in 9.1. Measured here on Valkey 8.1.8:
+    /// a `WAITAOF 1 0` pipelined behind a `SET` answers `[1, 0]` within
+    /// 0.3–103 ms (its next event-loop pass; the cron's is 100 ms away at
+    /// most), strace shows the reply written before the background
+    /// `fdatasync` of the `SET` returned, and with a machine crash made
+    /// real (the chaos mode's `lazy_aof`) the acknowledged key was gone
+    /// after the restart in 15 of 30 tries.
+    pub fn acks_unsynced_aof(self) -> bool {
+        matches!(self, Self::Valkey81 | Self::Valkey90)
+    }
+}
+
+/// A node's role.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Role {
+    /// Accepts writes and streams them to replicas.
+    Primary,
+    /// Applies its primary's stream; refuses writes.
+    Replica {
+        /// The primary's host name.
+        of: String,
+    },
+}
+
+/// The node's state.
+#[derive(Debug)]
+pub struct Node {
+    pub(super) index: usize,
+    pub(super) clock: ClockControl,
+    pub(super) role: Role,
+    pub(super) db: Db,
+    pub(super) scripts: BTreeSet<String>,
+    pub(super) busy_until: Duration,
+    /// Primary: writes produced so far. Replica: writes applied.
+    pub(super) offset: u64,
+    /// Replica link id → offset it acknowledged.
+    pub(super) acked: BTreeMap<u64, u64>,
+    /// Replica link id → where its stream goes.
+    pub(super) streams: BTreeMap<u64, UnboundedSender<(u64, Vec<Effect>)>>,
+    /// Channel → connection id → push sender.
+    pub(super) subscribers: BTreeMap<Vec<u8>, BTreeMap<u64, UnboundedSender<Frame>>>,
+    pub(super) next_id: u64,
+    pub(super) lag: Option<DurationRange>,
+    pub(super) rng: Rng,
+    /// Wakes the replication loop when the world changes the role, so it
+    /// need not poll the role every few milliseconds.
+    pub(super) role_changed: Rc<Notify>,
+    /// Wakes pending `WAIT`s when a replica acknowledges.
+    pub(super) acks_changed: Rc<Notify>,
+    /// Grants this node issued while its clock was behind the time-mixed
+    /// fence floor (an observation for the reports; never reset).
+    pub(super) grants_behind_floor: u64,
+    /// Counts what may have changed the keyspace (commands, replicated
+    /// writes, restarts): while it stands still, only time expires keys.
+    pub(super) activity: u64,
+    /// A failover named another primary, but this one has not been
+    /// demoted yet: it still acts as a primary for the clients connected
+    /// to it (the stale window).
+    pub(super) deposed: bool,
+    /// What it acknowledged while deposed (observations for the reports;
+    /// never reset).
+    pub(super) deposed_acks: DeposedAcks,
+    /// Bumped to close every client connection (a demotion: Sentinel's
+    /// `CLIENT KILL` after `REPLICAOF`).
+    pub(super) clients_generation: u64,
+    /// Wakes the connections when `clients_generation` moves.
+    pub(super) clients_killed: Rc<Notify>,
+    /// The cluster it belongs to (Redis Cluster topology).
+    pub(super) cluster: Option<ClusterHandle>,
+    /// Every node of its cluster, by index (for the replication offsets
+    /// `CLUSTER SHARDS` reports).
+    pub(super) peers: Vec<Weak<RefCell<Self>>>,
+    /// The redirections it answered (observations for the reports; never
+    /// reset).
+    pub(super) redirects: Redirects,
+    /// Its end of the cluster bus (Redis Cluster), to relay `PUBLISH`.
+    pub(super) bus: Option<Rc<turmoil::net::UdpSocket>>,
+    /// Script calls that carried several operations (group commit; an
+    /// observation for the reports, never reset).
+    pub(super) batched_calls: u64,
+    /// The server it presents as.
+    pub(super) flavour: Flavour,
+    /// What it writes to disk.
+    pub(super) persistence: crate::config::Persistence,
+    /// The keyspace as of the last AOF fsync (`aof-everysec`): what a
+    /// restart comes back with.
+    pub(super) fsynced_db: Db,
+    /// The write offset `WAITAOF`'s local count reports: what the last
+    /// fsync covered, or, on a flavour that
+    /// [acknowledges unsynced writes](Flavour::acks_unsynced_aof), what
+    /// it last acknowledged without one.
+    pub(super) fsynced_offset: u64,
+    /// `WAITAOF`s waiting for the local count (see `aof_cron`).
+    pub(super) aof_waiters: u32,
+    /// Wakes the waiting `WAITAOF`s after an fsync.
+    pub(super) aof_synced: Rc<Notify>,
+    /// `DELIFEQ` / `DELEX` calls that ran (an observation for the reports,
+    /// never reset).
+    pub(super) native_releases: u64,
+}
+
+/// How many cluster redirections a node answered, by kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Redirects {
+    /// `MOVED`.
+    pub moved: u64,
+    /// `ASK`.
+    pub ask: u64,
+    /// `TRYAGAIN`.
+    pub try_again: u64,
+    /// `CROSSSLOT`.
+    pub cross_slot: u64,
+    /// `CLUSTERDOWN`.
+    pub cluster_down: u64,
+}
+
+/// What a deposed primary acknowledged in its stale window: writes that
+/// the demotion's resync throws away.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeposedAcks {
+    /// Lock grants.
+    pub grants: u64,
+    /// Lock renewals.
+    pub renewals: u64,
+    /// `WAIT`s answered with fewer replicas than asked for.
+    pub short_waits: u64,
+}
+
+/// The world's and the host's shared handle on one node.
+#[derive(Debug, Clone)]
+pub struct NodeHandle(pub(super) Rc<RefCell<Node>>);
+
+impl NodeHandle {
+    /// A node, not yet serving (the world starts its host with [`serve`](super::serve)).
+    pub fn new(config: NodeConfig) -> Self {
+        Self(Rc::new(RefCell::new(Node {
+            index: config.index,
+            clock: ClockControl::default(),
+            role: match config.replica_of {
+                Some(of) => Role::Replica { of },
+                None => Role::Primary,
+            },
+            db: Db::default(),
+            scripts: BTreeSet::new(),
+            busy_until: Duration::ZERO,
+            offset: 0,
+            acked: BTreeMap::new(),
+            streams: BTreeMap::new(),
+            subscribers: BTreeMap::new(),
+            next_id: 0,
+            lag: config.replication_lag,
+            rng: Rng::new(config.seed),
+            role_changed: Rc::default(),
+            acks_changed: Rc::default(),
+            grants_behind_floor: 0,
+            activity: 0,
+            deposed: false,
+            deposed_acks: DeposedAcks::default(),
+            clients_generation: 0,
+            clients_killed: Rc::default(),
+            cluster: None,
+            peers: Vec::new(),
+            redirects: Redirects::default(),
+            bus: None,
+            batched_calls: 0,
+            flavour: config.flavour,
+            persistence: config.persistence,
+            fsynced_db: Db::default(),
+            fsynced_offset: 0,
+            aof_waiters: 0,
+            aof_synced: Rc::default(),
+            native_releases: 0,
+        })))
+    }
+
+    /// The node's clock, for drift and jump faults.
+    pub fn clock(&self) -> ClockControl {
+        self.0.borrow().clock.clone()
+    }
+
+    /// The node's index.
+    pub fn index(&self) -> usize {
+        self.0.borrow().index
+    }
+
+    /// The node's role now.
+    pub fn role(&self) -> Role {
+        self.0.borrow().role.clone()
+    }
+
+    /// How much the node did that may have changed its keyspace (a
+    /// counter: equal readings mean nothing did in between).
+    pub fn activity(&self) -> u64 {
+        self.0.borrow().activity
+    }
+
+    /// The replication offset: writes produced (primary) or applied (replica).
+    pub fn offset(&self) -> u64 {
+        self.0.borrow().offset
+    }
+
+    /// Makes the node a primary: it stops replicating and accepts writes.
+    pub fn promote(&self) {
+        self.set_role(Role::Primary);
+    }
+
+    /// Makes the node a replica of `host` (it resyncs from it).
+    pub fn replicate_from(&self, host: String) {
+        self.set_role(Role::Replica { of: host });
+    }
+
+    /// Marks a primary that a failover replaced but left running: it
+    /// still takes writes from its clients until [`demote`](Self::demote).
+    pub fn depose(&self) {
+        self.0.borrow_mut().deposed = true;
+    }
+
+    /// Whether a failover replaced this primary and it has not been
+    /// demoted yet.
+    pub fn is_deposed(&self) -> bool {
+        self.0.borrow().deposed
+    }
+
+    /// The cluster redirections the node answered so far.
+    pub fn redirects(&self) -> Redirects {
+        self.0.borrow().redirects
+    }
+
+    /// How many script calls carried several lock operations at once.
+    pub fn batched_calls(&self) -> u64 {
+        self.0.borrow().batched_calls
+    }
+
+    /// How many `DELIFEQ` / `DELEX` calls the node ran.
+    pub fn native_releases(&self) -> u64 {
+        self.0.borrow().native_releases
+    }
+
+    /// What the node acknowledged while deposed.
+    pub fn deposed_acks(&self) -> DeposedAcks {
+        self.0.borrow().deposed_acks
+    }
+
+    /// Reconfigures a deposed primary as a replica of `host`, as the
+    /// sentinels do once they reach it (`REPLICAOF`, then `CLIENT KILL`):
+    /// its resync replaces everything it had not replicated, and every
+    /// client connection is closed, so clients reconnect and ask again.
+    /// Subscribed connections close too: this Redis does not relay
+    /// `PUBLISH` through replication, so they would hear nothing more.
+    pub fn demote(&self, host: String) {
+        let killed = {
+            let mut node = self.0.borrow_mut();
+            node.deposed = false;
+            node.clients_generation += 1;
+            Rc::clone(&node.clients_killed)
+        };
+        self.replicate_from(host);
+        killed.notify_waiters();
+    }
+
+    /// Reconfigures a primary as a replica of `host` the way `REPLICAOF`
+    /// alone does (an operator's or an orchestrator's failover without
+    /// Sentinel) and a cluster does (a forced failover, or a deposed primary
+    /// rejoining): its resync replaces everything it had not replicated,
+    /// and its clients stay connected, to be answered `READONLY` (in a
+    /// cluster, `MOVED`) from now on.
+    pub fn demote_keeping_clients(&self, host: String) {
+        self.0.borrow_mut().deposed = false;
+        self.replicate_from(host);
+    }
+
+    /// The generation of client connections now (see [`demote`](Self::demote)).
+    pub(super) fn clients_generation(&self) -> u64 {
+        self.0.borrow().clients_generation
+    }
+
+    /// Waits until the node closes its client connections.
+    pub(super) async fn clients_killed(&self) {
+        let killed = Rc::clone(&self.0.borrow().clients_killed);
+        killed.notified().await;
+    }
+
+    fn set_role(&self, role: Role) {
+        let changed = {
+            let mut node = self.0.borrow_mut();
+            if role == Role::Primary {
+                node.deposed = false;
+            }
+            node.role = role;
+            Rc::clone(&node.role_changed)
+        };
+        changed.notify_waiters();
+    }
+
+    /// Waits until the world changes the node's role.
+    pub(super) async fn role_change(&self) {
+        let changed = Rc::clone(&self.0.borrow().role_changed);
+        changed.notified().await;
+    }
+
+    /// Records that replica link `link` applied the stream up to `offset`,
+    /// and wakes the `WAIT`s.
+    pub(super) fn acknowledge(&self, link: u64, offset: u64) {
+        let changed = {
+            let mut node = self.0.borrow_mut();
+            node.acked.insert(link, offset);
+            Rc::clone(&node.acks_changed)
+        };
+        changed.notify_waiters();
+    }
+
+    /// How many grants this node issued while its clock was behind the
+    /// time-mixed fence floor: the floor, not the clock, ordered them.
+    pub fn grants_behind_floor(&self) -> u64 {
+        self.0.borrow().grants_behind_floor
+    }
+
+    /// Answers every command with BUSY until true time `until`.
+    pub fn busy_until(&self, until: Duration) {
+        let mut node = self.0.borrow_mut();
+        node.busy_until = node.busy_until.max(until);
+    }
+
+    /// Memory pressure under a `volatile-*` eviction policy: evicts one key
+    /// by `volatile-ttl` (see [`Db::evict_volatile_ttl`]) at true time
+    /// `now`. A primary replicates the eviction as a `DEL`, as Redis does,
+    /// so its replicas lose the key too. Returns the key and, for a string,
+    /// its value.
+    pub fn evict(&self, now: Duration) -> Option<(Vec<u8>, Option<Vec<u8>>)> {
+        let mut node = self.0.borrow_mut();
+        let time = node.time_at(now);
+        let (key, value) = node.db.evict_volatile_ttl(time)?;
+        node.activity += 1;
+        if node.role == Role::Primary {
+            node.propagate(vec![Effect::Del { key: key.clone() }]);
+        }
+        let value = match value {
+            db::Value::Str(bytes) => Some(bytes),
+            db::Value::List(_) | db::Value::ZSet(_) => None,
+        };
+        Some((key, value))
+    }
+
+    /// Redis's active expiry, run at true time `now`: deletes every key the
+    /// node's clock has passed, and a primary replicates each deletion as a
+    /// `DEL`. Redis does this in the background within about 100 ms of an
+    /// expiry; the world runs it before a backward clock step, so that a
+    /// key which expired does not come back to life when the clock reads an
+    /// earlier time (lazy expiry alone would revive it).
+    pub fn expire_due(&self, now: Duration) {
+        let mut node = self.0.borrow_mut();
+        let time = node.time_at(now);
+        let due = node.db.expire_due(time);
+        node.activity += 1;
+        if node.role == Role::Primary {
+            node.propagate(due.into_iter().map(|key| Effect::Del { key }).collect());
+        }
+    }
+
+    /// Whether `key` is live on this node at true time `now`.
+    pub fn has_key(&self, key: &[u8], now: Duration) -> bool {
+        let node = self.0.borrow();
+        let time = node.time_at(now);
+        node.db.exists(key, time)
+    }
+
+    /// How many live keys of `slot` the node holds at true time `now`.
+    pub fn keys_in_slot(&self, slot: u16, now: Duration) -> usize {
+        let node = self.0.borrow();
+        let time = node.time_at(now);
+        node.db.count_in_slot(slot, time)
+    }
+
+    /// `MIGRATE` of the first live key of `slot` (in key order) from this
+    /// node to `target` at true time `now`; returns the key moved, `None`
+    /// when the slot has no live key here.
+    pub fn migrate_one(&self, slot: u16, target: &Self, now: Duration) -> Option<Vec<u8>> {
+        let key = {
+            let source = self.0.borrow();
+            let time = source.time_at(now);
+            source.db.first_key_in_slot(slot, time)?
+        };
+        self.migrate(&key, target, now).then_some(key)
+    }
+
+    /// `MIGRATE` of `key` from this node to `target` at true time `now`:
+    /// the target restores it with the ttl it had left (on the target's
+    /// clock, as `RESTORE` does), then this node deletes it; each
+    /// replicates its side. False when the key is not live here (Redis
+    /// answers `NOKEY`).
+    pub fn migrate(&self, key: &[u8], target: &Self, now: Duration) -> bool {
+        let (value, pttl) = {
+            let mut source = self.0.borrow_mut();
+            let time = source.time_at(now);
+            let Some((value, pttl)) = source.db.dump(key, time) else {
+                return false;
+            };
+            source.db.del(key, time);
+            source.activity += 1;
+            if source.role == Role::Primary {
+                source.propagate(vec![Effect::Del { key: key.to_vec() }]);
+            }
+            (value, pttl)
+        };
+        let mut destination = target.0.borrow_mut();
+        let time = destination.time_at(now);
+        let effects = destination
+            .db
+            .restore(key, value, pttl.map(|ms| time.ms + ms));
+        destination.activity += 1;
+        if destination.role == Role::Primary {
+            destination.propagate(effects);
+        }
+        true
+    }
+
+    /// The oracle: the string at `key` and its remaining ttl (ms) on the
+    /// node's own clock at true time `now`, if the key is live.
+    pub fn peek(&self, key: &str, now: Duration) -> Option<(String, Option<u64>)> {
+        let node = self.0.borrow();
+        let time = node.time_at(now);
+        let value = node.db.get(key.as_bytes(), time).ok().flatten()?;
+        let pttl = node.db.pttl(key.as_bytes(), time);
+        Some((
+            String::from_utf8_lossy(value).into_owned(),
+            u64::try_from(pttl).ok(),
+        ))
+    }
+
+    /// The true time at which `key`, live at true time `now`, expires on
+    /// this node's clock (as its clock runs at `now`), if it has an expiry.
+    pub fn expires_at_true(&self, key: &str, now: Duration) -> Option<Duration> {
+        let node = self.0.borrow();
+        let time = node.time_at(now);
+        let pttl = node.db.pttl(key.as_bytes(), time);
+        if pttl < 0 {
+            return None;
+        }
+        let at_ms = time.ms + pttl;
+        let local_ns = i128::from(at_ms - CLOCK_BASE_UNIX_MS) * 1_000_000;
+        Some(node.clock.true_time_of(local_ns))
+    }
+
+    /// A pass of the server's event loop (a client's read, or a cron
+    /// tick), after the last pass wrote its writes to the AOF: on a flavour
+    /// that [acknowledges unsynced writes](Flavour::acks_unsynced_aof), the
+    /// waiting `WAITAOF`s' local count is acknowledged here, fsynced or
+    /// not. Valkey 8.1.8 answered a `WAITAOF 1 0` 0.3 ms after a `SET`
+    /// sent alone, and 1.6 to 103 ms after one it was pipelined behind
+    /// (the next event, or the 100 ms cron), in both cases before the
+    /// `SET`'s fsync.
+    pub(super) fn loop_pass(&self) {
+        let synced = {
+            let mut state = self.0.borrow_mut();
+            if state.aof_waiters == 0 || !state.flavour.acks_unsynced_aof() {
+                return;
+            }
+            // Acknowledged, not on disk: `fsynced_db` stays as it was.
+            state.fsynced_offset = state.offset;
+            Rc::clone(&state.aof_synced)
+        };
+        synced.notify_waiters();
+    }
+
+    /// Forgets everything a restart loses: data (without persistence all
+    /// of it; with `aof-everysec` what the last fsync did not cover; with
+    /// `aof-always` nothing), scripts, replication links, subscriptions.
+    /// Role and clock are configuration and stay.
+    pub(super) fn reset(&self) {
+        let mut node = self.0.borrow_mut();
+        node.activity += 1;
+        node.db = match node.persistence {
+            crate::config::Persistence::None => Db::default(),
+            crate::config::Persistence::AofEverysec => node.fsynced_db.clone(),
+            crate::config::Persistence::AofAlways => std::mem::take(&mut node.db),
+        };
+        node.fsynced_db = node.db.clone();
+        node.fsynced_offset = 0;
+        node.aof_waiters = 0;
+        node.scripts.clear();
+        node.offset = 0;
+        node.acked.clear();
+        node.streams.clear();
+        node.subscribers.clear();
+        node.bus = None;
+    }
+}
+
+impl Node {
+    /// The node's clock reading at true time `now`.
+    pub(super) fn time_at(&self, now: Duration) -> NodeTime {
+        let local_ns = self.clock.local_ns(now);
+        let ms = CLOCK_BASE_UNIX_MS + (local_ns.div_euclid(1_000_000)) as i64;
+        let us = CLOCK_BASE_UNIX_MS * 1000 + (local_ns.div_euclid(1_000)) as i64;
+        NodeTime { ms, us }
+    }
+
+    /// Records a primary's write and streams it to every replica.
+    pub(super) fn propagate(&mut self, effects: Vec<Effect>) {
+        if effects.is_empty() {
+            return;
+        }
+        self.offset += 1;
+        if self.persistence == crate::config::Persistence::AofAlways {
+            // On disk before the reply.
+            self.fsynced_offset = self.offset;
+        }
+        let offset = self.offset;
+        self.streams
+            .retain(|_, stream| stream.send((offset, effects.clone())).is_ok());
+    }
+
+    /// An AOF fsync: everything written so far is on disk (`aof-everysec`
+    /// does one a second). Nothing without AOF.
+    pub(super) fn fsync(&mut self) {
+        match self.persistence {
+            crate::config::Persistence::None => {}
+            crate::config::Persistence::AofEverysec => {
+                self.fsynced_db = self.db.clone();
+                self.fsynced_offset = self.offset;
+            }
+            crate::config::Persistence::AofAlways => self.fsynced_offset = self.offset,
+        }
+    }
+
+    pub(super) fn next_id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(replica_of: Option<&str>) -> NodeHandle {
+        NodeHandle::new(NodeConfig {
+            index: 0,
+            replica_of: replica_of.map(str::to_owned),
+            replication_lag: None,
+            seed: 1,
+            flavour: Flavour::default(),
+            persistence: crate::config::Persistence::None,
+        })
+    }
+
+    fn with_persistence(persistence: crate::config::Persistence) -> NodeHandle {
+        NodeHandle::new(NodeConfig {
+            index: 0,
+            replica_of: None,
+            replication_lag: None,
+            seed: 1,
+            flavour: Flavour::Valkey81,
+            persistence,
+        })
+    }
+
+    /// A primary's write, as a command does it.
+    fn write(node: &NodeHandle, key: &str) {
+        set(node, key, "v", None);
+        node.0.borrow_mut().propagate(vec![Effect::Del {
+            key: b"marker".to_vec(),
+        }]);
+    }
+
+    #[test]
+    fn a_restart_keeps_what_its_persistence_fsynced() {
+        use crate::config::Persistence;
+        let at = Duration::ZERO;
+        // Without persistence: nothing.
+        let none = with_persistence(Persistence::None);
+        write(&none, "a");
+        none.0.borrow_mut().fsync();
+        none.reset();
+        assert!(none.peek("a", at).is_none());
+        // everysec: what the last fsync covered, not what came after.
+        let everysec = with_persistence(Persistence::AofEverysec);
+        write(&everysec, "a");
+        everysec.0.borrow_mut().fsync();
+        assert_eq!(everysec.0.borrow().fsynced_offset, 1);
+        write(&everysec, "b");
+        assert_eq!(everysec.0.borrow().fsynced_offset, 1, "b is not on disk");
+        everysec.reset();
+        assert!(everysec.peek("a", at).is_some());
+        assert!(everysec.peek("b", at).is_none(), "lost with the page cache");
+        // always: everything, fsynced with each write.
+        let always = with_persistence(Persistence::AofAlways);
+        write(&always, "a");
+        assert_eq!(always.0.borrow().fsynced_offset, 1);
+        always.reset();
+        assert!(always.peek("a", at).is_some());
+    }
+
+    #[test]
+    fn valkey_acknowledges_a_waiting_waitaof_without_an_fsync() {
+        use crate::config::Persistence;
+        for (flavour, acks) in [(Flavour::Valkey81, true), (Flavour::Redis84, false)] {
+            let node = NodeHandle::new(NodeConfig {
+                index: 0,
+                replica_of: None,
+                replication_lag: None,
+                seed: 1,
+                flavour,
+                persistence: Persistence::AofEverysec,
+            });
+            write(&node, "a");
+            node.0.borrow_mut().aof_waiters = 1;
+            node.loop_pass();
+            let offset = node.0.borrow().fsynced_offset;
+            assert_eq!(
+                offset,
+                u64::from(acks),
+                "{flavour:?}: WAITAOF's local count"
+            );
+            node.reset();
+            assert!(
+                node.peek("a", Duration::ZERO).is_none(),
+                "{flavour:?}: the acknowledged write was never fsynced"
+            );
+        }
+    }
+
+    fn set(node: &NodeHandle, key: &str, value: &str, px: Option<i64>) {
+        let mut state = node.0.borrow_mut();
+        let time = state.time_at(Duration::ZERO);
+        state
+            .db
+            .set(key.as_bytes(), value.as_bytes(), px.map(|px| time.ms + px));
+    }
+
+    #[test]
+    fn a_primary_replicates_an_eviction_as_a_del() {
+        let primary = node(None);
+        let (link, mut stream) = tokio::sync::mpsc::unbounded_channel();
+        primary.0.borrow_mut().streams.insert(1, link);
+        set(&primary, "lock", "owner", Some(1_000));
+        set(&primary, "counter", "7", None);
+        assert_eq!(
+            primary.evict(Duration::from_millis(10)),
+            Some((b"lock".to_vec(), Some(b"owner".to_vec())))
+        );
+        assert_eq!(
+            stream.try_recv().ok(),
+            Some((
+                1,
+                vec![Effect::Del {
+                    key: b"lock".to_vec()
+                }]
+            ))
+        );
+        assert_eq!(primary.evict(Duration::from_millis(10)), None);
+        assert!(primary.peek("counter", Duration::from_millis(10)).is_some());
+    }
+
+    #[test]
+    fn a_replica_evicts_alone() {
+        let replica = node(Some("redis-1"));
+        set(&replica, "lock", "owner", Some(1_000));
+        assert!(replica.evict(Duration::ZERO).is_some());
+        assert_eq!(replica.offset(), 0, "nothing streamed, nothing counted");
+    }
+
+    #[test]
+    fn active_expiry_before_a_step_back_replicates_its_deletions() {
+        let primary = node(None);
+        let (link, mut stream) = tokio::sync::mpsc::unbounded_channel();
+        primary.0.borrow_mut().streams.insert(1, link);
+        set(&primary, "gone", "v", Some(100));
+        set(&primary, "live", "v", Some(1_000));
+        primary.expire_due(Duration::from_millis(200));
+        let (_, effects) = stream.try_recv().expect("a DEL streamed");
+        assert_eq!(
+            effects,
+            vec![Effect::Del {
+                key: b"gone".to_vec()
+            }]
+        );
+        primary
+            .clock()
+            .jump(Duration::from_millis(200), -150_000_000);
+        assert!(primary.peek("gone", Duration::from_millis(200)).is_none());
+        assert!(primary.peek("live", Duration::from_millis(200)).is_some());
+    }
+
+    #[test]
+    fn a_deposed_primary_serves_until_its_demotion_closes_its_clients() {
+        let old = node(None);
+        old.depose();
+        assert!(old.is_deposed());
+        assert_eq!(old.role(), Role::Primary, "still a primary to its clients");
+        let generation = old.clients_generation();
+        old.demote("redis-1".to_owned());
+        assert!(!old.is_deposed());
+        assert_eq!(
+            old.role(),
+            Role::Replica {
+                of: "redis-1".to_owned()
+            }
+        );
+        assert_ne!(
+            old.clients_generation(),
+            generation,
+            "its clients are cut off"
+        );
+        let again = node(Some("redis-0"));
+        again.0.borrow_mut().deposed = true;
+        again.promote();
+        assert!(!again.is_deposed(), "a promotion ends a deposition");
+    }
+}
