@@ -336,6 +336,9 @@ impl World<'_> {
             .simulation_duration(scenario.duration + Duration::from_secs(60))
             .min_message_latency(Duration::ZERO)
             .max_message_latency(BASE_LATENCY)
+            // A partition cuts TCP as a real network does: what it took is
+            // retransmitted after the heal (see scenarios/README.md).
+            .tcp_retransmit(true)
             .skip_idle(options.skip_idle);
         let mut sim = builder.build();
         let recorder = Recorder::default();

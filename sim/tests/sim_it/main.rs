@@ -25,6 +25,7 @@ mod eviction;
 mod fair_dead_waiter;
 mod lazy_aof;
 mod resp_fuzz;
+mod retransmit;
 mod sabotage;
 mod safe_setups;
 mod sentinel;

@@ -77,6 +77,7 @@ impl Builder {
             link: config::Link {
                 latency: Some(config::Latency::default()),
                 message_loss: Some(config::MessageLoss::default()),
+                tcp_retransmit: false,
             },
             rng_seed: None,
         }
@@ -189,6 +190,29 @@ impl Builder {
     /// (tokio's timer resolution).
     pub fn skip_idle(&mut self, value: bool) -> &mut Self {
         self.config.skip_idle = value;
+        self
+    }
+
+    /// Makes an explicit partition ([`Sim::partition`],
+    /// [`Sim::partition_oneway`]) cut TCP as a real network does, instead of
+    /// dropping its segments for good: a data segment or FIN sent into the
+    /// cut (or in flight when it began) is retransmitted, and arrives after
+    /// the repair at the connection's next retransmission instant, as
+    /// Linux's timer would send it: 200 ms (its minimum RTO) after the
+    /// first send of the oldest segment the cut took, then doubling (600
+    /// ms, 1.4 s, 3 s, ..., at most 120 s apart), in order, even after the
+    /// socket was closed (the kernel sends what it had taken, then the
+    /// FIN). A SYN is cut when either direction is (the handshake needs
+    /// both): the connection completes at the first SYN retransmission
+    /// after the repair, 1, 2, 3, 4, 5 or 7 s after `connect` began (Linux
+    /// 6.x: `tcp_syn_linear_timeouts = 4`, `tcp_syn_retries = 6`), and
+    /// `connect` fails 11 s after it began if none got through. RSTs and
+    /// UDP are still dropped, and random message loss is unchanged.
+    ///
+    /// [`Sim::partition`]: crate::Sim::partition
+    /// [`Sim::partition_oneway`]: crate::Sim::partition_oneway
+    pub fn tcp_retransmit(&mut self, value: bool) -> &mut Self {
+        self.link.tcp_retransmit = value;
         self
     }
 

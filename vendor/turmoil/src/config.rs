@@ -65,6 +65,12 @@ pub(crate) struct Link {
 
     /// How often sending a message works vs. the message getting dropped
     pub(crate) message_loss: Option<MessageLoss>,
+
+    /// Whether TCP retransmits what an explicit partition cut (see
+    /// [`Builder::tcp_retransmit`]). Read from the global configuration only.
+    ///
+    /// [`Builder::tcp_retransmit`]: crate::Builder::tcp_retransmit
+    pub(crate) tcp_retransmit: bool,
 }
 
 /// Configure latency behavior between two hosts.

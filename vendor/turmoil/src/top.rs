@@ -1,4 +1,4 @@
-use crate::envelope::{Envelope, Protocol};
+use crate::envelope::{Envelope, Protocol, Segment};
 use crate::host::Host;
 use crate::rt::Rt;
 use crate::{config, TRACING_TARGET};
@@ -11,6 +11,30 @@ use std::io::{Error, ErrorKind, Result};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 use tokio::time::Instant;
+
+/// Linux's minimum retransmission timeout, the first one of a connection
+/// whose round trip is short (see [`Builder::tcp_retransmit`]).
+///
+/// [`Builder::tcp_retransmit`]: crate::Builder::tcp_retransmit
+const RTO_MIN: Duration = Duration::from_millis(200);
+
+/// Linux's maximum retransmission timeout: the backoff stops doubling there.
+const RTO_MAX: Duration = Duration::from_secs(120);
+
+/// When a SYN is retransmitted, after `connect` began (Linux 6.x:
+/// `tcp_syn_linear_timeouts = 4` timeouts of 1 s, then doubling, and
+/// `tcp_syn_retries = 6`).
+const SYN_RETRANSMITS: [Duration; 6] = [
+    Duration::from_secs(1),
+    Duration::from_secs(2),
+    Duration::from_secs(3),
+    Duration::from_secs(4),
+    Duration::from_secs(5),
+    Duration::from_secs(7),
+];
+
+/// When `connect` gives up, after it began, if no SYN got through.
+const SYN_GIVE_UP: Duration = Duration::from_secs(11);
 
 /// Describes the network topology.
 pub(crate) struct Topology {
@@ -285,21 +309,35 @@ impl Topology {
     }
 
     pub(crate) fn partition(&mut self, a: IpAddr, b: IpAddr) {
-        self.get_link_mut(&Pair::new(a, b)).explicit_partition();
+        let retransmit = self.config.tcp_retransmit;
+        self.get_link_mut(&Pair::new(a, b))
+            .explicit_partition(retransmit);
     }
 
     pub(crate) fn partition_oneway(&mut self, a: IpAddr, b: IpAddr) {
+        let retransmit = self.config.tcp_retransmit;
         let link = &mut self.get_link_mut(&Pair::new(a, b));
-        link.partition_oneway(a, b);
+        link.partition_oneway(a, b, retransmit);
     }
 
-    pub(crate) fn repair(&mut self, a: IpAddr, b: IpAddr) {
-        self.get_link_mut(&Pair::new(a, b)).explicit_repair();
+    pub(crate) fn repair(&mut self, rand: &mut dyn RngCore, a: IpAddr, b: IpAddr) {
+        let pair = Pair::new(a, b);
+        let link = self
+            .links
+            .get_mut(&pair)
+            .unwrap_or_else(|| panic!("unable to find link between {pair:?}"));
+        link.explicit_repair();
+        link.retransmit(&self.config, rand);
     }
 
-    pub(crate) fn repair_oneway(&mut self, a: IpAddr, b: IpAddr) {
-        let link = &mut self.get_link_mut(&Pair::new(a, b));
+    pub(crate) fn repair_oneway(&mut self, rand: &mut dyn RngCore, a: IpAddr, b: IpAddr) {
+        let pair = Pair::new(a, b);
+        let link = self
+            .links
+            .get_mut(&pair)
+            .unwrap_or_else(|| panic!("unable to find link between {pair:?}"));
         link.repair_oneway(a, b);
+        link.retransmit(&self.config, rand);
     }
 
     pub(crate) fn tick_by(&mut self, duration: Duration) {
@@ -374,6 +412,11 @@ impl Topology {
                     .filter_map(|sent| match sent.status {
                         DeliveryStatus::DeliverAfter(at) => Some(at),
                         DeliveryStatus::Hold => None,
+                        // A cut SYN is dropped when `connect` gives up.
+                        DeliveryStatus::Cut if is_syn(&sent.protocol) => {
+                            Some(sent.sent_at + SYN_GIVE_UP)
+                        }
+                        DeliveryStatus::Cut => None,
                     })
                     .min()
             })
@@ -400,6 +443,8 @@ struct Sent {
     dst: SocketAddr,
     status: DeliveryStatus,
     protocol: Protocol,
+    /// When it was first sent: retransmissions are timed from there.
+    sent_at: Instant,
 }
 
 impl Sent {
@@ -411,6 +456,35 @@ impl Sent {
 enum DeliveryStatus {
     DeliverAfter(Instant),
     Hold,
+    /// A TCP segment an explicit partition cut, with `tcp_retransmit`: it
+    /// is retransmitted after the repair.
+    Cut,
+}
+
+/// Whether TCP retransmits `protocol` when it is lost: a SYN, data or a
+/// FIN, not a RST or UDP.
+fn is_retransmitted(protocol: &Protocol) -> bool {
+    matches!(
+        protocol,
+        Protocol::Tcp(Segment::Syn(_) | Segment::Data(..) | Segment::Fin(_))
+    )
+}
+
+fn is_syn(protocol: &Protocol) -> bool {
+    matches!(protocol, Protocol::Tcp(Segment::Syn(_)))
+}
+
+/// The first retransmission of a segment first sent at `sent_at` that
+/// leaves at or after `now`: `RTO_MIN` after the first send, then
+/// doubling.
+fn next_retransmission(sent_at: Instant, now: Instant) -> Instant {
+    let mut rto = RTO_MIN;
+    let mut at = sent_at + rto;
+    while at < now {
+        rto = (rto * 2).min(RTO_MAX);
+        at += rto;
+    }
+    at
 }
 
 impl Link {
@@ -480,10 +554,27 @@ impl Link {
         message: Protocol,
     ) -> Result<()> {
         let state = self.get_state_for_message(src.ip(), dst.ip());
+        let retransmit = global_config.tcp_retransmit && is_retransmitted(&message);
         let status = match state {
+            // The handshake needs both directions: a SYN whose answer
+            // would be cut is retransmitted too.
+            State::Healthy
+                if retransmit
+                    && is_syn(&message)
+                    && matches!(
+                        self.get_state_for_message(dst.ip(), src.ip()),
+                        State::ExplicitPartition
+                    ) =>
+            {
+                DeliveryStatus::Cut
+            }
             State::Healthy => {
                 let delay = self.delay(global_config.latency(), rand);
                 DeliveryStatus::DeliverAfter(self.now + delay)
+            }
+            State::ExplicitPartition if retransmit => {
+                tracing::trace!(target: TRACING_TARGET,?src, ?dst, protocol = %message, "Cut");
+                DeliveryStatus::Cut
             }
             // Only A->B is blocked, so B can send, so we can send if src is B
             State::Hold => {
@@ -501,6 +592,7 @@ impl Link {
             dst,
             status,
             protocol: message,
+            sent_at: self.now,
         };
 
         self.sent.push_back(sent);
@@ -519,6 +611,15 @@ impl Link {
         for i in 0..self.sent.len() {
             let index = i - deliverable;
             let sent = &self.sent[index];
+            if matches!(sent.status, DeliveryStatus::Cut)
+                && is_syn(&sent.protocol)
+                && sent.sent_at + SYN_GIVE_UP <= self.now
+            {
+                // `connect` gives up: dropping the SYN fails it.
+                self.sent.remove(index);
+                deliverable += 1;
+                continue;
+            }
             if let DeliveryStatus::DeliverAfter(time) = sent.status {
                 if time <= self.now {
                     let sent = self.sent.remove(index).unwrap();
@@ -602,21 +703,89 @@ impl Link {
         }
     }
 
-    fn explicit_partition(&mut self) {
+    fn explicit_partition(&mut self, retransmit: bool) {
         self.state_a_b = State::ExplicitPartition;
         self.state_b_a = State::ExplicitPartition;
 
-        self.sent.clear();
+        if retransmit {
+            self.cut(|_| true);
+        } else {
+            self.sent.clear();
+        }
     }
 
-    fn partition_oneway(&mut self, from: IpAddr, to: IpAddr) {
+    fn partition_oneway(&mut self, from: IpAddr, to: IpAddr, retransmit: bool) {
         if from < to {
             self.state_a_b = State::ExplicitPartition;
         } else {
             self.state_b_a = State::ExplicitPartition;
         }
 
-        self.sent.retain(|sent| sent.src.ip() != from);
+        if retransmit {
+            self.cut(|sent| sent.src.ip() == from || is_syn(&sent.protocol));
+        } else {
+            self.sent.retain(|sent| sent.src.ip() != from);
+        }
+    }
+
+    /// With `tcp_retransmit`, what a partition takes in flight: the
+    /// segments `cut` selects that TCP retransmits are cut, the rest of
+    /// them lost.
+    fn cut(&mut self, cut: impl Fn(&Sent) -> bool) {
+        self.sent.retain_mut(|sent| {
+            if !cut(sent) {
+                return true;
+            }
+            if is_retransmitted(&sent.protocol) {
+                sent.status = DeliveryStatus::Cut;
+                true
+            } else {
+                false
+            }
+        });
+    }
+
+    /// After a repair: schedules each cut segment whose way is open again
+    /// (both ways, for a SYN) at its retransmission that gets through,
+    /// plus the link's latency. A connection's segments leave together,
+    /// in order, at the retransmission of the oldest (its timer's). A SYN
+    /// after its last retransmission stays cut until `connect` gives up.
+    fn retransmit(&mut self, global_config: &config::Link, rand: &mut dyn RngCore) {
+        let open = |link: &Link, src: IpAddr, dst: IpAddr| {
+            matches!(link.get_state_for_message(src, dst), State::Healthy)
+        };
+        // Each connection's delivery time, from its oldest cut segment.
+        let mut scheduled: Vec<(SocketAddr, SocketAddr, Instant)> = Vec::new();
+        for index in 0..self.sent.len() {
+            let sent = &self.sent[index];
+            let (src, dst) = (sent.src, sent.dst);
+            if !matches!(sent.status, DeliveryStatus::Cut) || !open(self, src.ip(), dst.ip()) {
+                continue;
+            }
+            let at = if is_syn(&sent.protocol) {
+                if !open(self, dst.ip(), src.ip()) {
+                    continue;
+                }
+                let Some(after) = SYN_RETRANSMITS
+                    .iter()
+                    .find(|after| sent.sent_at + **after >= self.now)
+                else {
+                    continue;
+                };
+                let delay = self.delay(global_config.latency(), rand);
+                sent.sent_at + *after + delay
+            } else if let Some(&(.., at)) =
+                scheduled.iter().find(|(s, d, _)| *s == src && *d == dst)
+            {
+                at
+            } else {
+                let delay = self.delay(global_config.latency(), rand);
+                let at = next_retransmission(sent.sent_at, self.now) + delay;
+                scheduled.push((src, dst, at));
+                at
+            };
+            self.sent[index].status = DeliveryStatus::DeliverAfter(at);
+        }
     }
 
     fn repair_oneway(&mut self, from: IpAddr, to: IpAddr) {

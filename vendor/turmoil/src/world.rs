@@ -174,10 +174,10 @@ impl World {
         });
     }
     pub(crate) fn repair(&mut self, a: IpAddr, b: IpAddr) {
-        self.topology.repair(a, b);
+        self.topology.repair(&mut self.rng, a, b);
     }
     pub(crate) fn repair_oneway(&mut self, a: IpAddr, b: IpAddr) {
-        self.topology.repair_oneway(a, b);
+        self.topology.repair_oneway(&mut self.rng, a, b);
     }
 
     pub(crate) fn repair_many(&mut self, a: impl ToIpAddrs, b: impl ToIpAddrs) {
