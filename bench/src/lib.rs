@@ -222,6 +222,14 @@ pub mod raw {
         format!("{prefix}:{}", KEY.fetch_add(1, Ordering::Relaxed))
     }
 
+    /// The time-mixed fence floor the benches' lockers use (the default
+    /// namespace's, `{lock}:fence-floor`), for raw calls of the lock script
+    /// that send the same Redis work as they do.
+    pub fn fence_floor() -> String {
+        let defaults = crate::api::LockOptions::new(std::time::Duration::from_secs(30));
+        scripts::KeyNames::new(defaults.key_namespace(), "").fence
+    }
+
     /// The single-threaded runtime every benchmark runs on.
     pub fn runtime() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_current_thread()

@@ -171,6 +171,12 @@ pub mod internal {
     };
     #[cfg(feature = "tls")]
     pub use crate::redis::{TlsConnector, TlsDialer, TlsUpgrader};
+
+    /// The time-mixed fence floor a cluster locker uses for the lock key
+    /// `lock_key` under `namespace`: the namespace's floor in that key's slot.
+    pub fn cluster_fence_floor(namespace: &str, lock_key: &str) -> String {
+        crate::redis::floor_key(namespace, lock_key)
+    }
 }
 
 /// The README's examples, compiled and run as doctests (they need a Redis at

@@ -10,7 +10,7 @@ use std::{
 
 use bench::{
     api::{LockOptions, Locker, scripts},
-    raw::{evalsha, fresh_key, ping, release, set_nx_px},
+    raw::{evalsha, fence_floor, fresh_key, ping, release, set_nx_px},
 };
 
 use redis::aio::MultiplexedConnection;
@@ -68,7 +68,7 @@ async fn try_acquire_once(locker: &Locker, opts: &LockOptions, prefix: &str) -> 
 /// is not timed.
 async fn evalsha_once(mut conn: MultiplexedConnection) -> Duration {
     let key = format!("{{{}}}", fresh_key("ev"));
-    let fence = format!("{key}:fence");
+    let fence = fence_floor();
     let started = Instant::now();
     evalsha(
         &mut conn,

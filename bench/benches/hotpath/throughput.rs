@@ -13,7 +13,7 @@ use std::{
 
 use bench::{
     api::scripts,
-    raw::{evalsha, fresh_key, release, set_nx_px},
+    raw::{evalsha, fence_floor, fresh_key, release, set_nx_px},
 };
 use redis::aio::MultiplexedConnection;
 
@@ -86,7 +86,7 @@ fn cases(ctx: &Ctx) -> Vec<Case> {
             cycle: raw(|mut conn| {
                 Box::pin(async move {
                     let key = format!("{{{}}}", fresh_key("tp-ev"));
-                    let fence = format!("{key}:fence");
+                    let fence = fence_floor();
                     evalsha(
                         &mut conn,
                         &[&key, &fence],

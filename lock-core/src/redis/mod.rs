@@ -46,3 +46,4 @@ pub use connect::error::ConnectError;
 pub use connect::tls::{TlsConnector, TlsDialer, TlsError, TlsMaterial, TlsOptions, TlsUpgrader};
 pub use connect::{sentinel, slots as cluster};
 pub use lock::error::{AcquireError, ReleaseError};
+pub(crate) use wire::route::floor_key;

@@ -388,11 +388,13 @@ mod tests {
         let cluster = TestCluster::start().await;
         let names = lock_core::scripts::KeyNames::new("lock", crate::client::KEY);
         let slot = lock_core::internal::cluster::slot_of(&names.lock);
+        // The namespace's fence floor of the lock's slot moves with it.
+        let floor = lock_core::internal::cluster_fence_floor("lock", &names.lock);
         let nodes = cluster_nodes(&cluster.running()).await.unwrap();
         let owner = nodes.iter().find(|n| n.owns(slot)).unwrap().port;
         let from = cluster.ports.iter().position(|&p| p == owner).unwrap();
         let mut conn = admin(owner).await.unwrap();
-        for (key, value) in [(&names.lock, "token"), (&names.fence, "17")] {
+        for (key, value) in [(&names.lock, "token"), (&floor, "17")] {
             redis::cmd("SET")
                 .arg(key)
                 .arg(value)
@@ -415,7 +417,9 @@ mod tests {
         assert_ne!(to, from);
         let mut keys: Vec<&str> = moved.iter().map(|(key, _, _)| key.as_str()).collect();
         keys.sort_unstable();
-        assert_eq!(keys, [names.lock.as_str(), names.fence.as_str()]);
+        let mut expected = [names.lock.as_str(), floor.as_str()];
+        expected.sort_unstable();
+        assert_eq!(keys, expected);
         assert!(
             moved.iter().all(|&(_, f, t)| (f, t) == (from, to)),
             "{moved:?}"
@@ -426,10 +430,7 @@ mod tests {
             get(target, &names.lock).await.unwrap().as_deref(),
             Some("token")
         );
-        assert_eq!(
-            get(target, &names.fence).await.unwrap().as_deref(),
-            Some("17")
-        );
+        assert_eq!(get(target, &floor).await.unwrap().as_deref(), Some("17"));
         // The source sends clients there, and so does the third node.
         for port in cluster.ports.iter().filter(|&&p| p != target) {
             let error = get(*port, &names.lock).await.unwrap_err();
