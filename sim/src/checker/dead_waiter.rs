@@ -3,7 +3,8 @@
 //!
 //! The checker judges every wait of a client that stayed live throughout
 //! (no pause, crash or partition of its own, nor a command timeout after
-//! one): from the instant `ready` at which the server could have granted
+//! one, nor a command of its own sent into a cut and retransmitted after
+//! the heal, below): from the instant `ready` at which the server could have granted
 //! it — its place was in the queue, the lock was free, and every waiter
 //! ahead of it had been granted, gone, or lapsed — it must be granted
 //! within one retry (`retry_slack`), or still be waiting (given up,
@@ -37,6 +38,16 @@
 //!   `died + ω + ttl + drift`. The checker allows that longer term only when
 //!   no hold surely covered `[died − ω, died + ω]` (a hold's belief lies
 //!   within its lease on the server, S2).
+//! - **A waiter cut off** (a partition from `died` to `healed`) is not gone
+//!   from the server at `died + ω`: what it sent into the cut (a place
+//!   renewal, an acquire retry) is retransmitted and reaches the server at
+//!   the connection's first retransmission after the heal. Retransmissions
+//!   leave 200 ms (Linux's minimum RTO), 600 ms, 1.4 s, … after the first
+//!   send, each gap twice the last, so the first one after the heal comes
+//!   less than `healed − sent + 200 ms` after it: the waiter's last contact
+//!   is by `healed + (healed − died) + 200 ms + 2ω` (a segment in flight
+//!   when the cut began was sent up to ω before it), and the terms above
+//!   count from there instead of from `died + ω`.
 //! - **Another waiter's undo** (an acquire given up or cancelled while
 //!   live) is gone from the server one ω after it resolved.
 //! - **The retry** (`retry_slack`): a waiter the release did not wake (the
@@ -58,6 +69,7 @@ use std::{collections::BTreeMap, time::Duration};
 use super::{
     family::absences,
     hold::{Hold, HoldEnd, TICK_SLACK},
+    timeline::fault_spans,
 };
 use crate::{
     config::{Property, Scenario},
@@ -69,6 +81,11 @@ use crate::{
 /// The fault kinds F4 judges a run under: the client faults that make a
 /// waiter absent.
 const CLIENT_FAULTS: [&str; 3] = ["pause", "crash", "partition"];
+
+/// The first retransmission of a segment a partition took leaves this long
+/// after its send (Linux's minimum RTO; the simulated network's TCP, as
+/// turmoil's `tcp_retransmit` models it, and the chaos mode's real one).
+const RTO_MIN: Duration = Duration::from_millis(200);
 
 /// The timing terms of the bound (the module's doc derives them).
 #[derive(Debug, Clone, Copy)]
@@ -138,26 +155,33 @@ pub(super) fn dead_waiters(
     }
     let terms = Terms::of(scenario);
     let absent = absences(history);
+    let cuts = cuts(history);
     let pendings = pendings(history, scenario.duration);
     let absent_of = |client: usize| absent.get(&client).map_or(&[][..], Vec::as_slice);
     for wait in &pendings {
         let Some(queued) = wait.queued else {
             continue;
         };
-        let clean = !absent_of(wait.client).iter().any(|&(from, to)| {
-            from <= wait.resolved && to.saturating_add(terms.after_absence) >= wait.invoked
-        });
-        if !clean {
-            continue;
-        }
-        let ready = Ready {
+        let context = Ready {
             terms: &terms,
             history,
             holds,
             pendings: &pendings,
             absent: &absent,
+            cuts: &cuts,
+        };
+        // Live throughout: no absence of its own overlaps the wait, nor
+        // reaches the server during it (what a partition took arrives at
+        // a retransmission after the heal: an earlier attempt's acquire
+        // or place may then stand in this wait's way).
+        let clean = !absent_of(wait.client).iter().any(|&(from, to)| {
+            let reached = to.max(context.last_contact(wait.client, from));
+            from <= wait.resolved && reached.saturating_add(terms.after_absence) >= wait.invoked
+        });
+        if !clean {
+            continue;
         }
-        .at(wait, queued);
+        let ready = context.at(wait, queued);
         let due = ready.at + terms.retry_slack();
         if wait.resolved <= due {
             if ready.dead_waiter_last {
@@ -184,6 +208,17 @@ pub(super) fn dead_waiters(
             evidence: wait.granted.into_iter().collect(),
         });
     }
+}
+
+/// Each client's partitions, as [`absences`] spans them.
+fn cuts(history: &History) -> BTreeMap<usize, Vec<(Duration, Duration)>> {
+    fault_spans(history, |kind, target| {
+        if kind != "partition" {
+            return None;
+        }
+        let client = target.strip_prefix("client:")?.parse::<usize>().ok()?;
+        Some((client, (client, kind.to_owned())))
+    })
 }
 
 /// Whether F4 judges this run: every fault in it is a client's pause,
@@ -255,6 +290,8 @@ struct Ready<'a> {
     holds: &'a [Hold],
     pendings: &'a [Pending],
     absent: &'a BTreeMap<usize, Vec<(Duration, Duration)>>,
+    /// Each client's partitions (a subset of `absent`'s spans).
+    cuts: &'a BTreeMap<usize, Vec<(Duration, Duration)>>,
 }
 
 impl Ready<'_> {
@@ -312,15 +349,36 @@ impl Ready<'_> {
                 if died < other.invoked || died >= last || died >= end {
                     continue;
                 }
-                let (lapse, why) = self.lapse(other.client, died);
+                let reached = self.last_contact(other.client, died);
+                let (lapse, why) = self.lapse(other.client, died, reached);
                 raise(lapse, why, true);
             }
         }
         ready
     }
 
-    /// When a waiter that died at `died` stopped holding anyone up.
-    fn lapse(&self, client: usize, died: Duration) -> (Duration, String) {
+    /// The latest instant anything `client` sent before or during its
+    /// absence that began at `died` can reach the server: one delay after
+    /// it, or, for a partition, the retransmission after the heal (the
+    /// module's doc).
+    fn last_contact(&self, client: usize, died: Duration) -> Duration {
+        let t = self.terms;
+        let cut = self
+            .cuts
+            .get(&client)
+            .and_then(|spans| spans.iter().find(|&&(from, _)| from == died));
+        match cut {
+            // A cut that never heals delivers nothing sent into it.
+            Some(&(from, healed)) if healed != Duration::MAX => {
+                healed + (healed - from) + RTO_MIN + t.one_way * 2
+            }
+            _ => died + t.one_way,
+        }
+    }
+
+    /// When a waiter that died at `died`, and whose last command reached
+    /// the server by `reached`, stopped holding anyone up.
+    fn lapse(&self, client: usize, died: Duration, reached: Duration) -> (Duration, String) {
         let t = self.terms;
         let refused = self.holds.iter().any(|hold| {
             hold.client != client
@@ -329,16 +387,16 @@ impl Ready<'_> {
                     HoldEnd::Release | HoldEnd::Deadline | HoldEnd::EndOfRun
                 )
                 && hold.start + t.one_way + t.tick <= died
-                && hold.end >= died + t.one_way + t.tick
+                && hold.end >= reached + t.tick
         });
         if refused {
             (
-                died + t.one_way + t.waiter_ttl + t.waiter_drift + t.tick,
+                reached + t.waiter_ttl + t.waiter_drift + t.tick,
                 format!("client-{client}, dead in the queue from {died:?}, lapsed"),
             )
         } else {
             (
-                died + t.one_way + t.ttl + t.drift + t.tick,
+                reached + t.ttl + t.drift + t.tick,
                 format!(
                     "client-{client}, dead from {died:?} with an acquire maybe granted unseen, its lease ended"
                 ),
@@ -430,21 +488,62 @@ mod tests {
     fn a_waiter_dead_inside_anothers_hold_lapses_by_its_waiter_ttl_else_by_a_lease() {
         let (terms, history, absent) = (terms(), History::default(), BTreeMap::new());
         let holds = [hold(0, 0, 1_000)];
+        let cuts = BTreeMap::new();
         let ready = Ready {
             terms: &terms,
             history: &history,
             holds: &holds,
             pendings: &[],
             absent: &absent,
+            cuts: &cuts,
+        };
+        let lapse = |client, died| {
+            ready
+                .lapse(client, died, ready.last_contact(client, died))
+                .0
         };
         // Refused for sure: its place lapses a waiter ttl (and the terms)
         // after it died.
-        assert_eq!(ready.lapse(1, ms(500)).0, ms(500 + 2 + 333 + 5 + 2));
+        assert_eq!(lapse(1, ms(500)), ms(500 + 2 + 333 + 5 + 2));
         // Within a one-way delay and a tick of the release: its acquire may
         // have found the lock free and been granted unseen.
-        assert_eq!(ready.lapse(1, ms(997)).0, ms(997 + 2 + 1_000 + 12 + 2));
+        assert_eq!(lapse(1, ms(997)), ms(997 + 2 + 1_000 + 12 + 2));
         // A hold of its own does not refuse it.
-        assert_eq!(ready.lapse(0, ms(500)).0, ms(500 + 2 + 1_000 + 12 + 2));
+        assert_eq!(lapse(0, ms(500)), ms(500 + 2 + 1_000 + 12 + 2));
+    }
+
+    #[test]
+    fn a_waiter_cut_off_reaches_the_server_until_a_retransmission_after_the_heal() {
+        let (terms, history, absent) = (terms(), History::default(), BTreeMap::new());
+        let holds = [hold(0, 0, 2_000)];
+        // Client 1 cut off from 300 to 500 ms: what it sent into the cut
+        // arrives by 500 + 200 + 200 + 2 × 2 ms.
+        let cuts = BTreeMap::from([(1, vec![(ms(300), ms(500))])]);
+        let ready = Ready {
+            terms: &terms,
+            history: &history,
+            holds: &holds,
+            pendings: &[],
+            absent: &absent,
+            cuts: &cuts,
+        };
+        assert_eq!(ready.last_contact(1, ms(300)), ms(904));
+        assert_eq!(
+            ready.last_contact(2, ms(300)),
+            ms(302),
+            "a pause: one delay"
+        );
+        // Refused (the hold covers the retransmission): its place lapses
+        // a waiter ttl after that.
+        let reached = ready.last_contact(1, ms(300));
+        assert_eq!(ready.lapse(1, ms(300), reached).0, ms(904 + 333 + 5 + 2));
+        // A cut that never heals delivers nothing sent into it.
+        let open = BTreeMap::from([(1, vec![(ms(300), Duration::MAX)])]);
+        let ready = Ready {
+            cuts: &open,
+            ..ready
+        };
+        assert_eq!(ready.last_contact(1, ms(300)), ms(302));
     }
 
     #[test]
