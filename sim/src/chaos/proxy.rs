@@ -439,6 +439,56 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_peer_rule_delays_or_holds_one_direction_of_that_peers_connections_only() {
+        let link = start(echo().await, 3).await.unwrap();
+        let slow = Ipv4Addr::new(127, 0, 0, 24);
+        let delay = Duration::from_millis(300);
+        link.set(|mode| {
+            mode.peers.insert(
+                IpAddr::V4(slow),
+                PeerMode {
+                    delay,
+                    ..PeerMode::default()
+                },
+            );
+        });
+        let mut from_slow = dial_from(slow, link.port).await;
+        let mut other = dial_from(Ipv4Addr::LOCALHOST, link.port).await;
+        let long = Duration::from_secs(5);
+        let started = Instant::now();
+        assert_eq!(round_trip(&mut other, b'a', long).await, Some(b'a'));
+        assert!(started.elapsed() < delay, "{:?}", started.elapsed());
+        let started = Instant::now();
+        assert_eq!(round_trip(&mut from_slow, b'b', long).await, Some(b'b'));
+        // Delayed each way.
+        assert!(started.elapsed() >= delay * 2, "{:?}", started.elapsed());
+        // Holding only what the server sends back to that peer: its
+        // request still reaches the server (and is echoed) but is held.
+        link.set(|mode| {
+            mode.peers.insert(
+                IpAddr::V4(slow),
+                PeerMode {
+                    hold_down: true,
+                    ..PeerMode::default()
+                },
+            );
+        });
+        let short = Duration::from_millis(300);
+        assert_eq!(round_trip(&mut from_slow, b'c', short).await, None);
+        assert_eq!(round_trip(&mut other, b'd', long).await, Some(b'd'));
+        link.set(|mode| {
+            mode.peers.clear();
+        });
+        let mut back = [0u8; 1];
+        tokio::time::timeout(long, from_slow.read_exact(&mut back))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(back[0], b'c');
+        assert!(link.seen().contains(&IpAddr::V4(slow)));
+    }
+
+    #[tokio::test]
     async fn drawn_delays_keep_the_servers_bytes_in_order_and_late() {
         let link = start(echo().await, 7).await.unwrap();
         let range = DurationRange {
