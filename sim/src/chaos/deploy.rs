@@ -13,6 +13,7 @@ use redis::aio::MultiplexedConnection;
 
 use super::{
     ChaosError,
+    cut::{NodeShape, Proxy},
     procs::{Ports, ProcId, Processes, wait_listening},
     proxy::Link,
 };
@@ -29,10 +30,14 @@ pub(super) struct Node {
     /// Its cluster bus port (clusters only).
     pub bus: Option<u16>,
     /// Where the other cluster nodes reach its bus (a controller proxy,
-    /// announced as its bus port), and the loopback address its own
-    /// outgoing connections come from: together they let the controller
-    /// cut it off the bus while its clients still reach it.
-    pub bus_link: Option<(Link, IpAddr)>,
+    /// announced as its bus port).
+    pub bus_link: Option<Link>,
+    /// The loopback address its own outgoing connections (replication,
+    /// bus) come from (`bind-source-addr`), in a topology with replicas or
+    /// a bus: with the proxies above it lets the controller cut it off the
+    /// bus or its replication while its clients still reach it, or cut it
+    /// off everything.
+    pub source: Option<IpAddr>,
     /// Where replicas and sentinels reach it (a controller proxy; the
     /// port it announces), in a topology that can fail over.
     pub announce: Option<Link>,
@@ -52,7 +57,7 @@ impl Node {
     pub(super) fn bus_reached_at(&self) -> u16 {
         self.bus_link
             .as_ref()
-            .map_or(self.bus.unwrap_or(0), |(link, _)| link.port)
+            .map_or(self.bus.unwrap_or(0), |link| link.port)
     }
 
     /// Whether `port` is this node's, directly or announced.
@@ -131,11 +136,20 @@ fn node_args(
     .collect()
 }
 
+/// The loopback address node `index` connects out from (`bind-source-addr
+/// 127.0.0.20+i`; 127.0.0.0/8 is loopback), so that the proxies can tell
+/// its connections from the others'. Adds the argument to `args`.
+fn source_address(index: usize, args: &mut Vec<String>) -> IpAddr {
+    let source = Ipv4Addr::new(127, 0, 0, 20 + index as u8);
+    args.extend(["--bind-source-addr".to_owned(), source.to_string()]);
+    IpAddr::V4(source)
+}
+
 /// Node `index`'s cluster bus: a port, and a proxy in front of it that the
-/// node announces (`cluster-announce-bus-port`), while it connects out
-/// from a loopback address of its own (`bind-source-addr 127.0.0.20+i`),
-/// so that the controller can cut it off the bus alone. Adds the cluster
-/// arguments to `args`.
+/// node announces (`cluster-announce-bus-port`); the node connects out
+/// from a loopback address of its own ([`source_address`]), so that the
+/// controller can cut it off the bus alone. Adds the cluster arguments to
+/// `args`.
 async fn bus_port(
     topology: &Topology,
     dir: &std::path::Path,
@@ -143,7 +157,7 @@ async fn bus_port(
     seed: u64,
     ports: &mut Ports,
     args: &mut Vec<String>,
-) -> Result<(u16, (Link, IpAddr)), ChaosError> {
+) -> Result<(u16, Link), ChaosError> {
     let bus = ports.take()?;
     let link = super::proxy::start(bus, seed)
         .await
@@ -151,9 +165,6 @@ async fn bus_port(
             what: "starting a cluster bus proxy".to_owned(),
             source,
         })?;
-    // 127.0.0.0/8 is loopback: each node gets an address of its own to
-    // connect from.
-    let source = Ipv4Addr::new(127, 0, 0, 20 + index as u8);
     let timeout = topology.node_timeout().unwrap_or(Duration::from_secs(1));
     args.extend(
         [
@@ -161,8 +172,6 @@ async fn bus_port(
             "127.0.0.1",
             "--cluster-announce-bus-port",
             &link.port.to_string(),
-            "--bind-source-addr",
-            &source.to_string(),
             "--cluster-enabled",
             "yes",
             "--cluster-port",
@@ -177,7 +186,7 @@ async fn bus_port(
         .iter()
         .map(|s| (*s).to_owned()),
     );
-    Ok((bus, (link, IpAddr::V4(source))))
+    Ok((bus, link))
 }
 
 /// The proxy through which the others (replicas, sentinels) reach node
@@ -281,6 +290,8 @@ impl Deployment {
         for index in 0..count {
             let port = ports.take()?;
             let mut args = node_args(&dir, index, port, persistence);
+            let source =
+                (cluster || topology.can_fail_over()).then(|| source_address(index, &mut args));
             let (bus, bus_link) = if cluster {
                 let (bus, link) = bus_port(topology, &dir, index, seed, ports, &mut args).await?;
                 (Some(bus), Some(link))
@@ -300,6 +311,7 @@ impl Deployment {
                 port,
                 bus,
                 bus_link,
+                source,
                 announce,
                 proc: None,
                 args,
@@ -338,7 +350,9 @@ impl Deployment {
     /// (and delivered when healed, as after a partition), while its
     /// clients still reach it.
     pub(super) fn cut_off_bus(&self, index: usize, cut: bool) {
-        let Some((own, source)) = self.nodes[index].bus_link.clone() else {
+        let (Some(own), Some(source)) =
+            (self.nodes[index].bus_link.clone(), self.nodes[index].source)
+        else {
             return;
         };
         own.set(|mode| {
@@ -349,15 +363,34 @@ impl Deployment {
             if other == index {
                 continue;
             }
-            if let Some((link, _)) = &node.bus_link {
+            if let Some(link) = &node.bus_link {
                 link.set(|mode| {
-                    if cut {
-                        mode.cut_peers.insert(source);
-                    } else {
-                        mode.cut_peers.remove(&source);
-                    }
+                    let rule = mode.peers.entry(source).or_default();
+                    rule.hold_up = cut;
+                    rule.hold_down = cut;
                 });
             }
+        }
+    }
+
+    /// What the plan of a server fault needs to know of each node.
+    pub(super) fn shape(&self) -> Vec<NodeShape> {
+        self.nodes
+            .iter()
+            .map(|node| NodeShape {
+                replication: node.announce.is_some(),
+                bus: node.bus_link.is_some(),
+                source: node.source,
+            })
+            .collect()
+    }
+
+    /// Node `index`'s replication or bus proxy (`proxy` names which).
+    pub(super) fn node_proxy(&self, proxy: Proxy) -> Option<&Link> {
+        match proxy {
+            Proxy::Replication(index) => self.nodes.get(index)?.announce.as_ref(),
+            Proxy::Bus(index) => self.nodes.get(index)?.bus_link.as_ref(),
+            Proxy::Clients(_) => None,
         }
     }
 

@@ -10,9 +10,11 @@
 //! reads the machine's clocks and the simulator's modules never import it.
 //!
 //! Layering, downwards only: `mod` → `run` → `deploy`, `proxy`, `procs`,
-//! `wire`, `lazy_aof`, `migrate`; `client` → `wire`.
+//! `wire`, `lazy_aof`, `migrate`, `cut`; `deploy` → `cut`; `client` →
+//! `wire`.
 
 pub mod client;
+mod cut;
 mod deploy;
 mod error;
 pub mod lazy_aof;
@@ -113,12 +115,16 @@ pub fn refusal(
         FaultKind::ClockDrift | FaultKind::ClockJump if server => Some(
             "a Redis server's clock can be changed only with privileges (the harness runs without root); the client's clock is injected, the server's is not",
         ),
-        FaultKind::Partition | FaultKind::PartitionOneway | FaultKind::Latency
-            if server && !matches!(topology, Topology::Single | Topology::Redlock { .. }) =>
-        {
-            Some(
-                "cutting a server off here would also have to cut its replication, Sentinel and cluster-bus traffic; those links run through the controller's proxies (a shard failover's stale window cuts the bus), but a server partition or latency is not mapped onto them yet",
-            )
+        FaultKind::Partition | FaultKind::PartitionOneway | FaultKind::Latency if server => {
+            match topology {
+                Topology::Sentinel { .. } => Some(
+                    "real sentinels fail over a primary they cannot reach for down-after-milliseconds (1 s) on their own, and the simulator's sentinels watch no node (they fail over only when the schedule says): a server cut off or slowed under Sentinel would fail over on real processes only",
+                ),
+                Topology::Cluster { replicas, .. } if *replicas > 0 => Some(
+                    "a cluster replica replicates from its primary's own port, not through a proxy of the controller's, so its replication cannot be cut or slowed with the rest of a server's links",
+                ),
+                _ => None,
+            }
         }
         FaultKind::Pause | FaultKind::Crash if target == FaultTarget::Storage => {
             Some("the storage runs inside the controller and cannot be stopped apart from it")

@@ -2,9 +2,9 @@
 //! the controller, so that partitions and latency need no root: a held
 //! direction stops being read (TCP backs up, as through a cut cable that
 //! heals: nothing is lost, it arrives late), a delayed one delivers every
-//! chunk `delay` after it was read, in order. A link can also hold only
-//! the connections that come from given addresses (a cluster node's bus
-//! traffic, told apart by the source address it binds).
+//! chunk `delay` after it was read, in order. A link can also hold or
+//! delay only the connections that come from given addresses (a node's
+//! bus or replication traffic, told apart by the source address it binds).
 //!
 //! A connection dialled while its link is cut (either direction, or its
 //! source address) is not connected upstream at once: through a real cut
@@ -17,8 +17,9 @@
 //! reaches the server.
 
 use std::{
-    collections::BTreeSet,
+    collections::{BTreeMap, BTreeSet},
     net::{IpAddr, Ipv4Addr},
+    sync::{Arc, Mutex, PoisonError},
     time::Duration,
 };
 
@@ -45,8 +46,20 @@ pub(super) struct LinkMode {
     /// per write); chunks still arrive in order, so a short draw waits
     /// behind a longer one before it.
     pub drawn_down: Option<DurationRange>,
-    /// Hold both directions of every connection from these addresses.
-    pub cut_peers: BTreeSet<IpAddr>,
+    /// What happens, on top of the above, to the connections from given
+    /// addresses.
+    pub peers: BTreeMap<IpAddr, PeerMode>,
+}
+
+/// What a link does to the connections from one source address.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct PeerMode {
+    /// Hold what such a connection sends.
+    pub hold_up: bool,
+    /// Hold what the server sends back on it.
+    pub hold_down: bool,
+    /// Extra one-way delay, both directions.
+    pub delay: Duration,
 }
 
 impl LinkMode {
@@ -54,7 +67,14 @@ impl LinkMode {
     /// from `peer` is held now.
     fn holds(&self, up: bool, peer: Option<IpAddr>) -> bool {
         let held = if up { self.hold_up } else { self.hold_down };
-        held || peer.is_some_and(|peer| self.cut_peers.contains(&peer))
+        let rule = peer.and_then(|peer| self.peers.get(&peer));
+        held || rule.is_some_and(|rule| if up { rule.hold_up } else { rule.hold_down })
+    }
+
+    /// The fixed one-way delay of a connection from `peer` now.
+    fn delay_of(&self, peer: Option<IpAddr>) -> Duration {
+        let rule = peer.and_then(|peer| self.peers.get(&peer));
+        self.delay + rule.map_or(Duration::ZERO, |rule| rule.delay)
     }
 
     /// Whether a handshake from `peer` would be lost now: a cut either way
@@ -88,12 +108,24 @@ pub(super) struct Link {
     mode: watch::Sender<LinkMode>,
     /// The port the client dials.
     pub port: u16,
+    /// The source addresses of every connection it accepted so far.
+    seen: Arc<Mutex<BTreeSet<IpAddr>>>,
 }
 
 impl Link {
     /// Changes what the link does from now on.
     pub(super) fn set(&self, change: impl FnOnce(&mut LinkMode)) {
         self.mode.send_modify(change);
+    }
+
+    /// The source addresses of the connections it accepted so far (the
+    /// hosts it has carried traffic for, as a turmoil link exists once
+    /// its two hosts exchanged a message).
+    pub(super) fn seen(&self) -> BTreeSet<IpAddr> {
+        self.seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 }
 
@@ -103,10 +135,16 @@ pub(super) async fn start(upstream: u16, seed: u64) -> std::io::Result<Link> {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
     let port = listener.local_addr()?.port();
     let (mode, watching) = watch::channel(LinkMode::default());
+    let seen: Arc<Mutex<BTreeSet<IpAddr>>> = Arc::default();
+    let seeing = Arc::clone(&seen);
     tokio::spawn(async move {
         let mut connections = 0u64;
         while let Ok((client, from)) = listener.accept().await {
             let peer = Some(from.ip());
+            seeing
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(from.ip());
             connections += 1;
             let rng = Rng::fork(seed, connections);
             let mut watching = watching.clone();
@@ -143,7 +181,7 @@ pub(super) async fn start(upstream: u16, seed: u64) -> std::io::Result<Link> {
             });
         }
     });
-    Ok(Link { mode, port })
+    Ok(Link { mode, port, seen })
 }
 
 /// Waits, for a connection accepted now from `peer`, until its handshake
@@ -233,7 +271,7 @@ async fn pipe(
             }
             let (fixed, range) = {
                 let now = mode.borrow();
-                (now.delay, now.drawn_down)
+                (now.delay_of(peer), now.drawn_down)
             };
             let drawn = match (range, rng.as_mut()) {
                 (Some(range), Some(rng)) => rng.duration(range),
@@ -321,7 +359,14 @@ mod tests {
         let long = Duration::from_secs(5);
         assert_eq!(round_trip(&mut from_cut, b'a', long).await, Some(b'a'));
         link.set(|mode| {
-            mode.cut_peers.insert(IpAddr::V4(cut));
+            mode.peers.insert(
+                IpAddr::V4(cut),
+                PeerMode {
+                    hold_up: true,
+                    hold_down: true,
+                    delay: Duration::ZERO,
+                },
+            );
         });
         let short = Duration::from_millis(200);
         assert_eq!(round_trip(&mut from_cut, b'b', short).await, None);
@@ -330,7 +375,7 @@ mod tests {
         let mut again = dial_from(cut, link.port).await;
         assert_eq!(round_trip(&mut again, b'd', short).await, None);
         link.set(|mode| {
-            mode.cut_peers.clear();
+            mode.peers.clear();
         });
         // Nothing was lost: what was held arrives after the heal.
         let mut back = [0u8; 1];
@@ -391,6 +436,56 @@ mod tests {
         let mut stream = dial_from(Ipv4Addr::LOCALHOST, link.port).await;
         let short = Duration::from_millis(500);
         assert_eq!(round_trip(&mut stream, b'y', short).await, Some(b'y'));
+    }
+
+    #[tokio::test]
+    async fn a_peer_rule_delays_or_holds_one_direction_of_that_peers_connections_only() {
+        let link = start(echo().await, 3).await.unwrap();
+        let slow = Ipv4Addr::new(127, 0, 0, 24);
+        let delay = Duration::from_millis(300);
+        link.set(|mode| {
+            mode.peers.insert(
+                IpAddr::V4(slow),
+                PeerMode {
+                    delay,
+                    ..PeerMode::default()
+                },
+            );
+        });
+        let mut from_slow = dial_from(slow, link.port).await;
+        let mut other = dial_from(Ipv4Addr::LOCALHOST, link.port).await;
+        let long = Duration::from_secs(5);
+        let started = Instant::now();
+        assert_eq!(round_trip(&mut other, b'a', long).await, Some(b'a'));
+        assert!(started.elapsed() < delay, "{:?}", started.elapsed());
+        let started = Instant::now();
+        assert_eq!(round_trip(&mut from_slow, b'b', long).await, Some(b'b'));
+        // Delayed each way.
+        assert!(started.elapsed() >= delay * 2, "{:?}", started.elapsed());
+        // Holding only what the server sends back to that peer: its
+        // request still reaches the server (and is echoed) but is held.
+        link.set(|mode| {
+            mode.peers.insert(
+                IpAddr::V4(slow),
+                PeerMode {
+                    hold_down: true,
+                    ..PeerMode::default()
+                },
+            );
+        });
+        let short = Duration::from_millis(300);
+        assert_eq!(round_trip(&mut from_slow, b'c', short).await, None);
+        assert_eq!(round_trip(&mut other, b'd', long).await, Some(b'd'));
+        link.set(|mode| {
+            mode.peers.clear();
+        });
+        let mut back = [0u8; 1];
+        tokio::time::timeout(long, from_slow.read_exact(&mut back))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(back[0], b'c');
+        assert!(link.seen().contains(&IpAddr::V4(slow)));
     }
 
     #[tokio::test]

@@ -19,6 +19,7 @@ use tokio::{
 
 use super::{
     ChaosError, Target as RunTarget,
+    cut::{self, Proxy, Scope},
     deploy::{Deployment, MASTER, admin},
     procs::{Ports, ProcId, Processes},
     proxy::{self, Link},
@@ -105,6 +106,10 @@ struct Seed<'a> {
     rng: Rng,
     /// Slot migrations under way, by schedule index.
     migrations: BTreeMap<usize, super::migrate::Migration>,
+    /// Nodes a partition (both ways) cuts off now, by schedule index: no
+    /// failover promotes them, as the simulator promotes no node it cannot
+    /// reach.
+    cut_off: BTreeMap<usize, usize>,
 }
 
 impl Seed<'_> {
@@ -189,6 +194,7 @@ pub(super) async fn run_seed(
         resolved: BTreeMap::new(),
         rng: Rng::fork(seed, 0x5E47_1E11),
         migrations: BTreeMap::new(),
+        cut_off: BTreeMap::new(),
     };
     let (reach, ports_to_link) = seed_state.reach(target);
     let epoch = mono_ns();
@@ -538,6 +544,15 @@ impl Seed<'_> {
                     deployment.start_node(procs, n)?;
                 }
             }
+            (
+                FaultKind::Partition | FaultKind::PartitionOneway | FaultKind::Latency,
+                FaultTarget::Redis(n),
+            ) => {
+                if fault.kind == FaultKind::Partition {
+                    self.cut_off.insert(index, n);
+                }
+                self.cut_server(n, fault, true);
+            }
             (FaultKind::Partition | FaultKind::PartitionOneway | FaultKind::Latency, _) => {
                 self.cut_links(fault, target);
             }
@@ -584,6 +599,66 @@ impl Seed<'_> {
                     mode.hold_up = true;
                     mode.hold_down = true;
                 }),
+            }
+        }
+    }
+
+    /// A partition (both ways, or one way: what the server sends) or
+    /// latency of node `n` begins (`begin`) or ends, on every proxy that
+    /// carries its traffic ([`cut::server_acts`]): its clients' links, its
+    /// replication and its bus. Latency, as the simulator's, slows only
+    /// the links that have carried traffic when it begins (turmoil sets
+    /// the latency of the links that exist; a link made later keeps the
+    /// base latency); its end clears them all.
+    fn cut_server(&self, n: usize, fault: &ConcreteFault, begin: bool) {
+        let Some(deployment) = self.deployment.as_ref() else {
+            return;
+        };
+        let latency = fault.kind == FaultKind::Latency;
+        let delay = if begin {
+            fault.delay.unwrap_or(Duration::from_millis(100))
+        } else {
+            Duration::ZERO
+        };
+        for act in cut::server_acts(&deployment.shape(), n, fault.kind) {
+            let links = match act.proxy {
+                Proxy::Clients(node) => self.links_of(FaultTarget::Redis(node)),
+                proxy => deployment.node_proxy(proxy).into_iter().cloned().collect(),
+            };
+            for link in links {
+                let seen = link.seen();
+                link.set(|mode| match (act.scope, latency) {
+                    (Scope::Every, false) => {
+                        mode.hold_up = (act.up && begin) || (!act.up && mode.hold_up);
+                        mode.hold_down = (act.down && begin) || (!act.down && mode.hold_down);
+                    }
+                    (Scope::From(peer), false) => {
+                        let rule = mode.peers.entry(peer).or_default();
+                        rule.hold_up = (act.up && begin) || (!act.up && rule.hold_up);
+                        rule.hold_down = (act.down && begin) || (!act.down && rule.hold_down);
+                    }
+                    (scope, true) => {
+                        let peers: Vec<_> = match scope {
+                            Scope::Every => seen.iter().copied().collect(),
+                            Scope::From(peer) => {
+                                seen.contains(&peer).then_some(peer).into_iter().collect()
+                            }
+                        };
+                        let peers = if begin {
+                            peers
+                        } else {
+                            // The end clears every link it may have slowed,
+                            // whatever it has carried since.
+                            match scope {
+                                Scope::Every => mode.peers.keys().copied().collect(),
+                                Scope::From(peer) => vec![peer],
+                            }
+                        };
+                        for peer in peers {
+                            mode.peers.entry(peer).or_default().delay = delay;
+                        }
+                    }
+                });
             }
         }
     }
@@ -677,6 +752,13 @@ impl Seed<'_> {
             (FaultKind::Restart, FaultTarget::Redis(n)) => {
                 self.deployment()?.start_node(procs, n)?;
             }
+            (
+                FaultKind::Partition | FaultKind::PartitionOneway | FaultKind::Latency,
+                FaultTarget::Redis(n),
+            ) => {
+                self.cut_off.remove(&index);
+                self.cut_server(n, fault, false);
+            }
             (FaultKind::Partition | FaultKind::PartitionOneway, _) => {
                 for link in self.links_of(target) {
                     link.set(|mode| {
@@ -732,6 +814,7 @@ impl Seed<'_> {
         if window.is_none() {
             self.silence(old);
         }
+        let cut_off: Vec<usize> = self.cut_off.values().copied().collect();
         let deployment = self.deployment()?;
         if window.is_none()
             && let Some(id) = deployment.nodes[old].proc.take()
@@ -741,7 +824,8 @@ impl Seed<'_> {
         // The replica with the largest applied offset wins.
         let mut best: Option<(u64, usize)> = None;
         for (index, node) in deployment.nodes.iter().enumerate() {
-            if index == old || node.proc.is_none() {
+            // A replica down or cut off cannot be promoted.
+            if index == old || node.proc.is_none() || cut_off.contains(&index) {
                 continue;
             }
             let Ok(mut conn) = admin(node.port).await else {
@@ -1105,9 +1189,11 @@ const ORACLE_RTT: Duration = Duration::from_millis(5);
 /// connections (no proxy): single, primary-replica and Sentinel read the
 /// node that answers `role:master` (while a deposed primary says `master`
 /// too, the one last seen promoted from replica), Redlock a majority (a
-/// node that does not answer counted with the key it had, until its ttl).
-/// Each sample is stamped when it was sent, and kept only if the answer
-/// came within [`ORACLE_RTT`].
+/// node that does not answer counted with the key it had, until its ttl),
+/// a cluster the node that serves the key's slot (while the cluster is
+/// down and every node answers `CLUSTERDOWN`, the key it last read, until
+/// its ttl: nothing can write it meanwhile). Each sample is stamped when
+/// it was sent, and kept only if the answer came within [`ORACLE_RTT`].
 async fn oracle(topology: Topology, ports: Vec<u16>, recorder: Recorder) {
     let key = lock_key();
     let redlock = matches!(topology, Topology::Redlock { .. });
@@ -1128,9 +1214,13 @@ async fn oracle(topology: Topology, ports: Vec<u16>, recorder: Recorder) {
     // a down node with the keys it had: it grants nobody else meanwhile,
     // and a restart that empties it shows at its first answer.
     let mut remembered: Vec<Option<(String, u64)>> = vec![None; ports.len()];
+    // A cluster: the key as last read on the node serving its slot, and
+    // when its ttl ends (the shared monotonic clock, ns).
+    let mut last_read: Option<(usize, Option<(String, u64)>)> = None;
     loop {
         tokio::time::sleep(Duration::from_millis(2)).await;
         let sent = mono_ns();
+        let mut cluster_down = false;
         let mut views: Vec<Option<(Option<String>, i64)>> = Vec::with_capacity(ports.len());
         for (index, port) in ports.iter().enumerate() {
             if conns[index].is_none() {
@@ -1160,8 +1250,13 @@ async fn oracle(topology: Topology, ports: Vec<u16>, recorder: Recorder) {
                             was_master[index] = Some(master);
                             (master || redlock).then_some((owner, pttl))
                         }
-                        Ok(Err(_)) => {
-                            conns[index] = None;
+                        Ok(Err(error)) => {
+                            cluster_down |= error.code() == Some("CLUSTERDOWN");
+                            // An error reply (`MOVED`, `CLUSTERDOWN`) leaves
+                            // the connection usable; anything else does not.
+                            if error.code().is_none() {
+                                conns[index] = None;
+                            }
                             None
                         }
                         Err(_) => None,
@@ -1180,6 +1275,16 @@ async fn oracle(topology: Topology, ports: Vec<u16>, recorder: Recorder) {
         } else {
             primary_sample(&views, follows_promotions.then_some(promoted).flatten())
         };
+        let sample = match (sample, &last_read) {
+            (Some(read), _) => {
+                if matches!(topology, Topology::Cluster { .. }) {
+                    last_read = Some(remember(&read, sent));
+                }
+                Some(read)
+            }
+            (None, Some(read)) if cluster_down => Some(recall(read, sent)),
+            (None, _) => None,
+        };
         let Some((primary, owner, pttl)) = sample else {
             continue;
         };
@@ -1196,6 +1301,43 @@ async fn oracle(topology: Topology, ports: Vec<u16>, recorder: Recorder) {
                 },
             );
         }
+    }
+}
+
+/// What a sample read (node, owner, `PTTL`) at `sent` (the shared monotonic
+/// clock, ns) says of later instants: the node, and the owner with the
+/// instant its ttl ends (a key without a ttl never ends).
+fn remember(
+    read: &(usize, Option<String>, Option<i64>),
+    sent: u64,
+) -> (usize, Option<(String, u64)>) {
+    let (node, owner, pttl) = read;
+    let owner = owner.clone().map(|owner| {
+        let ends = match pttl {
+            Some(ms) if *ms >= 0 => {
+                sent.saturating_add(Duration::from_millis(ms.unsigned_abs()).as_nanos() as u64)
+            }
+            _ => u64::MAX,
+        };
+        (owner, ends)
+    });
+    (*node, owner)
+}
+
+/// The key at `sent` as [`remember`]ed: its owner until its ttl ends, then
+/// nobody's.
+fn recall(
+    read: &(usize, Option<(String, u64)>),
+    sent: u64,
+) -> (usize, Option<String>, Option<i64>) {
+    let (node, owner) = read;
+    match owner {
+        Some((owner, ends)) if *ends > sent => {
+            let left = (*ends - sent) / 1_000_000;
+            let pttl = if *ends == u64::MAX { -1 } else { left as i64 };
+            (*node, Some(owner.clone()), Some(pttl))
+        }
+        _ => (*node, None, None),
     }
 }
 
@@ -1314,6 +1456,23 @@ mod tests {
             (None, None)
         );
         assert_eq!(round(&[holds("a", 800), empty(), None], 200), (None, None));
+    }
+
+    #[test]
+    fn while_a_cluster_is_down_the_key_last_read_stays_until_its_ttl() {
+        let read = remember(&(0, Some("a".to_owned()), Some(300)), 1000 * MS);
+        assert_eq!(
+            recall(&read, 1100 * MS),
+            (0, Some("a".to_owned()), Some(200))
+        );
+        assert_eq!(recall(&read, 1300 * MS), (0, None, None));
+        let forever = remember(&(1, Some("b".to_owned()), Some(-1)), 0);
+        assert_eq!(
+            recall(&forever, 9000 * MS),
+            (1, Some("b".to_owned()), Some(-1))
+        );
+        let empty = remember(&(2, None, Some(-2)), 0);
+        assert_eq!(recall(&empty, 5 * MS), (2, None, None));
     }
 
     #[test]

@@ -317,8 +317,14 @@ struct World<'a> {
     /// Primaries a shard failover deposed, by schedule position.
     deposed: BTreeMap<usize, usize>,
     /// Cluster nodes made unreachable (down or partitioned), by schedule
-    /// position: the node, and whether the node timeout has passed.
-    unreachable: BTreeMap<usize, (usize, bool)>,
+    /// position: the node, and when the cluster failed it, once it has.
+    unreachable: BTreeMap<usize, (usize, Option<Duration>)>,
+    /// Cluster nodes reachable again whose failure the others have not
+    /// cleared yet, by schedule position.
+    recovering: BTreeMap<usize, usize>,
+    /// Draws how long a cluster takes to fail an unreachable node and to
+    /// clear the failure once it is back.
+    detection_rng: Rng,
     /// Sentinel failovers whose other replicas are not yet re-pointed at
     /// the promoted one, by schedule position: (old primary, new primary).
     reconfigs: BTreeMap<usize, (usize, usize)>,
@@ -398,6 +404,8 @@ impl World<'_> {
             migrations: BTreeMap::new(),
             deposed: BTreeMap::new(),
             unreachable: BTreeMap::new(),
+            recovering: BTreeMap::new(),
+            detection_rng: Rng::fork(seed, 0xDE7E),
             reconfigs: BTreeMap::new(),
             planned: Vec::new(),
         }

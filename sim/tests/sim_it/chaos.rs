@@ -254,3 +254,63 @@ fn a_killed_controller_takes_its_children_with_it() {
     let _ = child.wait();
     assert_all_gone(&dir, Duration::from_secs(3));
 }
+
+/// The instants (seconds) of the history's lines in `stdout` whose `op`
+/// is `op` (and, for a fault, whose `phase` is `phase`).
+fn instants_of(stdout: &str, op: &str, phase: Option<&str>) -> Vec<f64> {
+    stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|entry| entry["op"] == op && phase.is_none_or(|phase| entry["phase"] == phase))
+        .filter_map(|entry| {
+            let at = &entry["at"];
+            Some(at["secs"].as_f64()? + at["nanos"].as_f64()? / 1e9)
+        })
+        .collect()
+}
+
+#[test]
+fn a_partitioned_replica_acknowledges_nothing_until_the_heal() {
+    let dir = scratch("replica-cut");
+    let file = tests_dir().join("replica-cut.toml");
+    let output = chaos(
+        &dir,
+        &[
+            file.to_str().expect("a utf-8 path"),
+            "--runs",
+            "1",
+            "--history",
+        ],
+    )
+    .output()
+    .expect("sim runs");
+    let history = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let grants = instants_of(&history, "acquire-ok", None);
+    let (Some(&cut), Some(&healed)) = (
+        instants_of(&history, "fault", Some("start")).first(),
+        instants_of(&history, "fault", Some("end")).first(),
+    ) else {
+        panic!("no partition in the history:\n{history}");
+    };
+    // Granted (WAIT 1 answered) before the cut and after the heal, never
+    // while the replica's replication link is held (a grant whose WAIT was
+    // answered just before the cut may come back just after it began).
+    assert!(grants.iter().any(|&at| at < cut), "{grants:?}\n{history}");
+    let during: Vec<f64> = grants
+        .iter()
+        .copied()
+        .filter(|&at| (cut + 0.05..healed).contains(&at))
+        .collect();
+    assert!(
+        during.is_empty(),
+        "granted during the cut ({cut}..{healed} s): {during:?}"
+    );
+    assert!(
+        grants.iter().any(|&at| at > healed),
+        "{grants:?}\n{history}"
+    );
+    // And the refusals say why: the replica acknowledged nothing.
+    assert!(history.contains("replicas acknowledged"), "{history}");
+    assert_all_gone(&dir, Duration::from_secs(2));
+}

@@ -1,0 +1,214 @@
+//! Which of the controller's proxies a partition or latency of a *server*
+//! acts on, and how: the simulator cuts (or slows) every link the server's
+//! host has (`world/faults.rs`: `partition` between it and every other
+//! host), so a real run must hold the same traffic. On loopback that is:
+//!
+//! - the clients' links to the node (its own port and its announced one);
+//! - its replication proxy, which it announces: what its replicas (and a
+//!   Sentinel's) connections into it carry;
+//! - its own connection into its primary's replication proxy, told apart
+//!   from the others' by the source address the node binds
+//!   (`bind-source-addr`);
+//! - its cluster bus proxy, and its own connections into the other nodes'
+//!   bus proxies (by source address again).
+//!
+//! A partition holds both directions of each; a one-way partition only
+//! what the server sends (its replies, its stream, its acknowledgements and
+//! bus messages), as turmoil drops only the messages *from* the cut host;
+//! latency delays both directions. The plan is a pure function of the
+//! deployment's shape, so a test can read it without starting anything.
+
+use std::net::IpAddr;
+
+use crate::config::FaultKind;
+
+/// A proxy (or a group of them) a server fault acts on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Proxy {
+    /// Every client's links to node `n`.
+    Clients(usize),
+    /// Node `n`'s replication proxy (the address it announces).
+    Replication(usize),
+    /// Node `n`'s cluster bus proxy.
+    Bus(usize),
+}
+
+/// Which connections through a proxy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Scope {
+    /// All of them.
+    Every,
+    /// Those from this source address (one node's own connections).
+    From(IpAddr),
+}
+
+/// One step of a server fault: on `proxy`'s connections in `scope`, hold
+/// (or delay) what the dialling side sends (`up`) and what comes back
+/// (`down`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct Act {
+    pub proxy: Proxy,
+    pub scope: Scope,
+    pub up: bool,
+    pub down: bool,
+}
+
+/// What the plan needs to know of one node of the deployment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct NodeShape {
+    /// It has a replication proxy (a topology that can fail over).
+    pub replication: bool,
+    /// It has a cluster bus proxy.
+    pub bus: bool,
+    /// The loopback address its own outgoing connections come from.
+    pub source: Option<IpAddr>,
+}
+
+/// The acts of a fault of `kind` (a partition, one way or both, or
+/// latency) on node `node` of `nodes`, in a fixed order.
+pub(super) fn server_acts(nodes: &[NodeShape], node: usize, kind: FaultKind) -> Vec<Act> {
+    // The cut node's own sends: what it answers on connections dialled
+    // into it (`down`), and what it sends on the connections it dials
+    // (`up`). A one-way partition holds only those.
+    let both = !matches!(kind, FaultKind::PartitionOneway);
+    let into = |proxy| Act {
+        proxy,
+        scope: Scope::Every,
+        up: both,
+        down: true,
+    };
+    let Some(own) = nodes.get(node) else {
+        return Vec::new();
+    };
+    let mut acts = vec![into(Proxy::Clients(node))];
+    if own.replication {
+        acts.push(into(Proxy::Replication(node)));
+    }
+    if own.bus {
+        acts.push(into(Proxy::Bus(node)));
+    }
+    if let Some(source) = own.source {
+        for (other, shape) in nodes.iter().enumerate() {
+            if other == node {
+                continue;
+            }
+            let out = |proxy| Act {
+                proxy,
+                scope: Scope::From(source),
+                up: true,
+                down: both,
+            };
+            if shape.replication {
+                acts.push(out(Proxy::Replication(other)));
+            }
+            if shape.bus {
+                acts.push(out(Proxy::Bus(other)));
+            }
+        }
+    }
+    acts
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::Ipv4Addr;
+
+    use super::*;
+
+    fn source(index: u8) -> IpAddr {
+        IpAddr::V4(Ipv4Addr::new(127, 0, 0, 20 + index))
+    }
+
+    /// A primary with two replicas, as the deployment starts one.
+    fn primary_replica() -> Vec<NodeShape> {
+        (0..3)
+            .map(|index| NodeShape {
+                replication: true,
+                bus: false,
+                source: Some(source(index)),
+            })
+            .collect()
+    }
+
+    /// Three cluster primaries without replicas.
+    fn cluster() -> Vec<NodeShape> {
+        (0..3)
+            .map(|index| NodeShape {
+                replication: false,
+                bus: true,
+                source: Some(source(index)),
+            })
+            .collect()
+    }
+
+    fn act(proxy: Proxy, scope: Scope, up: bool, down: bool) -> Act {
+        Act {
+            proxy,
+            scope,
+            up,
+            down,
+        }
+    }
+
+    #[test]
+    fn a_partitioned_replica_loses_its_clients_its_stream_and_whoever_dials_it() {
+        let acts = server_acts(&primary_replica(), 1, FaultKind::Partition);
+        assert_eq!(
+            acts,
+            vec![
+                act(Proxy::Clients(1), Scope::Every, true, true),
+                act(Proxy::Replication(1), Scope::Every, true, true),
+                // Its own link into the primary's proxy (and into the
+                // other replica's, should it be promoted meanwhile).
+                act(Proxy::Replication(0), Scope::From(source(1)), true, true),
+                act(Proxy::Replication(2), Scope::From(source(1)), true, true),
+            ]
+        );
+        // Latency slows the same connections, both ways.
+        assert_eq!(server_acts(&primary_replica(), 1, FaultKind::Latency), acts);
+    }
+
+    #[test]
+    fn a_one_way_partition_holds_only_what_the_server_sends() {
+        let acts = server_acts(&primary_replica(), 0, FaultKind::PartitionOneway);
+        assert_eq!(
+            acts,
+            vec![
+                // Its replies, and its stream to the replicas dialling it.
+                act(Proxy::Clients(0), Scope::Every, false, true),
+                act(Proxy::Replication(0), Scope::Every, false, true),
+                // What it sends on the links it dials itself.
+                act(Proxy::Replication(1), Scope::From(source(0)), true, false),
+                act(Proxy::Replication(2), Scope::From(source(0)), true, false),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_partitioned_cluster_node_is_cut_off_its_clients_and_the_bus() {
+        let acts = server_acts(&cluster(), 1, FaultKind::Partition);
+        assert_eq!(
+            acts,
+            vec![
+                act(Proxy::Clients(1), Scope::Every, true, true),
+                act(Proxy::Bus(1), Scope::Every, true, true),
+                act(Proxy::Bus(0), Scope::From(source(1)), true, true),
+                act(Proxy::Bus(2), Scope::From(source(1)), true, true),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_single_node_has_only_its_clients_links() {
+        let single = [NodeShape {
+            replication: false,
+            bus: false,
+            source: None,
+        }];
+        assert_eq!(
+            server_acts(&single, 0, FaultKind::Partition),
+            vec![act(Proxy::Clients(0), Scope::Every, true, true)]
+        );
+        assert!(server_acts(&single, 3, FaultKind::Partition).is_empty());
+    }
+}
