@@ -42,31 +42,34 @@
 -- the commonest calls, needs none. The server time they read is shared by
 -- every acquire of the call.
 local server_us, fence_for, acquire
-local now_us = nil
--- The fence floors this call read (key -> the highest fence issued from
--- it), and those keys in the order first read, to write back at the end.
-local floors, dirty
+local now_us, now_text = nil, nil
+-- The fence floors this call touched: key -> the highest fence issued from
+-- it, key -> the value it holds on the server, and the keys in the order
+-- first touched, to write back at the end where the two differ.
+local floors, stored, touched
 
 local replies = {}
 local k, a, n = 1, 1, #ARGV
 while a <= n do
   local op, lock, token = ARGV[a], KEYS[k], ARGV[a + 1]
   if not acquire and op ~= 'd' and op ~= 'q' and op ~= 'r' then
-    floors, dirty = {}, {}
-    -- The server clock in microseconds, read at most once per call: Redis
-    -- freezes time during a script, so every grant of a batch sees the same
-    -- instant and the floor below orders them.
+    floors, stored, touched = {}, {}, {}
+    -- The server clock in microseconds, as a number and as its decimal
+    -- string, read at most once per call: Redis freezes time during a
+    -- script, so every grant of a batch sees the same instant and the floor
+    -- below orders them.
     server_us = function()
       if not now_us then
         local time = redis.call('TIME')
-        now_us = tonumber(time[1] .. string.rep('0', 6 - #time[2]) .. time[2])
+        now_text = time[1] .. string.rep('0', 6 - #time[2]) .. time[2]
+        now_us = tonumber(now_text)
       end
-      return now_us
+      return now_us, now_text
     end
 
     -- The fence of a grant that just set `lock`, in mode 't' or 'c'. On error,
     -- undoes the grant so that an error reply still means "nothing changed".
-    fence_for = function(lock, fence_key, mode)
+    fence_for = function(lock, fence_key, mode, compat)
       if mode == 'c' then
         -- One counter per namespace that never expires: strictly increasing
         -- per key as long as the key survives. A plain counter lives in the
@@ -80,25 +83,41 @@ while a <= n do
       end
       -- max(floor + 1, server time in us), the floor being the namespace's
       -- (one key per namespace, per slot in a cluster, without a ttl): the
-      -- last fence it issued. Read once per call and written back once, at
-      -- the end of the call (below): a call's fences reach clients only
-      -- when it completes, and then the floor holds the highest of them.
+      -- last fence it issued.
+      local now, text = server_us()
       local floor = floors[fence_key]
-      if not floor then
-        local previous = redis.pcall('GET', fence_key)
-        if type(previous) == 'table' then
-          redis.call('DEL', lock)
-          return previous
-        end
-        floor = tonumber(previous or '0') or 0
-        dirty[#dirty + 1] = fence_key
+      if floor then
+        -- A later grant of this call: one above the call's last, written
+        -- back at the end (below). A call's fences reach clients only when
+        -- it completes, and then the floor holds the highest of them.
+        floors[fence_key] = floor + 1
+        return floor + 1
       end
-      local now = server_us()
-      local fence = floor + 1
+      -- The call's first grant on this floor swaps the server time in (one
+      -- command: the common single grant needs no other).
+      local previous
+      if compat then
+        previous = redis.pcall('GET', fence_key)
+      else
+        previous = redis.pcall('SET', fence_key, text, 'GET')
+      end
+      if type(previous) == 'table' then
+        redis.call('DEL', lock)
+        return previous
+      end
+      touched[#touched + 1] = fence_key
+      local fence = (tonumber(previous or '0') or 0) + 1
       if fence < now then
         fence = now
       end
-      floors[fence_key] = fence
+      if compat or fence ~= now then
+        -- The server clock is behind the floor (it stepped back, or grants
+        -- came faster than 1 per us), or the swap was not made: write the
+        -- fence now, so the floor never holds less than it did, whatever
+        -- happens later in the call.
+        redis.call('SET', fence_key, string.format('%.0f', fence))
+      end
+      floors[fence_key], stored[fence_key] = fence, fence
       return fence
     end
 
@@ -132,7 +151,7 @@ while a <= n do
       if mode == 'n' then
         return 0
       end
-      return fence_for(lock, fence_key, mode)
+      return fence_for(lock, fence_key, mode, compat)
     end
   end
   local reply
@@ -171,9 +190,12 @@ while a <= n do
   end
   replies[#replies + 1] = reply
 end
-if dirty then
-  for i = 1, #dirty do
-    redis.call('SET', dirty[i], string.format('%.0f', floors[dirty[i]]))
+if touched then
+  for i = 1, #touched do
+    local key = touched[i]
+    if floors[key] ~= stored[key] then
+      redis.call('SET', key, string.format('%.0f', floors[key]))
+    end
   end
 end
 if #replies == 1 then

@@ -157,9 +157,10 @@ fn grants_behind_the_floor_are_counted() {
 }
 
 #[test]
-fn the_fence_floor_outlives_its_locks_and_is_written_once_per_call() {
+fn the_fence_floor_outlives_its_locks_and_a_call_writes_it_back_once() {
     let mut db = Db::default();
-    // Two locks of one namespace share its floor: one read, one write.
+    // Two locks of one namespace share its floor: the first grant swaps
+    // the server time in, the call writes the second's fence back once.
     let (reply, effects, _) = run_at_zero(
         &mut db,
         true,
@@ -169,8 +170,8 @@ fn the_fence_floor_outlives_its_locks_and_is_written_once_per_call() {
     assert_eq!(reply, Frame::Array(vec![granted(7), granted(8)]));
     assert_eq!(
         effects.len(),
-        3,
-        "two SETs of locks, one of the floor: {effects:?}"
+        4,
+        "two SETs of locks, two of the floor: {effects:?}"
     );
     call(&mut db, &["{a}"], &["d", "t"], 10);
     call(&mut db, &["{b}"], &["d", "t"], 10);
@@ -360,4 +361,26 @@ fn a_script_may_not_create_or_read_globals() {
         let read = engine.lua.load("return undeclared").eval::<Value>();
         assert!(read.is_err_and(|e| e.to_string().contains("nonexistent global variable")));
     });
+}
+
+#[test]
+fn a_lone_grant_swaps_the_server_time_into_the_floor_in_one_command() {
+    let mut db = Db::default();
+    let keys = ["{a}", "{ns}:fence-floor"];
+    let (reply, effects, _) = run_at_zero(&mut db, true, &keys, &["t", "t", "1000"]);
+    assert_eq!(reply, granted(7));
+    assert_eq!(effects.len(), 2, "the lock's SET, the floor's: {effects:?}");
+    // Behind the floor, the fence is written at once, above it.
+    db.execute(&strs(&["SET", "{ns}:fence-floor", "99"]), now(0));
+    let (reply, effects, _) = run_at_zero(&mut db, true, &["{b}", keys[1]], &["t", "t", "1000"]);
+    assert_eq!(reply, granted(100));
+    assert_eq!(
+        effects.len(),
+        3,
+        "the lock, the swap, the fence: {effects:?}"
+    );
+    assert_eq!(
+        db.get(b"{ns}:fence-floor", now(0)).unwrap(),
+        Some(&b"100"[..])
+    );
 }
