@@ -484,19 +484,32 @@ mod tests {
         }
     }
 
+    type Spans = BTreeMap<usize, Vec<(Duration, Duration)>>;
+
+    /// A `Ready` over `holds` with no other acquire.
+    fn ready<'a>(
+        terms: &'a Terms,
+        history: &'a History,
+        holds: &'a [Hold],
+        absent: &'a Spans,
+        cuts: &'a Spans,
+    ) -> Ready<'a> {
+        Ready {
+            terms,
+            history,
+            holds,
+            pendings: &[],
+            absent,
+            cuts,
+        }
+    }
+
     #[test]
     fn a_waiter_dead_inside_anothers_hold_lapses_by_its_waiter_ttl_else_by_a_lease() {
         let (terms, history, absent) = (terms(), History::default(), BTreeMap::new());
         let holds = [hold(0, 0, 1_000)];
         let cuts = BTreeMap::new();
-        let ready = Ready {
-            terms: &terms,
-            history: &history,
-            holds: &holds,
-            pendings: &[],
-            absent: &absent,
-            cuts: &cuts,
-        };
+        let ready = ready(&terms, &history, &holds, &absent, &cuts);
         let lapse = |client, died| {
             ready
                 .lapse(client, died, ready.last_contact(client, died))
@@ -519,14 +532,7 @@ mod tests {
         // Client 1 cut off from 300 to 500 ms: what it sent into the cut
         // arrives by 500 + 200 + 200 + 2 × 2 ms.
         let cuts = BTreeMap::from([(1, vec![(ms(300), ms(500))])]);
-        let ready = Ready {
-            terms: &terms,
-            history: &history,
-            holds: &holds,
-            pendings: &[],
-            absent: &absent,
-            cuts: &cuts,
-        };
+        let ready = ready(&terms, &history, &holds, &absent, &cuts);
         assert_eq!(ready.last_contact(1, ms(300)), ms(904));
         assert_eq!(
             ready.last_contact(2, ms(300)),

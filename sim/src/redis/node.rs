@@ -50,6 +50,21 @@ pub struct NodeConfig {
     pub persistence: crate::config::Persistence,
 }
 
+impl NodeConfig {
+    /// `redis-0`, a primary on its own (no replica of anything, no lag),
+    /// seeded with 1: the node the tests that drive one node use.
+    pub fn standalone(flavour: Flavour, persistence: crate::config::Persistence) -> Self {
+        Self {
+            index: 0,
+            replica_of: None,
+            replication_lag: None,
+            seed: 1,
+            flavour,
+            persistence,
+        }
+    }
+}
+
 /// The server a simulated node presents as.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Flavour {
@@ -627,14 +642,7 @@ mod tests {
     }
 
     fn with_persistence(persistence: crate::config::Persistence) -> NodeHandle {
-        NodeHandle::new(NodeConfig {
-            index: 0,
-            replica_of: None,
-            replication_lag: None,
-            seed: 1,
-            flavour: Flavour::Valkey81,
-            persistence,
-        })
+        NodeHandle::new(NodeConfig::standalone(Flavour::Valkey81, persistence))
     }
 
     /// A primary's write, as a command does it.
@@ -677,14 +685,7 @@ mod tests {
     fn valkey_acknowledges_a_waiting_waitaof_without_an_fsync() {
         use crate::config::Persistence;
         for (flavour, acks) in [(Flavour::Valkey81, true), (Flavour::Redis84, false)] {
-            let node = NodeHandle::new(NodeConfig {
-                index: 0,
-                replica_of: None,
-                replication_lag: None,
-                seed: 1,
-                flavour,
-                persistence: Persistence::AofEverysec,
-            });
+            let node = NodeHandle::new(NodeConfig::standalone(flavour, Persistence::AofEverysec));
             write(&node, "a");
             node.0.borrow_mut().aof_waiters = 1;
             node.loop_pass();

@@ -97,10 +97,12 @@ fn a_server_clock_jump_is_refused_by_name_and_place() {
     );
 }
 
-#[test]
-fn a_read_write_scenario_records_shared_and_exclusive_holds_and_waits() {
-    let dir = scratch("family");
-    let file = tests_dir().join("rw-tiny.toml");
+/// Runs the test scenario `file` once for real (in the scratch folder
+/// `name`), checks it exited 0, and returns that folder and the run's
+/// history (JSON lines).
+fn one_run_history(name: &str, file: &str) -> (PathBuf, String) {
+    let dir = scratch(name);
+    let file = tests_dir().join(file);
     let output = chaos(
         &dir,
         &[
@@ -112,8 +114,13 @@ fn a_read_write_scenario_records_shared_and_exclusive_holds_and_waits() {
     )
     .output()
     .expect("sim runs");
-    let history = String::from_utf8_lossy(&output.stdout);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    (dir, String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+#[test]
+fn a_read_write_scenario_records_shared_and_exclusive_holds_and_waits() {
+    let (dir, history) = one_run_history("family", "rw-tiny.toml");
     let grants: Vec<&str> = history
         .lines()
         .filter(|line| line.contains(r#""op":"acquire-ok""#))
@@ -271,21 +278,7 @@ fn instants_of(stdout: &str, op: &str, phase: Option<&str>) -> Vec<f64> {
 
 #[test]
 fn a_partitioned_replica_acknowledges_nothing_until_the_heal() {
-    let dir = scratch("replica-cut");
-    let file = tests_dir().join("replica-cut.toml");
-    let output = chaos(
-        &dir,
-        &[
-            file.to_str().expect("a utf-8 path"),
-            "--runs",
-            "1",
-            "--history",
-        ],
-    )
-    .output()
-    .expect("sim runs");
-    let history = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let (dir, history) = one_run_history("replica-cut", "replica-cut.toml");
     let grants = instants_of(&history, "acquire-ok", None);
     let (Some(&cut), Some(&healed)) = (
         instants_of(&history, "fault", Some("start")).first(),

@@ -636,14 +636,10 @@ fn sim_replies(steps: &[Step], flavour: Flavour) -> Vec<String> {
         .max_message_latency(Duration::from_millis(1))
         .simulation_duration(Duration::from_secs(60));
     let mut sim = builder.build();
-    let node = NodeHandle::new(NodeConfig {
-        index: 0,
-        replica_of: None,
-        replication_lag: None,
-        seed: 1,
+    let node = NodeHandle::new(NodeConfig::standalone(
         flavour,
-        persistence: sim::config::Persistence::None,
-    });
+        sim::config::Persistence::None,
+    ));
     sim.host("redis-0", move || sim::redis::serve(node.clone()));
     let (steps, out) = (steps.to_vec(), Rc::clone(&replies));
     sim.client("tester", async move {

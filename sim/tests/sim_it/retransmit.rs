@@ -128,6 +128,17 @@ struct Cut {
     oneway: bool,
 }
 
+impl Cut {
+    /// Both ways, from `from` until it heals at `to`.
+    fn both_ways(from: Duration, to: Duration) -> Self {
+        Self {
+            from,
+            to: Some(to),
+            oneway: false,
+        }
+    }
+}
+
 /// Runs `what` through `cut` for `duration`, stepping (or, with
 /// `skip_idle`, jumping the idle steps as the simulator does), and
 /// returns the log.
@@ -229,11 +240,7 @@ fn a_request_sent_into_a_cut_runs_after_the_heal_at_a_retransmission() {
             send_at: ms(send_at),
             close_at: None,
         };
-        let cut = Cut {
-            from: ms(from),
-            to: Some(ms(to)),
-            oneway: false,
-        };
+        let cut = Cut::both_ways(ms(from), ms(to));
         let log = run_both(what, cut, Duration::from_secs(4));
         let sent = when(&log, "client sent b").expect("the client sends b");
         let expected = retransmission_after(sent, ms(to));
@@ -254,11 +261,7 @@ fn a_request_runs_after_the_heal_even_from_a_closed_socket() {
             send_at: ms(send_at),
             close_at: Some(ms(send_at + 170)),
         };
-        let cut = Cut {
-            from: ms(from),
-            to: Some(ms(to)),
-            oneway: false,
-        };
+        let cut = Cut::both_ways(ms(from), ms(to));
         let log = run_both(what, cut, Duration::from_secs(4));
         let sent = when(&log, "client sent b").expect("the client sends b");
         let closed = when(&log, "client closed").expect("the client closes");
