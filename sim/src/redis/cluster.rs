@@ -24,12 +24,16 @@
 //!
 //! # What this model keeps
 //!
-//! A primary unreachable (down, or cut off by a partition) for longer than
-//! `cluster-node-timeout` is marked failed; while a failed node still owns
-//! slots, the cluster state is FAIL and every node answers `CLUSTERDOWN`
-//! to a command with keys (`cluster-require-full-coverage yes`, Redis's
-//! default), the cut-off node too (it cannot reach the majority). A
-//! failover that hands its slots to a replica, or the node's return, brings
+//! A primary unreachable (down, or cut off by a partition) is marked failed
+//! when a majority of primaries agree it is, as Redis's failure detection
+//! gets there: a ping unanswered past `cluster-node-timeout`, then gossip
+//! (the world decides the instant: `world/cluster.rs`,
+//! `failure_delay`). While a failed node still owns slots, the cluster
+//! state is FAIL and every node answers `CLUSTERDOWN` to a command with
+//! keys (`cluster-require-full-coverage yes`, Redis's default), the cut-off
+//! node too (it cannot reach the majority). A failover that hands its slots
+//! to a replica, or the node's return (once a ping gets through after the
+//! heal, and not before the failure is twice the node timeout old), brings
 //! the cluster back up.
 //!
 //! One agreed slot table (`owners`), which the world changes at once on
@@ -85,8 +89,8 @@ pub struct ClusterState {
     migrating: BTreeMap<(usize, u16), usize>,
     /// (node, slot) → the node it is importing the slot from.
     importing: BTreeMap<(usize, u16), usize>,
-    /// Nodes the others marked failed: unreachable for longer than the
-    /// node timeout.
+    /// Nodes the others marked failed (the world decides when: a ping
+    /// unanswered past the node timeout, then a majority's agreement).
     failed: BTreeSet<usize>,
 }
 
@@ -220,8 +224,8 @@ impl ClusterHandle {
         state.importing.retain(|(_, s), _| *s != slot);
     }
 
-    /// Marks `node` failed (it stayed unreachable past the node timeout)
-    /// or reachable again.
+    /// Marks `node` failed (the others agreed it is unreachable) or
+    /// reachable again.
     pub fn set_failed(&self, node: usize, failed: bool) {
         let mut state = self.0.borrow_mut();
         if failed {
