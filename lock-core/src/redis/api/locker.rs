@@ -195,10 +195,18 @@ impl Locker {
         let machine = if session.cluster.is_some() || kind != LockKind::Plain {
             let mut names = KeyNames::with_kind(opts.key_namespace(), key, kind).for_waiter(&token);
             if session.cluster.is_some() {
-                // In a cluster the fence floor and counter must live in the
-                // lock's slot: one of each per namespace and slot.
-                names.counter = route::counter_key(opts.key_namespace(), &names.lock);
-                names.fence = route::floor_key(opts.key_namespace(), &names.lock);
+                // In a cluster the fence key must live in the lock's slot:
+                // one floor (or counter) per namespace and slot. Only the
+                // one this lock's grants use is looked up.
+                let namespace = opts.key_namespace();
+                match (kind, opts.fencing_mode()) {
+                    (LockKind::Plain, crate::Fencing::None) => {}
+                    (LockKind::Plain, crate::Fencing::Counter) => {
+                        names.counter = route::counter_key(namespace, &names.lock);
+                    }
+                    // The time-mixed fence, which every family kind issues.
+                    _ => names.fence = route::floor_key(namespace, &names.lock),
+                }
             }
             AnyMachine::single_with_names(opts, names, token, session.entropy.next_u64())
         } else {
