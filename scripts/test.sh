@@ -350,10 +350,13 @@ valkey_pass() {
       valkey_skip=(--skip tls:: --skip a_tls_cluster_maps_and_redirects_to_tls_ports)
     fi
     # The one build's test binaries, and the feature build's for check_cli
-    # and metrics: nothing builds again.
-    PATH="$valkey_path:$PATH" LOCK_TEST_SERVER=valkey \
+    # and metrics: nothing builds again. Without REDIS_URL: a test that
+    # takes any Redis (`redis_url_or_spawn`) starts a Valkey of its own here,
+    # instead of sharing the Redis pass's server, and its keys, at the same
+    # time (`exclusion` counted both passes' increments once so).
+    env -u REDIS_URL PATH="$valkey_path:$PATH" LOCK_TEST_SERVER=valkey \
       cargo test --workspace --profile "$PROFILE" --test it -- "${valkey_skip[@]}"
-    PATH="$valkey_path:$PATH" LOCK_TEST_SERVER=valkey \
+    env -u REDIS_URL PATH="$valkey_path:$PATH" LOCK_TEST_SERVER=valkey \
       cargo test --workspace --profile "$PROFILE" --features lock-core/cli,lock-core/metrics \
       --test check_cli --test metrics
     # The simulated Redis presenting as Valkey 8.1 (SET … IFEQ) against
