@@ -8,6 +8,10 @@
 //! Renewals that fall due together go out as one batch: on Valkey a
 //! pipeline of those `SET`s, on Redis one script call for all of them.
 //!
+//! Unfenced acquires that share a batch go out as native `SET NX PX GET`
+//! commands in its pipeline, on both servers, beside one script call for
+//! the batch's other operations; each takes its own answer.
+//!
 //! On a full Valkey (above `maxmemory`, `noeviction`) `SET` is refused with
 //! `OOM` where the script's `PEXPIRE` still renews: the renewal falls back
 //! to the script and the lock stays held; once memory is back, renewals are
@@ -25,7 +29,7 @@ use std::{
     time::Duration,
 };
 
-use lock_core::{Event, LockGuard, LockOptions, Locker, LockerBuilder};
+use lock_core::{Event, Fencing, LockGuard, LockOptions, Locker, LockerBuilder};
 use support::RedisServer;
 
 /// The fixture's server family, read from its own `INFO server`.
@@ -306,4 +310,78 @@ async fn hold_all(guards: &[LockGuard], renewals: &AtomicU64, window: Duration) 
         "a lock was lost while held"
     );
     renewals.load(Ordering::Relaxed) - before
+}
+
+/// How many unfenced acquires the batched-acquire test sends at once.
+const ACQUIRES: usize = 32;
+
+#[tokio::test]
+async fn batched_unfenced_acquires_are_native_sets_beside_one_script_call() {
+    let server = RedisServer::start();
+    let (other, _) = locker(&server).await;
+    let (locker, _) = locker(&server).await;
+    let opts = LockOptions::new(Duration::from_secs(30)).fencing(Fencing::None);
+    let taken = other.acquire("taken", &opts).await.expect("acquire");
+    let _: String = server.query(&["CONFIG", "RESETSTAT"]);
+    // Distinct keys and the taken one, interleaved, all at once: the first
+    // goes alone, the rest share the batch it opens.
+    let (locker, opts) = (&locker, &opts);
+    let attempts = |round: usize| {
+        futures_util::future::join_all((0..ACQUIRES).map(move |index| async move {
+            let key = if index % 4 == 3 {
+                "taken".to_owned()
+            } else {
+                format!("free-{round}-{index}")
+            };
+            (key.clone(), locker.try_acquire(&key, opts).await)
+        }))
+    };
+    let check = |outcomes: Vec<(String, Result<Option<LockGuard>, lock_core::AcquireError>)>| {
+        let mut held = Vec::new();
+        for (key, outcome) in outcomes {
+            let outcome = outcome.expect("try_acquire");
+            if key == "taken" {
+                assert!(outcome.is_none(), "granted a key another locker holds");
+                continue;
+            }
+            let guard = outcome.unwrap_or_else(|| panic!("{key} is free, yet refused"));
+            let on_server: String = server.query(&["GET", guard.redis_key()]);
+            assert_eq!(on_server, guard.token(), "{key}: another token on Redis");
+            held.push(guard);
+        }
+        held
+    };
+    let held = check(attempts(0).await);
+    let (evalsha, _) = command_stats(&server, "evalsha");
+    let (set, _) = command_stats(&server, "set");
+    assert_eq!(
+        evalsha, 0,
+        "{ACQUIRES} unfenced acquires sent {evalsha} EVALSHA"
+    );
+    assert_eq!(
+        set, ACQUIRES as u64,
+        "{ACQUIRES} unfenced acquires, {set} SET"
+    );
+
+    // Releases (script operations) and acquires in the same batches.
+    let _: String = server.query(&["CONFIG", "RESETSTAT"]);
+    let releases = futures_util::future::join_all(held.into_iter().map(|guard| guard.release()));
+    let (released, acquired) = tokio::join!(releases, attempts(1));
+    assert!(released.iter().all(Result::is_ok), "a release failed");
+    let held = check(acquired);
+    let (evalsha, _) = command_stats(&server, "evalsha");
+    let (set, _) = command_stats(&server, "set");
+    assert_eq!(
+        set, ACQUIRES as u64,
+        "{ACQUIRES} unfenced acquires, {set} SET"
+    );
+    assert!(
+        evalsha >= 1 && evalsha < released.len() as u64,
+        "{} releases in {evalsha} EVALSHA (expected batches)",
+        released.len()
+    );
+    for guard in held {
+        guard.release().await.expect("release");
+    }
+    taken.release().await.expect("release");
 }

@@ -2,10 +2,11 @@
 //! commit), or to the primary of the lock's slot in a Redis Cluster,
 //! following its redirections.
 //!
-//! Every command may share a batch: an unfenced acquire too (alone it is a
-//! native `SET NX PX GET`, but in a batch it shares the call, which costs
-//! less on both sides than a command of its own), and a command with a
-//! `WAIT` behind it (the batch's one `WAIT` counts every write of the call).
+//! Every command may share a batch: an unfenced acquire too (on Redis 7+
+//! it goes as its own `SET NX PX GET` in the batch's pipeline, alone or
+//! batched: inside the script it would cost Redis more), and a command
+//! with a `WAIT` behind it (the batch's one `WAIT` counts every write of
+//! the batch).
 //!
 //! A call is a future that owns everything it needs (a clone of the
 //! multiplexed connection, the encoded command), so it can move between
@@ -16,7 +17,6 @@ use std::{
     future::Future,
     pin::Pin,
     sync::{Arc, Mutex, PoisonError},
-    time::Duration,
 };
 
 use redis::{Value, aio::MultiplexedConnection};
@@ -30,7 +30,7 @@ use crate::{
     redis::{
         connect::{dial::NodeAddress, node::Live, slots::slot_of},
         wire::{
-            call::exchange,
+            call::{self, exchange},
             codec::{self, Encoded, OpKind, Plan, SetNxGet},
             route::{self, ClusterRouter},
         },
@@ -172,21 +172,11 @@ async fn single(live: Live, command: Command, cell: Arc<LockCell>) -> Reply {
     }
     let mut encoded = codec::encode(&cell.names, &cell.token, &command, dialect);
     let mut conn = live.conn.clone();
-    let ttl = acquire_ttl(&command);
     match send_encoded(&live, &mut conn, &mut encoded, &command, &cell, false).await {
         Ok((value, waited)) => {
-            finish(&live, &encoded, &value, &waited, &mut conn, &cell, ttl).await
+            finish(&live, &encoded, &value, &waited, &mut conn, &cell, &command).await
         }
         Err(error) => Reply::Failed(codec::failure_of(&error)),
-    }
-}
-
-/// The ttl of an acquire (for the refresh after `SET NX GET` found our own
-/// key); zero for other commands, which never need it.
-fn acquire_ttl(command: &Command) -> Duration {
-    match command {
-        Command::Acquire { ttl, .. } => *ttl,
-        _ => Duration::ZERO,
     }
 }
 
@@ -237,7 +227,7 @@ async fn finish(
     waited: &[Value],
     conn: &mut MultiplexedConnection,
     cell: &LockCell,
-    ttl: Duration,
+    command: &Command,
 ) -> Reply {
     let reply = match encoded.plan {
         Plan::Script(kind) => single_op(value, kind),
@@ -250,7 +240,9 @@ async fn finish(
                 aof: None,
             },
             Ok(SetNxGet::Contended) => Reply::Contended { pttl: None },
-            Ok(SetNxGet::AlreadyOurs) => own_refresh(conn, cell, ttl).await,
+            Ok(SetNxGet::AlreadyOurs) => {
+                call::own_refresh(conn, &cell.names, &cell.token, command).await
+            }
             Err(failure) => Reply::Failed(failure),
         },
     };
@@ -271,7 +263,6 @@ async fn cluster(
     current: Arc<Mutex<Option<(NodeAddress, u64)>>>,
 ) -> Reply {
     let slot = slot_of(&cell.names.lock);
-    let ttl = acquire_ttl(&command);
     let mut asking: Option<NodeAddress> = None;
     let mut last = Failure::Moved;
     for attempt in 0..=route::MAX_REDIRECTS {
@@ -302,7 +293,7 @@ async fn cluster(
         let asked = asking.take().is_some();
         match send_encoded(&live, &mut conn, &mut encoded, &command, &cell, asked).await {
             Ok((value, waited)) => {
-                return finish(&live, &encoded, &value, &waited, &mut conn, &cell, ttl).await;
+                return finish(&live, &encoded, &value, &waited, &mut conn, &cell, &command).await;
             }
             Err(error) => {
                 if let Some(redirect) = route::redirect_of(&error, &address) {
@@ -330,24 +321,6 @@ async fn cluster(
     }
     // Too many redirections in a row: let the machine retry later.
     Reply::Failed(last)
-}
-
-/// A `SET NX GET` found our own key (a retry after a reply we never saw):
-/// refresh its ttl, owner-checked, and count the grant only if that works.
-async fn own_refresh(conn: &mut MultiplexedConnection, cell: &LockCell, ttl: Duration) -> Reply {
-    let refresh = codec::encode_own_refresh(&cell.names, &cell.token, ttl);
-    match exchange(conn, &refresh, &[], false).await {
-        Ok((value, _)) => match single_op(&value, OpKind::Renew) {
-            Reply::Renewed { .. } => Reply::Granted {
-                fence: 0,
-                replicas: None,
-                aof: None,
-            },
-            Reply::NotOwner => Reply::Contended { pttl: None },
-            other => other,
-        },
-        Err(error) => Reply::Failed(codec::failure_of(&error)),
-    }
 }
 
 fn single_op(value: &Value, kind: OpKind) -> Reply {

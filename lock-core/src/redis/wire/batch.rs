@@ -12,7 +12,10 @@
 //! operation opens the batch and yields to the scheduler once, so that
 //! every task that is ready at that moment can join; then it seals the
 //! batch and sends it as one `EVALSHA`. One reply comes back, and each
-//! participant takes its own entry.
+//! participant takes its own entry. Two kinds of operation go out as
+//! native commands in the same pipeline instead, where the server has
+//! them: unfenced acquires (`SET NX PX GET`, Redis 7+) and a batch of
+//! renewals alone (`SET IFEQ`, Valkey 8.1+).
 //!
 //! Only one participant polls the call (whoever polled it last); when it
 //! completes, that participant hands every other one its reply and wakes
@@ -410,6 +413,12 @@ fn seal(items: Vec<Item>, live: Live, wait: codec::Waits) -> SendFuture {
     if renews_natively(&items, live.dialect()) {
         return Box::pin(renew_natively(live, items, wait));
     }
+    if items
+        .iter()
+        .any(|item| acquires_natively(item, live.dialect()))
+    {
+        return Box::pin(acquire_natively(live, items, wait));
+    }
     let ops: Vec<BatchOp<'_>> = items
         .iter()
         .map(|item| BatchOp {
@@ -432,6 +441,111 @@ fn renews_natively(items: &[Item], dialect: Dialect) -> bool {
         && items.iter().all(|item| {
             item.names.kind == LockKind::Plain && matches!(item.command, Command::Renew { .. })
         })
+}
+
+/// Whether `item` goes out as its own `SET lock token NX PX ttl GET` in
+/// the batch's pipeline rather than as an operation of the script call: a
+/// plain lock's unfenced acquire, on a server whose `SET` combines `NX`
+/// and `GET` (Redis 7+). It does what the script's unfenced acquire does,
+/// and costs the server less: inside a script every command pays for the
+/// script's arguments, the call out of Lua and its reply converted back
+/// (`bench/README.md`, "Where the time goes").
+fn acquires_natively(item: &Item, dialect: Dialect) -> bool {
+    dialect.set_nx_get
+        && item.names.kind == LockKind::Plain
+        && matches!(
+            item.command,
+            Command::Acquire {
+                fencing: crate::Fencing::None,
+                ..
+            }
+        )
+}
+
+/// Sends a batch that holds unfenced acquires as one pipeline: each of
+/// them as `SET lock token NX PX ttl GET`, then the other operations as one
+/// script call, then the batch's `WAIT` and `WAITAOF` (which count every
+/// write before them). Each operation takes its own answer. A connection
+/// error fails them all; an error reply fails its own operation only. An
+/// acquire whose `SET` found our own key (a retry after a reply we never
+/// saw) counts as granted only once an owner-checked refresh of its ttl
+/// succeeded, as the lone acquire does; a script call the server no longer
+/// knows (`NOSCRIPT`, after a restart) goes out again on its own once the
+/// scripts are loaded, with the waits behind it.
+async fn acquire_natively(live: Live, items: Vec<Item>, waits: codec::Waits) -> Vec<Reply> {
+    let dialect = live.dialect();
+    let (native, scripted): (Vec<usize>, Vec<usize>) =
+        (0..items.len()).partition(|&index| acquires_natively(&items[index], dialect));
+    let after = waits.cmds();
+    let mut pipe = redis::pipe();
+    for &index in &native {
+        let item = &items[index];
+        pipe.add_command(codec::encode(&item.names, &item.token, &item.command, dialect).call);
+    }
+    let script = (!scripted.is_empty()).then(|| {
+        let ops: Vec<BatchOp<'_>> = scripted
+            .iter()
+            .map(|&index| BatchOp {
+                keys: &items[index].names,
+                token: &items[index].token,
+                command: &items[index].command,
+            })
+            .collect();
+        let kinds: Vec<OpKind> = scripted
+            .iter()
+            .map(|&index| OpKind::of(&items[index].command))
+            .collect();
+        (codec::encode_batch(&ops, dialect), kinds)
+    });
+    if let Some((call, _)) = &script {
+        pipe.add_command(call.clone());
+    }
+    for wait in &after {
+        pipe.add_command(wait.clone());
+    }
+    let count = native.len() + usize::from(script.is_some()) + after.len();
+    let mut conn = live.conn.clone();
+    let values = match conn.send_packed_commands(&pipe, 0, count).await {
+        Ok(values) if values.len() == count => values,
+        Ok(_) => return vec![Reply::Failed(Failure::Protocol); items.len()],
+        Err(error) => return vec![Reply::Failed(codec::failure_of(&error)); items.len()],
+    };
+    let (answers, waited) = values.split_at(native.len() + usize::from(script.is_some()));
+    if waits.waitaof_unknown(waited) {
+        live.refusals.refuse_waitaof();
+    }
+    let mut replies = vec![Reply::Failed(Failure::Protocol); items.len()];
+    for (&index, answer) in native.iter().zip(answers) {
+        let item = &items[index];
+        let reply = match codec::decode_set_nx_get(answer, &item.token) {
+            Ok(codec::SetNxGet::Granted) => Reply::Granted {
+                fence: 0,
+                replicas: None,
+                aof: None,
+            },
+            Ok(codec::SetNxGet::Contended) => Reply::Contended { pttl: None },
+            Ok(codec::SetNxGet::AlreadyOurs) => {
+                call::own_refresh(&mut conn, &item.names, &item.token, &item.command).await
+            }
+            Err(failure) => Reply::Failed(failure),
+        };
+        replies[index] = waits.apply(reply, waited);
+    }
+    if let Some((call, kinds)) = script {
+        let decoded = match &answers[native.len()] {
+            Value::ServerError(error) if error.code() == "NOSCRIPT" => {
+                call::batch(live, call, waits, kinds).await
+            }
+            value => codec::decode_script(value, &kinds)
+                .into_iter()
+                .map(|reply| waits.apply(reply, waited))
+                .collect(),
+        };
+        for (&index, reply) in scripted.iter().zip(decoded) {
+            replies[index] = reply;
+        }
+    }
+    replies
 }
 
 /// Sends a batch of renewals as one pipeline of `SET lock token IFEQ token

@@ -8,7 +8,11 @@
 use redis::{Cmd, RedisError, Value, aio::MultiplexedConnection};
 
 use super::codec::{self, OpKind};
-use crate::{Failure, Reply, redis::connect::node::Live, scripts};
+use crate::{
+    Command, Failure, Reply,
+    redis::connect::node::Live,
+    scripts::{self, KeyNames},
+};
 
 /// Sends `call` (behind `ASKING` when `asking`, and with the pipelined
 /// waits `after` it: `WAIT`, `WAITAOF`), reloading the script once on
@@ -95,6 +99,36 @@ pub(crate) async fn batch(
                 .collect()
         }
         Err(error) => vec![Reply::Failed(codec::failure_of(&error)); kinds.len()],
+    }
+}
+
+/// A `SET NX GET` of `command` (an acquire) found our own key (a retry
+/// after a reply we never saw): refreshes its ttl, owner-checked, and
+/// answers a grant (fence 0) only if that worked.
+pub(crate) async fn own_refresh(
+    conn: &mut MultiplexedConnection,
+    names: &KeyNames,
+    token: &str,
+    command: &Command,
+) -> Reply {
+    let Command::Acquire { ttl, .. } = command else {
+        // Only an acquire sends `SET NX GET`.
+        return Reply::Failed(Failure::Protocol);
+    };
+    let refresh = codec::encode_own_refresh(names, token, *ttl);
+    match exchange(conn, &refresh, &[], false).await {
+        Ok((value, _)) => match codec::decode_script(&value, &[OpKind::Renew]).pop() {
+            Some(Reply::Renewed { .. }) => Reply::Granted {
+                fence: 0,
+                replicas: None,
+                aof: None,
+            },
+            Some(Reply::NotOwner) => Reply::Contended { pttl: None },
+            Some(other) => other,
+            // decode_script answers one reply per kind it is given.
+            None => Reply::Failed(Failure::Protocol),
+        },
+        Err(error) => Reply::Failed(codec::failure_of(&error)),
     }
 }
 
