@@ -50,6 +50,12 @@ pub(super) struct LinkMode {
     /// What happens, on top of the above, to the connections from given
     /// addresses.
     pub peers: BTreeMap<IpAddr, PeerMode>,
+    /// What a hold kept arrives at once when it ends, not at its
+    /// retransmission: the hold was no network cut but the controller's
+    /// way to make a node deaf for a fault's exact window (a cluster
+    /// shard failover's stale window ends when the old primary hears of
+    /// the new epoch, `duration` after the takeover, as in the simulator).
+    pub heal_at_once: bool,
 }
 
 /// What a link does to the connections from one source address.
@@ -349,8 +355,16 @@ async fn arrival(
         }
         let arrives = match *cut_since {
             Some(oldest) => {
-                let delay = mode.borrow().delay_of(peer);
-                (next_retransmission(oldest, Instant::now()) + delay).max(chunk.due)
+                let (delay, at_once) = {
+                    let now = mode.borrow();
+                    (now.delay_of(peer), now.heal_at_once)
+                };
+                let resent = if at_once {
+                    Instant::now()
+                } else {
+                    next_retransmission(oldest, Instant::now())
+                };
+                (resent + delay).max(chunk.due)
             }
             None => chunk.due,
         };
@@ -609,6 +623,31 @@ mod tests {
                 "healed at {heal} ms, arrived {took:?}"
             );
         }
+    }
+
+    #[tokio::test]
+    async fn a_hold_ended_at_once_delivers_at_its_end() {
+        let (upstream, received) = recorder(None).await;
+        let link = start(upstream, 1).await.unwrap();
+        let mut stream = connected(&link, &received).await;
+        link.set(|mode| {
+            mode.hold_up = true;
+            mode.hold_down = true;
+        });
+        let sent = Instant::now();
+        stream.write_all(b"x").await.unwrap();
+        tokio::time::sleep_until(sent + Duration::from_millis(300)).await;
+        link.set(|mode| {
+            *mode = LinkMode {
+                heal_at_once: true,
+                ..LinkMode::default()
+            }
+        });
+        received_within(&received, 2, Duration::from_secs(3)).await;
+        let log = received.lock().unwrap().clone();
+        let took = log.get(1).expect("never arrived").0 - sent;
+        // Not at the retransmission 600 ms after the send.
+        assert!(took < Duration::from_millis(500), "{took:?}");
     }
 
     #[tokio::test]
