@@ -238,7 +238,7 @@ async fn read_until(client: &mut TcpStream, early: &mut Vec<u8>, due: Instant) -
 /// Measured through a two-way iptables DROP on loopback: a command sent
 /// into a cut ran 137 ms after a 0.5 s cut healed and 1.6 s after a 1.5 s
 /// one, at those instants from its send.
-pub(super) const RTO_MIN: Duration = Duration::from_millis(200);
+const RTO_MIN: Duration = Duration::from_millis(200);
 
 /// The largest gap between two retransmissions (Linux's `TCP_RTO_MAX`).
 const RTO_MAX: Duration = Duration::from_secs(120);
@@ -246,7 +246,7 @@ const RTO_MAX: Duration = Duration::from_secs(120);
 /// The first retransmission, at or after `now`, of a segment first sent
 /// at `sent`: [`RTO_MIN`] after the send, then each gap twice the last (the
 /// simulator's turmoil patch delivers a cut segment by the same rule).
-pub(super) fn next_retransmission(sent: Instant, now: Instant) -> Instant {
+fn next_retransmission(sent: Instant, now: Instant) -> Instant {
     let mut gap = RTO_MIN;
     let mut at = sent + gap;
     while at < now {
