@@ -355,9 +355,12 @@ impl Deployment {
         else {
             return;
         };
+        // The window ends when the old primary hears of the new epoch,
+        // `duration` after the takeover: what the bus kept arrives then.
         own.set(|mode| {
             mode.hold_up = cut;
             mode.hold_down = cut;
+            mode.heal_at_once = !cut;
         });
         for (other, node) in self.nodes.iter().enumerate() {
             if other == index {
@@ -365,6 +368,7 @@ impl Deployment {
             }
             if let Some(link) = &node.bus_link {
                 link.set(|mode| {
+                    mode.heal_at_once = !cut;
                     let rule = mode.peers.entry(source).or_default();
                     rule.hold_up = cut;
                     rule.hold_down = cut;
