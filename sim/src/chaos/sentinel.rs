@@ -43,6 +43,15 @@ pub(super) async fn failover(
 ) -> Result<(), ChaosError> {
     let count = deployment.sentinels.len();
     let leader = adoption.leader.min(count.saturating_sub(1));
+    let no_sentinel = || ChaosError::Start {
+        what: "SENTINEL FAILOVER".to_owned(),
+        why: "no sentinel accepted it".to_owned(),
+    };
+    let leader_port = deployment
+        .sentinels
+        .get(leader)
+        .ok_or_else(no_sentinel)?
+        .port;
     let delayed: Vec<(Ears, Duration)> = adoption
         .lags
         .iter()
@@ -53,11 +62,11 @@ pub(super) async fn failover(
             Some((ears, lag))
         })
         .collect();
-    let watch = subscribe(deployment.sentinels[leader].port).await;
+    let watch = subscribe(leader_port).await;
     for (ears, _) in &delayed {
         ears.set(true);
     }
-    if ask(deployment.sentinels[leader].port).await {
+    if ask(leader_port).await {
         tokio::spawn(hear_again(watch, delayed));
         return Ok(());
     }
@@ -69,10 +78,7 @@ pub(super) async fn failover(
             return Ok(());
         }
     }
-    Err(ChaosError::Start {
-        what: "SENTINEL FAILOVER".to_owned(),
-        why: "no sentinel accepted it".to_owned(),
-    })
+    Err(no_sentinel())
 }
 
 /// `SENTINEL FAILOVER` on the sentinel at `port`; whether it accepted.
