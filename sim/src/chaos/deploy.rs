@@ -66,13 +66,53 @@ impl Node {
     }
 }
 
+/// One `redis-sentinel`.
+#[derive(Debug)]
+pub(super) struct Sentinel {
+    /// Its port, which clients and the controller dial directly.
+    pub port: u16,
+    /// The loopback address its own connections (to the nodes' proxies
+    /// and the other sentinels') come from (`bind-source-addr`).
+    pub source: IpAddr,
+    /// Where the other sentinels reach it (a controller proxy, announced
+    /// as its port), so that the controller can hold what they tell it.
+    pub peers: Link,
+}
+
+/// What could tell one sentinel of a failover: what the nodes send it
+/// (their `INFO`, and the hello messages of their `__sentinel__:hello`
+/// channel) and what the other sentinels send it (their hellos, published
+/// to it directly).
+#[derive(Debug, Clone)]
+pub(super) struct Ears {
+    /// Every node's replication proxy, through which the sentinel reaches
+    /// the node.
+    nodes: Vec<Link>,
+    /// The sentinel's source address.
+    source: IpAddr,
+    /// The proxy through which the other sentinels reach it.
+    peers: Link,
+}
+
+impl Ears {
+    /// Holds (`deaf`) or releases all of it. A deaf sentinel still answers
+    /// its clients, naming the primary it knew; once released it reads the
+    /// held hellos and adopts the failover they announce.
+    pub(super) fn set(&self, deaf: bool) {
+        for link in &self.nodes {
+            link.set(|mode| mode.peers.entry(self.source).or_default().hold_down = deaf);
+        }
+        self.peers.set(|mode| mode.hold_up = deaf);
+    }
+}
+
 /// A running deployment.
 #[derive(Debug)]
 pub(super) struct Deployment {
     /// The nodes, `redis-0` first.
     pub nodes: Vec<Node>,
-    /// The sentinels' ports.
-    pub sentinels: Vec<u16>,
+    /// The sentinels.
+    pub sentinels: Vec<Sentinel>,
     /// Which node is primary now (the controller's failovers move it;
     /// Sentinel's are read from the sentinels).
     pub primary: usize,
@@ -143,6 +183,12 @@ fn source_address(index: usize, args: &mut Vec<String>) -> IpAddr {
     let source = Ipv4Addr::new(127, 0, 0, 20 + index as u8);
     args.extend(["--bind-source-addr".to_owned(), source.to_string()]);
     IpAddr::V4(source)
+}
+
+/// The loopback address sentinel `index` connects out from
+/// (`bind-source-addr 127.0.0.200+i`, clear of the nodes' addresses).
+fn sentinel_source(index: usize) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(127, 0, 0, 200 + index as u8))
 }
 
 /// Node `index`'s cluster bus: a port, and a proxy in front of it that the
@@ -377,6 +423,29 @@ impl Deployment {
         }
     }
 
+    /// The sentinels' ports, in order.
+    pub(super) fn sentinel_ports(&self) -> Vec<u16> {
+        self.sentinels
+            .iter()
+            .map(|sentinel| sentinel.port)
+            .collect()
+    }
+
+    /// The switches that hold what could tell sentinel `index` of a
+    /// failover ([`Ears`]).
+    pub(super) fn ears(&self, index: usize) -> Option<Ears> {
+        let sentinel = self.sentinels.get(index)?;
+        Some(Ears {
+            nodes: self
+                .nodes
+                .iter()
+                .filter_map(|node| node.announce.clone())
+                .collect(),
+            source: sentinel.source,
+            peers: sentinel.peers.clone(),
+        })
+    }
+
     /// What the plan of a server fault needs to know of each node.
     pub(super) fn shape(&self) -> Vec<NodeShape> {
         self.nodes
@@ -432,10 +501,18 @@ impl Deployment {
         let quorum = count / 2 + 1;
         for index in 0..count {
             let port = ports.take()?;
+            let peers = super::proxy::start(port, 0)
+                .await
+                .map_err(|source| ChaosError::Io {
+                    what: "starting a sentinel's proxy".to_owned(),
+                    source,
+                })?;
+            let source = sentinel_source(index);
             let config = self.dir.join(format!("sentinel-{index}.conf"));
             let text = format!(
                 "port {port}\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\nlogfile \"{log}\"\n\
-                 dir \"{dir}\"\n\
+                 dir \"{dir}\"\nbind-source-addr {source}\n\
+                 sentinel announce-ip 127.0.0.1\nsentinel announce-port {announce}\n\
                  sentinel monitor {MASTER} 127.0.0.1 {primary} {quorum}\n\
                  sentinel down-after-milliseconds {MASTER} 1000\n\
                  sentinel failover-timeout {MASTER} 3000\n\
@@ -443,6 +520,7 @@ impl Deployment {
                 log = self.dir.join(format!("sentinel-{index}.log")).display(),
                 dir = self.dir.display(),
                 primary = self.nodes[0].reached_at(),
+                announce = peers.port,
             );
             std::fs::write(&config, text).map_err(|source| ChaosError::Io {
                 what: config.display().to_string(),
@@ -463,11 +541,15 @@ impl Deployment {
                     why: std::fs::read_to_string(&log).unwrap_or_default(),
                 });
             }
-            self.sentinels.push(port);
+            self.sentinels.push(Sentinel {
+                port,
+                source,
+                peers,
+            });
         }
         // Every sentinel must see the replicas and the others before a
         // failover can elect a leader.
-        for &port in &self.sentinels {
+        for port in self.sentinel_ports() {
             let mut conn = admin(port).await?;
             for attempt in 0.. {
                 let replicas: Vec<redis::Value> = redis::cmd("SENTINEL")

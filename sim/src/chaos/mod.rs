@@ -10,7 +10,8 @@
 //! reads the machine's clocks and the simulator's modules never import it.
 //!
 //! Layering, downwards only: `mod` → `run` → `deploy`, `proxy`, `procs`,
-//! `wire`, `lazy_aof`, `migrate`, `cut`; `deploy` → `cut`; `client` →
+//! `wire`, `lazy_aof`, `migrate`, `cut`, `sentinel`; `sentinel` → `deploy`;
+//! `deploy` → `cut`; `client` →
 //! `wire`.
 
 pub mod client;
@@ -22,6 +23,7 @@ mod migrate;
 pub mod procs;
 mod proxy;
 mod run;
+mod sentinel;
 pub mod wire;
 
 pub use error::ChaosError;

@@ -33,6 +33,7 @@ use crate::{
     outcome::{ConcreteFault, SeedOutcome},
     rng::Rng,
     scenario::names::fault_kind,
+    world::SentinelDraws,
 };
 
 /// The history entries, from every source, before ordering.
@@ -102,8 +103,11 @@ struct Seed<'a> {
     recorder: Recorder,
     /// Faults resolved at their start, by schedule index.
     resolved: BTreeMap<usize, FaultTarget>,
-    /// The controller's own draws (which sentinel leads a failover).
+    /// The controller's own draws (the key a slot migration picks).
     rng: Rng,
+    /// The simulator's draws for this seed's Sentinel failovers (leader
+    /// and lags), replayed on the real sentinels.
+    sentinel_draws: SentinelDraws,
     /// Slot migrations under way, by schedule index.
     migrations: BTreeMap<usize, super::migrate::Migration>,
     /// Nodes a partition (both ways) cuts off now, by schedule index: no
@@ -193,6 +197,7 @@ pub(super) async fn run_seed(
         recorder,
         resolved: BTreeMap::new(),
         rng: Rng::fork(seed, 0x5E47_1E11),
+        sentinel_draws: SentinelDraws::new(seed),
         migrations: BTreeMap::new(),
         cut_off: BTreeMap::new(),
     };
@@ -293,7 +298,7 @@ impl Seed<'_> {
                     },
                     Topology::Redlock { .. } => Reach::Redlock { nodes },
                     Topology::Sentinel { .. } => Reach::Sentinel {
-                        sentinels: deployment.sentinels.clone(),
+                        sentinels: deployment.sentinel_ports(),
                         master: MASTER.to_owned(),
                     },
                     Topology::Cluster { .. } => Reach::Cluster { nodes },
@@ -467,7 +472,7 @@ impl Seed<'_> {
         let port = match topology {
             Topology::Sentinel { .. } => {
                 let mut found = None;
-                for &sentinel in &deployment.sentinels {
+                for sentinel in deployment.sentinel_ports() {
                     let Ok(mut conn) = admin(sentinel).await else {
                         continue;
                     };
@@ -905,49 +910,30 @@ impl Seed<'_> {
     /// Sentinel: without a stale window the primary dies silently and the
     /// sentinels fail it over when they notice (`down-after-milliseconds`);
     /// with one, `SENTINEL FAILOVER` promotes a replica while the old
-    /// primary is up, and whatever stale window follows is Sentinel's own.
+    /// primary is up, led by the sentinel the simulator draws, the others
+    /// adopting it their drawn lags late ([`super::sentinel`]); whatever
+    /// stale window follows is Sentinel's own.
     async fn sentinel_failover(
         &mut self,
         old: usize,
         window: Option<Duration>,
         procs: &mut Processes,
     ) -> Result<(), ChaosError> {
+        let Topology::Sentinel { sentinel_lag, .. } = self.scenario.topology else {
+            return Ok(());
+        };
+        let count = self.deployment()?.sentinels.len();
+        // Drawn for every failover, as the simulator draws, so that a
+        // later one meets the same draws on both sides.
+        let adoption = self.sentinel_draws.next(count, sentinel_lag);
         if window.is_none() {
             self.silence(old);
-        }
-        let deployment = self.deployment()?;
-        if window.is_none() {
-            if let Some(id) = deployment.nodes[old].proc.take() {
+            if let Some(id) = self.deployment()?.nodes[old].proc.take() {
                 procs.kill(id);
             }
             return Ok(());
         }
-        // The sentinel asked leads the failover and announces the new
-        // primary at once; the others adopt it when its hello reaches
-        // them. Clients follow the first sentinel, so which one leads is
-        // drawn among them, as the simulator draws it (always asking the
-        // first would announce every failover to the clients at once).
-        let count = deployment.sentinels.len();
-        let first = self.rng.between(0, count.saturating_sub(1) as u64) as usize;
-        let deployment = self.deployment()?;
-        for turn in 0..count {
-            let sentinel = deployment.sentinels[(first + turn) % count];
-            let Ok(mut conn) = admin(sentinel).await else {
-                continue;
-            };
-            let done: redis::RedisResult<redis::Value> = redis::cmd("SENTINEL")
-                .arg("FAILOVER")
-                .arg(MASTER)
-                .query_async(&mut conn)
-                .await;
-            if done.is_ok() {
-                return Ok(());
-            }
-        }
-        Err(ChaosError::Start {
-            what: "SENTINEL FAILOVER".to_owned(),
-            why: "no sentinel accepted it".to_owned(),
-        })
+        super::sentinel::failover(self.deployment()?, &adoption).await
     }
 
     /// Cluster: a replica of the shard owning the lock key's slot takes

@@ -452,15 +452,9 @@ impl World<'_> {
         // replicas (measured: the others 1.02–1.10 s after the promotion
         // was sent, the leader 2.02–2.23 s, 8 runs of 8).
         let now = self.now() + SENTINEL_RECONF_DELAY;
-        let leader = self
-            .failover_rng
-            .between(0, self.sentinels.len() as u64 - 1) as usize;
+        let adoption = self.failover_draws.next(self.sentinels.len(), sentinel_lag);
         for (index, sentinel) in self.sentinels.iter().enumerate() {
-            let lag = if index == leader {
-                SENTINEL_RECONF_DELAY
-            } else {
-                self.failover_rng.duration(sentinel_lag)
-            };
+            let lag = adoption.lags[index].unwrap_or(SENTINEL_RECONF_DELAY);
             sentinel.switch_at(now + lag, new);
         }
     }

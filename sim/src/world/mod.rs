@@ -9,6 +9,7 @@
 //! and applies each fault between ticks, so a fault lands at the same
 //! instant on every replay.
 
+mod adoption;
 mod cluster;
 mod faults;
 mod mix;
@@ -40,6 +41,7 @@ use crate::{
     storage,
 };
 
+pub use adoption::{Adoption, SentinelDraws};
 pub use faults::draw_schedule;
 
 /// The simulation's time step. Timers resolve to it, so it must be far
@@ -289,7 +291,7 @@ struct World<'a> {
     sentinels: Vec<SentinelHandle>,
     /// Draws what a failover leaves to chance: which sentinel leads it,
     /// and when each other one adopts it.
-    failover_rng: Rng,
+    failover_draws: SentinelDraws,
     client_clocks: Vec<ClockControl>,
     /// Each client's deadlines on its own clock, remapped when it changes.
     client_deadlines: Vec<Deadlines>,
@@ -388,7 +390,7 @@ impl World<'_> {
             discovery,
             nodes,
             sentinels,
-            failover_rng: Rng::fork(seed, 0x5E47),
+            failover_draws: SentinelDraws::new(seed),
             client_clocks: clients.clocks,
             client_deadlines: clients.deadlines,
             freezes: clients.freezes,
