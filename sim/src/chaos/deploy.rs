@@ -97,12 +97,21 @@ pub(super) struct Ears {
 impl Ears {
     /// Holds (`deaf`) or releases all of it. A deaf sentinel still answers
     /// its clients, naming the primary it knew; once released it reads the
-    /// held hellos and adopts the failover they announce.
+    /// held hellos and adopts the failover they announce. The lag is not a
+    /// network cut: what was held arrives when it is released, not at a
+    /// retransmission after (`LinkMode::heal_at_once`), so the sentinel
+    /// adopts at its drawn lag, as in the simulator.
     pub(super) fn set(&self, deaf: bool) {
         for link in &self.nodes {
-            link.set(|mode| mode.peers.entry(self.source).or_default().hold_down = deaf);
+            link.set(|mode| {
+                mode.heal_at_once = !deaf;
+                mode.peers.entry(self.source).or_default().hold_down = deaf;
+            });
         }
-        self.peers.set(|mode| mode.hold_up = deaf);
+        self.peers.set(|mode| {
+            mode.heal_at_once = !deaf;
+            mode.hold_up = deaf;
+        });
     }
 }
 
