@@ -7,7 +7,7 @@ use lock_core::scripts::KeyNames;
 
 use super::{
     hold::{Hold, TICK_SLACK},
-    timeline::{grant_times, oracle_timeline, short, stale_writes, stopped_intervals},
+    timeline::{fault_spans, grant_times, oracle_timeline, short, stale_writes, stopped_intervals},
 };
 use crate::{
     client::{KEY, lock_options},
@@ -248,6 +248,37 @@ pub(super) fn facts(scenario: &Scenario, history: &History, holds: &[Hold], verd
     if !stale_writes(register.into_iter(), &grants).is_empty() {
         fact("unfenced-register-stale-write");
     }
+    if timed_out_without_fault(scenario, history) {
+        fact("timeout-without-fault");
+    }
+}
+
+/// Whether a renewal timed out while no fault of any kind was under way
+/// from its send (a command timeout before its failure) to its failure.
+/// Only a stalled process can do that: on a real run, the client or the
+/// server went unscheduled (a loaded machine), which delays commands the
+/// way a cut does; the simulator never stalls, so there it would be a
+/// modelling fault. A real run with this fact measured the machine as well
+/// as the lock: its rates of what a cut causes (A1 above all) are not
+/// comparable with the simulator's.
+fn timed_out_without_fault(scenario: &Scenario, history: &History) -> bool {
+    let timeout = lock_options(&scenario.lock).effective_command_timeout();
+    let faults: Vec<(Duration, Duration)> = fault_spans(history, |kind, target| {
+        Some(((), (kind.to_owned(), target.to_owned())))
+    })
+    .into_values()
+    .flatten()
+    .collect();
+    history.entries.iter().any(|entry| {
+        let Op::RenewFailed { reason, .. } = &entry.op else {
+            return false;
+        };
+        let sent = entry.at.saturating_sub(timeout + TICK_SLACK);
+        reason == "Failed(Timeout)"
+            && !faults
+                .iter()
+                .any(|&(start, end)| start <= entry.at && end >= sent)
+    })
 }
 
 /// The client a token belongs to: tokens end in `:client-N:sim` (the
@@ -561,6 +592,66 @@ mod tests {
         assert_eq!(client_of_token(real), Some(12));
         // lock-core's default suffix (`pid:host`) names no client.
         assert_eq!(client_of_token("7f3e9c1a:4242:vm"), None);
+    }
+
+    #[test]
+    fn a_renewal_that_times_out_with_no_fault_under_way_is_a_stall() {
+        let renew_failed = |at: u64| {
+            entry(
+                at,
+                Process::Client(0),
+                Op::RenewFailed {
+                    token: LOST.into(),
+                    reason: "Failed(Timeout)".into(),
+                },
+            )
+        };
+        let fault = |at: u64, phase: Phase| {
+            entry(
+                at,
+                Process::Controller,
+                Op::Fault {
+                    kind: "partition".into(),
+                    target: "client:0".into(),
+                    phase,
+                },
+            )
+        };
+        let stalled = History {
+            entries: vec![renew_failed(1_500)],
+        };
+        assert!(timed_out_without_fault(&scenario(), &stalled));
+        // A partition while the renewal was out (sent a command timeout,
+        // 166 ms with this ttl, before it failed): the cut explains it.
+        let cut = History {
+            entries: vec![
+                fault(1_300, Phase::Start),
+                fault(1_400, Phase::End),
+                renew_failed(1_500),
+            ],
+        };
+        assert!(!timed_out_without_fault(&scenario(), &cut));
+        // One that ended before the renewal was sent does not.
+        let healed = History {
+            entries: vec![
+                fault(700, Phase::Start),
+                fault(900, Phase::End),
+                renew_failed(1_500),
+            ],
+        };
+        assert!(timed_out_without_fault(&scenario(), &healed));
+        // Another reason is no stall.
+        let refused = History {
+            entries: vec![entry(
+                1_500,
+                Process::Client(0),
+                Op::RenewFailed {
+                    token: LOST.into(),
+                    reason: "NotOwner".into(),
+                },
+            )],
+        };
+        assert!(!timed_out_without_fault(&scenario(), &refused));
     }
 
     #[test]
