@@ -1,7 +1,8 @@
 //! A userspace TCP proxy per link (one client to one server port), inside
 //! the controller, so that partitions and latency need no root: a held
 //! direction stops being read (TCP backs up, as through a cut cable that
-//! heals: nothing is lost, it arrives late), a delayed one delivers every
+//! heals: nothing is lost, it arrives late; a close too, so a server that
+//! dies behind a hold dies silently), a delayed one delivers every
 //! chunk `delay` after it was read, in order. A link can also hold or
 //! delay only the connections that come from given addresses (a node's
 //! bus or replication traffic, told apart by the source address it binds).
@@ -225,6 +226,17 @@ async fn read_until(client: &mut TcpStream, early: &mut Vec<u8>, due: Instant) -
     }
 }
 
+/// Waits until the direction `up` of a connection from `peer` is not
+/// held; false when the link's switch is gone (the run is over).
+async fn released(mode: &mut watch::Receiver<LinkMode>, up: bool, peer: Option<IpAddr>) -> bool {
+    while mode.borrow_and_update().holds(up, peer) {
+        if mode.changed().await.is_err() {
+            return false;
+        }
+    }
+    true
+}
+
 /// Copies one direction, holding and delaying as the mode says.
 async fn pipe(
     mut from: tokio::net::tcp::OwnedReadHalf,
@@ -248,26 +260,23 @@ async fn pipe(
         let mut buf = vec![0u8; 16 * 1024];
         loop {
             // Held: stop reading until released.
-            loop {
-                if !mode.borrow_and_update().holds(up, peer) {
-                    break;
-                }
-                if mode.changed().await.is_err() {
-                    return;
-                }
+            if !released(&mut mode, up, peer).await {
+                return;
             }
             let n = match from.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
+                Ok(0) | Err(_) => {
+                    // A close read while held is held too: behind a cut the
+                    // FIN (or reset) arrives only after the heal, and a
+                    // server that dies behind one (a silent death) closes
+                    // nothing for its clients, who wait out their timeouts.
+                    released(&mut mode, up, peer).await;
+                    return;
+                }
                 Ok(n) => n,
             };
             // A chunk read just before a hold began is held too.
-            loop {
-                if !mode.borrow_and_update().holds(up, peer) {
-                    break;
-                }
-                if mode.changed().await.is_err() {
-                    return;
-                }
+            if !released(&mut mode, up, peer).await {
+                return;
             }
             let (fixed, range) = {
                 let now = mode.borrow();
@@ -436,6 +445,45 @@ mod tests {
         let mut stream = dial_from(Ipv4Addr::LOCALHOST, link.port).await;
         let short = Duration::from_millis(500);
         assert_eq!(round_trip(&mut stream, b'y', short).await, Some(b'y'));
+    }
+
+    #[tokio::test]
+    async fn a_server_that_closes_behind_a_hold_closes_nothing_until_the_heal() {
+        // An upstream that takes one connection and closes it on demand,
+        // as a `kill -9` of a server does.
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
+        let upstream = listener.local_addr().unwrap().port();
+        let (kill, killed) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 1];
+            stream.read_exact(&mut buf).await.unwrap();
+            stream.write_all(&buf).await.unwrap();
+            let _ = killed.await;
+        });
+        let link = start(upstream, 1).await.unwrap();
+        let mut stream = dial_from(Ipv4Addr::LOCALHOST, link.port).await;
+        let long = Duration::from_secs(5);
+        assert_eq!(round_trip(&mut stream, b'a', long).await, Some(b'a'));
+        // The proxy is waiting on the server's next bytes when the hold
+        // begins, and the server dies while it holds: a silent death.
+        link.set(|mode| {
+            mode.hold_up = true;
+            mode.hold_down = true;
+        });
+        drop(kill);
+        let mut back = [0u8; 1];
+        let read = tokio::time::timeout(Duration::from_millis(500), stream.read(&mut back)).await;
+        assert!(read.is_err(), "the close went through the hold: {read:?}");
+        link.set(|mode| {
+            mode.hold_up = false;
+            mode.hold_down = false;
+        });
+        let read = tokio::time::timeout(long, stream.read(&mut back)).await;
+        assert!(
+            matches!(read, Ok(Ok(0))),
+            "no close after the heal: {read:?}"
+        );
     }
 
     #[tokio::test]
