@@ -692,6 +692,45 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_server_that_closes_behind_a_hold_closes_nothing_until_the_heal() {
+        // An upstream that takes one connection and closes it on demand,
+        // as a `kill -9` of a server does.
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
+        let upstream = listener.local_addr().unwrap().port();
+        let (kill, killed) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 1];
+            stream.read_exact(&mut buf).await.unwrap();
+            stream.write_all(&buf).await.unwrap();
+            let _ = killed.await;
+        });
+        let link = start(upstream, 1).await.unwrap();
+        let mut stream = dial_from(Ipv4Addr::LOCALHOST, link.port).await;
+        let long = Duration::from_secs(5);
+        assert_eq!(round_trip(&mut stream, b'a', long).await, Some(b'a'));
+        // The proxy is waiting on the server's next bytes when the hold
+        // begins, and the server dies while it holds: a silent death.
+        link.set(|mode| {
+            mode.hold_up = true;
+            mode.hold_down = true;
+        });
+        drop(kill);
+        let mut back = [0u8; 1];
+        let read = tokio::time::timeout(Duration::from_millis(500), stream.read(&mut back)).await;
+        assert!(read.is_err(), "the close went through the hold: {read:?}");
+        link.set(|mode| {
+            mode.hold_up = false;
+            mode.hold_down = false;
+        });
+        let read = tokio::time::timeout(long, stream.read(&mut back)).await;
+        assert!(
+            matches!(read, Ok(Ok(0))),
+            "no close after the heal: {read:?}"
+        );
+    }
+
+    #[tokio::test]
     async fn a_peer_rule_delays_or_holds_one_direction_of_that_peers_connections_only() {
         let link = start(echo().await, 3).await.unwrap();
         let slow = Ipv4Addr::new(127, 0, 0, 24);
