@@ -582,6 +582,30 @@ mod tests {
         stream
     }
 
+    /// A connection through a new link to a [`recorder`] (closing as
+    /// `close_after` says), cut both ways, and one byte sent into the cut:
+    /// the link, what the upstream received, the client's stream and the
+    /// send's instant.
+    async fn sent_into_a_cut(
+        close_after: Option<Duration>,
+    ) -> (Link, Received, TcpStream, Instant) {
+        let (upstream, received) = recorder(close_after).await;
+        let link = start(upstream, 1).await.unwrap();
+        let mut stream = connected(&link, &received).await;
+        cut_both_ways(&link);
+        let sent = Instant::now();
+        stream.write_all(b"x").await.unwrap();
+        (link, received, stream, sent)
+    }
+
+    /// Holds both directions of every connection on `link`: a cut.
+    fn cut_both_ways(link: &Link) {
+        link.set(|mode| {
+            mode.hold_up = true;
+            mode.hold_down = true;
+        });
+    }
+
     /// Waits up to `wait` until `received` holds `count` entries.
     async fn received_within(received: &Received, count: usize, wait: Duration) {
         let until = Instant::now() + wait;
@@ -596,15 +620,7 @@ mod tests {
         // between the first and the second (600 ms), between the second
         // and the third (1.4 s).
         for (heal, retransmitted) in [(100, 200), (300, 600), (900, 1400)] {
-            let (upstream, received) = recorder(None).await;
-            let link = start(upstream, 1).await.unwrap();
-            let mut stream = connected(&link, &received).await;
-            link.set(|mode| {
-                mode.hold_up = true;
-                mode.hold_down = true;
-            });
-            let sent = Instant::now();
-            stream.write_all(b"x").await.unwrap();
+            let (link, received, _stream, sent) = sent_into_a_cut(None).await;
             tokio::time::sleep_until(sent + Duration::from_millis(heal)).await;
             assert_eq!(received.lock().unwrap().len(), 1, "arrived in the cut");
             link.set(|mode| *mode = LinkMode::default());
@@ -627,15 +643,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_hold_ended_at_once_delivers_at_its_end() {
-        let (upstream, received) = recorder(None).await;
-        let link = start(upstream, 1).await.unwrap();
-        let mut stream = connected(&link, &received).await;
-        link.set(|mode| {
-            mode.hold_up = true;
-            mode.hold_down = true;
-        });
-        let sent = Instant::now();
-        stream.write_all(b"x").await.unwrap();
+        let (link, received, _stream, sent) = sent_into_a_cut(None).await;
         tokio::time::sleep_until(sent + Duration::from_millis(300)).await;
         link.set(|mode| {
             *mode = LinkMode {
@@ -652,15 +660,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_socket_closed_in_a_cut_still_delivers_what_it_sent_then_its_close() {
-        let (upstream, received) = recorder(None).await;
-        let link = start(upstream, 1).await.unwrap();
-        let mut stream = connected(&link, &received).await;
-        link.set(|mode| {
-            mode.hold_up = true;
-            mode.hold_down = true;
-        });
-        let sent = Instant::now();
-        stream.write_all(b"x").await.unwrap();
+        let (link, received, stream, sent) = sent_into_a_cut(None).await;
         tokio::time::sleep(Duration::from_millis(100)).await;
         drop(stream);
         tokio::time::sleep_until(sent + Duration::from_millis(300)).await;
@@ -677,14 +677,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_server_closing_behind_a_lasting_cut_is_never_seen_to_close() {
-        let (upstream, received) = recorder(Some(Duration::from_millis(300))).await;
-        let link = start(upstream, 1).await.unwrap();
-        let mut stream = connected(&link, &received).await;
-        link.set(|mode| {
-            mode.hold_up = true;
-            mode.hold_down = true;
-        });
-        stream.write_all(b"x").await.unwrap();
+        let (_link, received, mut stream, _) =
+            sent_into_a_cut(Some(Duration::from_millis(300))).await;
         let mut back = [0u8; 1];
         let read = tokio::time::timeout(Duration::from_secs(1), stream.read(&mut back)).await;
         assert!(read.is_err(), "saw {read:?} through the cut");
@@ -711,10 +705,7 @@ mod tests {
         assert_eq!(round_trip(&mut stream, b'a', long).await, Some(b'a'));
         // The proxy is waiting on the server's next bytes when the hold
         // begins, and the server dies while it holds: a silent death.
-        link.set(|mode| {
-            mode.hold_up = true;
-            mode.hold_down = true;
-        });
+        cut_both_ways(&link);
         drop(kill);
         let mut back = [0u8; 1];
         let read = tokio::time::timeout(Duration::from_millis(500), stream.read(&mut back)).await;

@@ -419,14 +419,8 @@ fn seal(items: Vec<Item>, live: Live, wait: codec::Waits) -> SendFuture {
     {
         return Box::pin(acquire_natively(live, items, wait));
     }
-    let ops: Vec<BatchOp<'_>> = items
-        .iter()
-        .map(|item| BatchOp {
-            keys: &item.names,
-            token: &item.token,
-            command: &item.command,
-        })
-        .collect();
+    let all: Vec<usize> = (0..items.len()).collect();
+    let ops = ops_at(&items, &all);
     let kinds: Vec<OpKind> = items.iter().map(|item| OpKind::of(&item.command)).collect();
     let cmd = codec::encode_batch(&ops, live.dialect());
     Box::pin(call::batch(live, cmd, wait, kinds))
@@ -483,14 +477,7 @@ async fn acquire_natively(live: Live, items: Vec<Item>, waits: codec::Waits) -> 
         pipe.add_command(codec::encode(&item.names, &item.token, &item.command, dialect).call);
     }
     let script = (!scripted.is_empty()).then(|| {
-        let ops: Vec<BatchOp<'_>> = scripted
-            .iter()
-            .map(|&index| BatchOp {
-                keys: &items[index].names,
-                token: &items[index].token,
-                command: &items[index].command,
-            })
-            .collect();
+        let ops = ops_at(&items, &scripted);
         let kinds: Vec<OpKind> = scripted
             .iter()
             .map(|&index| OpKind::of(&items[index].command))
@@ -548,6 +535,18 @@ async fn acquire_natively(live: Live, items: Vec<Item>, waits: codec::Waits) -> 
     replies
 }
 
+/// The script operations of `items` at `indices`, in that order.
+fn ops_at<'a>(items: &'a [Item], indices: &[usize]) -> Vec<BatchOp<'a>> {
+    indices
+        .iter()
+        .map(|&index| BatchOp {
+            keys: &items[index].names,
+            token: &items[index].token,
+            command: &items[index].command,
+        })
+        .collect()
+}
+
 /// Sends a batch of renewals as one pipeline of `SET lock token IFEQ token
 /// PX ttl`, with the batch's `WAIT` and `WAITAOF` behind them (they count
 /// every `SET` before them), and decodes a reply per renewal. A renewal
@@ -599,14 +598,7 @@ async fn renew_natively(live: Live, items: Vec<Item>, waits: codec::Waits) -> Ve
     );
     let mut script = dialect;
     script.set_ifeq = false;
-    let ops: Vec<BatchOp<'_>> = refused
-        .iter()
-        .map(|&index| BatchOp {
-            keys: &items[index].names,
-            token: &items[index].token,
-            command: &items[index].command,
-        })
-        .collect();
+    let ops = ops_at(&items, &refused);
     let cmd = codec::encode_batch(&ops, script);
     let kinds = vec![OpKind::Renew; refused.len()];
     let again = call::batch(live, cmd, waits, kinds).await;
