@@ -380,7 +380,29 @@ async fn batched_unfenced_acquires_are_native_sets_beside_one_script_call() {
         "{} releases in {evalsha} EVALSHA (expected batches)",
         released.len()
     );
-    for guard in held {
+
+    // The server forgets the scripts (a restart, `SCRIPT FLUSH`): the
+    // batches' script calls meet `NOSCRIPT` beside their native acquires;
+    // every release still deletes its key and every acquire still takes
+    // its own answer (whether the call is sent again at once, once the
+    // scripts are loaded, or the release is retried, is not told apart
+    // here: both end the same).
+    let _: String = server.query(&["SCRIPT", "FLUSH"]);
+    let keys: Vec<String> = held
+        .iter()
+        .map(|guard| guard.redis_key().to_owned())
+        .collect();
+    let releases = futures_util::future::join_all(held.into_iter().map(|guard| guard.release()));
+    let (released, acquired) = tokio::join!(releases, attempts(2));
+    assert!(
+        released.iter().all(Result::is_ok),
+        "a release failed after SCRIPT FLUSH"
+    );
+    for key in keys {
+        let left: Option<String> = server.query(&["GET", &key]);
+        assert_eq!(left, None, "{key} still there after its release");
+    }
+    for guard in check(acquired) {
         guard.release().await.expect("release");
     }
     taken.release().await.expect("release");
