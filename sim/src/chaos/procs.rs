@@ -228,50 +228,76 @@ pub fn find_program(program: &str) -> Option<PathBuf> {
 
 /// Hands out loopback ports: from a fixed base when the user asked for
 /// one (each must be free, or the run stops with an error naming it), or
-/// else whatever the kernel gives a bind to port 0 (never the same twice
-/// while the listeners are held, so parallel runs do not collide).
+/// else free ports below the kernel's ephemeral range.
+///
+/// Not a bind to port 0: that port comes from the ephemeral range, and it
+/// is free only until the listener that found it closes; a server started
+/// on it a moment later can find it taken by any connection opened
+/// meanwhile, whose local port the kernel draws from the same range (the
+/// proxies' own connections upstream, a cluster's bus links: seen as
+/// `port … is already in use` in a cluster run). No connection is ever
+/// given a port below that range. Each `Ports` walks those ports from an
+/// offset drawn from its process id, with a stride that visits every one
+/// of them once, so parallel runs start far apart and a port found taken
+/// (by a run beside it) is skipped.
 #[derive(Debug)]
 pub struct Ports {
     base: Option<u16>,
     next: u16,
 }
 
+/// The lowest port handed out without a base.
+const LOW: u16 = 16_384;
+
+/// A stride coprime with any span of ports below 2^16 that is not a
+/// multiple of its factors (7919 is prime): the walk visits every port of
+/// the span before it repeats.
+const STRIDE: u32 = 7_919;
+
 impl Ports {
-    /// Ports from `base` up, or from the kernel.
+    /// Ports from `base` up, or below the ephemeral range.
     pub fn new(base: Option<u16>) -> Self {
         Self { base, next: 0 }
     }
 
     /// One free port.
     pub fn take(&mut self) -> Result<u16, ChaosError> {
-        match self.base {
-            Some(base) => {
-                let port = base
-                    .checked_add(self.next)
-                    .ok_or(ChaosError::PortsExhausted { base })?;
-                self.next += 1;
-                TcpListener::bind((Ipv4Addr::LOCALHOST, port))
-                    .map_err(|source| ChaosError::PortTaken { port, source })?;
-                Ok(port)
-            }
-            None => {
-                let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|source| {
-                    ChaosError::Io {
-                        what: "binding a loopback port".to_owned(),
-                        source,
-                    }
-                })?;
-                let port = listener
-                    .local_addr()
-                    .map_err(|source| ChaosError::Io {
-                        what: "reading a bound port".to_owned(),
-                        source,
-                    })?
-                    .port();
-                Ok(port)
+        if let Some(base) = self.base {
+            let port = base
+                .checked_add(self.next)
+                .ok_or(ChaosError::PortsExhausted { base })?;
+            self.next += 1;
+            TcpListener::bind((Ipv4Addr::LOCALHOST, port))
+                .map_err(|source| ChaosError::PortTaken { port, source })?;
+            return Ok(port);
+        }
+        let high = ephemeral_low();
+        let span = u32::from(high.saturating_sub(LOW)).max(1);
+        let offset = std::process::id().wrapping_mul(2_654_435_761) % span;
+        while u32::from(self.next) < span {
+            let step = u32::from(self.next);
+            self.next += 1;
+            let port = LOW + ((offset + step * STRIDE) % span) as u16;
+            if TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok() {
+                return Ok(port);
             }
         }
+        Err(ChaosError::Io {
+            what: format!("finding a free loopback port in {LOW}..{high}"),
+            source: std::io::Error::from(std::io::ErrorKind::AddrInUse),
+        })
     }
+}
+
+/// The first port of the kernel's ephemeral range (Linux:
+/// `net.ipv4.ip_local_port_range`, 32768 unless changed), never below
+/// [`LOW`] + 1024.
+fn ephemeral_low() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32_768u16)
+        .max(LOW + 1_024)
 }
 
 /// Waits up to `limit` for `port` to accept a connection.
@@ -284,4 +310,31 @@ pub fn wait_listening(port: u16, limit: Duration) -> bool {
         std::thread::sleep(Duration::from_millis(20));
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_without_a_base_are_free_and_below_the_ephemeral_range() {
+        let mut ports = Ports::new(None);
+        let mut held = Vec::new();
+        for _ in 0..32 {
+            let port = ports.take().expect("a free port");
+            assert!(
+                (LOW..ephemeral_low()).contains(&port),
+                "{port} is not below the ephemeral range"
+            );
+            // Free when handed out; held from here on, as a server would.
+            held.push((
+                port,
+                TcpListener::bind((Ipv4Addr::LOCALHOST, port)).expect("free"),
+            ));
+        }
+        let mut seen: Vec<u16> = held.iter().map(|(port, _)| *port).collect();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen.len(), held.len(), "a port handed out twice");
+    }
 }
