@@ -31,7 +31,7 @@ use crate::{
         connect::{dial::NodeAddress, node::Live, slots::slot_of},
         wire::{
             call::{self, exchange},
-            codec::{self, Encoded, OpKind, Plan, SetNxGet},
+            codec::{self, Encoded, OpKind, Plan},
             route::{self, ClusterRouter},
         },
     },
@@ -233,18 +233,9 @@ async fn finish(
         Plan::Script(kind) => single_op(value, kind),
         Plan::SetIfEq => codec::decode_set_ifeq(value),
         Plan::DelIfEq => codec::decode_del_if_eq(value),
-        Plan::SetNxGet => match codec::decode_set_nx_get(value, &cell.token) {
-            Ok(SetNxGet::Granted) => Reply::Granted {
-                fence: 0,
-                replicas: None,
-                aof: None,
-            },
-            Ok(SetNxGet::Contended) => Reply::Contended { pttl: None },
-            Ok(SetNxGet::AlreadyOurs) => {
-                call::own_refresh(conn, &cell.names, &cell.token, command).await
-            }
-            Err(failure) => Reply::Failed(failure),
-        },
+        Plan::SetNxGet => {
+            call::set_nx_get_reply(conn, value, &cell.names, &cell.token, command).await
+        }
     };
     if encoded.waits.waitaof_unknown(waited) {
         // A server whose version was not read, without WAITAOF: from now

@@ -419,8 +419,7 @@ fn seal(items: Vec<Item>, live: Live, wait: codec::Waits) -> SendFuture {
     {
         return Box::pin(acquire_natively(live, items, wait));
     }
-    let all: Vec<usize> = (0..items.len()).collect();
-    let ops = ops_at(&items, &all);
+    let ops = ops_at(&items, 0..items.len());
     let kinds: Vec<OpKind> = items.iter().map(|item| OpKind::of(&item.command)).collect();
     let cmd = codec::encode_batch(&ops, live.dialect());
     Box::pin(call::batch(live, cmd, wait, kinds))
@@ -477,7 +476,7 @@ async fn acquire_natively(live: Live, items: Vec<Item>, waits: codec::Waits) -> 
         pipe.add_command(codec::encode(&item.names, &item.token, &item.command, dialect).call);
     }
     let script = (!scripted.is_empty()).then(|| {
-        let ops = ops_at(&items, &scripted);
+        let ops = ops_at(&items, scripted.iter().copied());
         let kinds: Vec<OpKind> = scripted
             .iter()
             .map(|&index| OpKind::of(&items[index].command))
@@ -504,18 +503,9 @@ async fn acquire_natively(live: Live, items: Vec<Item>, waits: codec::Waits) -> 
     let mut replies = vec![Reply::Failed(Failure::Protocol); items.len()];
     for (&index, answer) in native.iter().zip(answers) {
         let item = &items[index];
-        let reply = match codec::decode_set_nx_get(answer, &item.token) {
-            Ok(codec::SetNxGet::Granted) => Reply::Granted {
-                fence: 0,
-                replicas: None,
-                aof: None,
-            },
-            Ok(codec::SetNxGet::Contended) => Reply::Contended { pttl: None },
-            Ok(codec::SetNxGet::AlreadyOurs) => {
-                call::own_refresh(&mut conn, &item.names, &item.token, &item.command).await
-            }
-            Err(failure) => Reply::Failed(failure),
-        };
+        let reply =
+            call::set_nx_get_reply(&mut conn, answer, &item.names, &item.token, &item.command)
+                .await;
         replies[index] = waits.apply(reply, waited);
     }
     if let Some((call, kinds)) = script {
@@ -536,10 +526,10 @@ async fn acquire_natively(live: Live, items: Vec<Item>, waits: codec::Waits) -> 
 }
 
 /// The script operations of `items` at `indices`, in that order.
-fn ops_at<'a>(items: &'a [Item], indices: &[usize]) -> Vec<BatchOp<'a>> {
+fn ops_at(items: &[Item], indices: impl IntoIterator<Item = usize>) -> Vec<BatchOp<'_>> {
     indices
-        .iter()
-        .map(|&index| BatchOp {
+        .into_iter()
+        .map(|index| BatchOp {
             keys: &items[index].names,
             token: &items[index].token,
             command: &items[index].command,
@@ -598,7 +588,7 @@ async fn renew_natively(live: Live, items: Vec<Item>, waits: codec::Waits) -> Ve
     );
     let mut script = dialect;
     script.set_ifeq = false;
-    let ops = ops_at(&items, &refused);
+    let ops = ops_at(&items, refused.iter().copied());
     let cmd = codec::encode_batch(&ops, script);
     let kinds = vec![OpKind::Renew; refused.len()];
     let again = call::batch(live, cmd, waits, kinds).await;

@@ -102,33 +102,45 @@ pub(crate) async fn batch(
     }
 }
 
-/// A `SET NX GET` of `command` (an acquire) found our own key (a retry
-/// after a reply we never saw): refreshes its ttl, owner-checked, and
-/// answers a grant (fence 0) only if that worked.
-pub(crate) async fn own_refresh(
+/// The reply to an unfenced acquire's `SET lock token NX PX ttl GET`
+/// (`value`, the answer; `command`, the acquire): granted (fence 0) when
+/// the key was free, contended when another owner holds it. When it
+/// found our own key (a retry after a reply we never saw), the grant
+/// counts only once an owner-checked refresh of its ttl worked, sent on
+/// `conn`.
+pub(crate) async fn set_nx_get_reply(
     conn: &mut MultiplexedConnection,
+    value: &Value,
     names: &KeyNames,
     token: &str,
     command: &Command,
 ) -> Reply {
-    let Command::Acquire { ttl, .. } = command else {
-        // Only an acquire sends `SET NX GET`.
-        return Reply::Failed(Failure::Protocol);
+    let granted = Reply::Granted {
+        fence: 0,
+        replicas: None,
+        aof: None,
     };
-    let refresh = codec::encode_own_refresh(names, token, *ttl);
-    match exchange(conn, &refresh, &[], false).await {
-        Ok((value, _)) => match codec::decode_script(&value, &[OpKind::Renew]).pop() {
-            Some(Reply::Renewed { .. }) => Reply::Granted {
-                fence: 0,
-                replicas: None,
-                aof: None,
-            },
-            Some(Reply::NotOwner) => Reply::Contended { pttl: None },
-            Some(other) => other,
-            // decode_script answers one reply per kind it is given.
-            None => Reply::Failed(Failure::Protocol),
-        },
-        Err(error) => Reply::Failed(codec::failure_of(&error)),
+    match codec::decode_set_nx_get(value, token) {
+        Ok(codec::SetNxGet::Granted) => granted,
+        Ok(codec::SetNxGet::Contended) => Reply::Contended { pttl: None },
+        Ok(codec::SetNxGet::AlreadyOurs) => {
+            let Command::Acquire { ttl, .. } = command else {
+                // Only an acquire sends `SET NX GET`.
+                return Reply::Failed(Failure::Protocol);
+            };
+            let refresh = codec::encode_own_refresh(names, token, *ttl);
+            match exchange(conn, &refresh, &[], false).await {
+                Ok((value, _)) => match codec::decode_script(&value, &[OpKind::Renew]).pop() {
+                    Some(Reply::Renewed { .. }) => granted,
+                    Some(Reply::NotOwner) => Reply::Contended { pttl: None },
+                    Some(other) => other,
+                    // decode_script answers one reply per kind it is given.
+                    None => Reply::Failed(Failure::Protocol),
+                },
+                Err(error) => Reply::Failed(codec::failure_of(&error)),
+            }
+        }
+        Err(failure) => Reply::Failed(failure),
     }
 }
 
