@@ -3,7 +3,7 @@
 //! (`REDIS_URL`, else a spawned `redis-server`). `--raw` runs the raw
 //! `SET NX PX` + `DEL` loop instead, for a profile of the baseline;
 //! `--multi` runs on a two-worker multi-thread runtime, `--tasks N` with N
-//! tasks instead of 64.
+//! tasks instead of 64, `--cycles N` N cycles in all instead of 192,000.
 //! `--redlock` runs one task's cycles, one after another, on a Redlock
 //! over 3 spawned `redis-server`s, for a profile of the fan-out (add
 //! `--rslock` to run rslock's instead).
@@ -48,7 +48,14 @@ async fn run() {
         .position(|arg| arg == "--tasks")
         .and_then(|at| args.get(at + 1)?.parse().ok())
         .unwrap_or(64);
-    let per_task = 192_000 / task_count.max(1);
+    // `--cycles N`: how many cycles in all (192,000 unless given; fewer
+    // for a run under callgrind).
+    let total: u32 = args
+        .iter()
+        .position(|arg| arg == "--cycles")
+        .and_then(|at| args.get(at + 1)?.parse().ok())
+        .unwrap_or(192_000);
+    let per_task = total / task_count.max(1);
     let started = Instant::now();
     let mut tasks = Vec::new();
     for task in 0..task_count {
