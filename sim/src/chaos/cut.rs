@@ -17,9 +17,17 @@
 //! bus messages), as turmoil drops only the messages *from* the cut host;
 //! latency delays both directions. The plan is a pure function of the
 //! deployment's shape, so a test can read it without starting anything.
+//!
+//! Under Sentinel the sentinels reach each node through its replication
+//! proxy too, and a partition leaves their links alone (the deployment
+//! spares their addresses, `LinkMode::spared`; [`apply`] honours it): the
+//! simulator's sentinels watch no node, so its partition of a node cuts
+//! nothing of theirs that matters, while real ones would fail a primary
+//! they cannot reach over by themselves, a second later.
 
-use std::net::IpAddr;
+use std::{collections::BTreeSet, net::IpAddr, time::Duration};
 
+use super::proxy::LinkMode;
 use crate::config::FaultKind;
 
 /// A proxy (or a group of them) a server fault acts on.
@@ -109,6 +117,57 @@ pub(super) fn server_acts(nodes: &[NodeShape], node: usize, kind: FaultKind) -> 
     acts
 }
 
+/// What act `act` of a server fault does to one of its proxies' `mode`
+/// as the fault begins (`begin`) or ends: a partition sets (or clears)
+/// its holds; latency (`delay`, as it begins) slows only the connections
+/// from the addresses the link has carried (`seen`), as turmoil slows
+/// only the links that exist, and its end clears every one it may have
+/// slowed. Spared addresses are neither held nor slowed by an act on
+/// every connection.
+pub(super) fn apply(
+    mode: &mut LinkMode,
+    act: Act,
+    latency: bool,
+    begin: bool,
+    delay: Duration,
+    seen: &BTreeSet<IpAddr>,
+) {
+    match (act.scope, latency) {
+        (Scope::Every, false) => {
+            mode.hold_up = (act.up && begin) || (!act.up && mode.hold_up);
+            mode.hold_down = (act.down && begin) || (!act.down && mode.hold_down);
+        }
+        (Scope::From(peer), false) => {
+            let rule = mode.peers.entry(peer).or_default();
+            rule.hold_up = (act.up && begin) || (!act.up && rule.hold_up);
+            rule.hold_down = (act.down && begin) || (!act.down && rule.hold_down);
+        }
+        (scope, true) => {
+            let peers: Vec<IpAddr> = match (scope, begin) {
+                (Scope::Every, true) => seen
+                    .iter()
+                    .filter(|peer| !mode.spared.contains(peer))
+                    .copied()
+                    .collect(),
+                (Scope::From(peer), true) => {
+                    seen.contains(&peer).then_some(peer).into_iter().collect()
+                }
+                (Scope::Every, false) => mode
+                    .peers
+                    .keys()
+                    .filter(|peer| !mode.spared.contains(peer))
+                    .copied()
+                    .collect(),
+                (Scope::From(peer), false) => vec![peer],
+            };
+            let delay = if begin { delay } else { Duration::ZERO };
+            for peer in peers {
+                mode.peers.entry(peer).or_default().delay = delay;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::net::Ipv4Addr;
@@ -196,6 +255,104 @@ mod tests {
                 act(Proxy::Bus(2), Scope::From(source(1)), true, true),
             ]
         );
+    }
+
+    /// A replication proxy's mode under Sentinel: the sentinels' two
+    /// addresses spared, as the deployment starts it.
+    fn sentinel_link(sentinels: &[IpAddr]) -> LinkMode {
+        LinkMode {
+            spared: sentinels.iter().copied().collect(),
+            ..LinkMode::default()
+        }
+    }
+
+    /// Applies every act of `kind` on node `node` to the mode of the
+    /// proxy `proxy`, as the controller does.
+    fn apply_all(
+        mode: &mut LinkMode,
+        proxy: Proxy,
+        node: usize,
+        kind: FaultKind,
+        begin: bool,
+        seen: &BTreeSet<IpAddr>,
+    ) {
+        let latency = kind == FaultKind::Latency;
+        for act in server_acts(&primary_replica(), node, kind) {
+            if act.proxy == proxy {
+                apply(mode, act, latency, begin, Duration::from_millis(300), seen);
+            }
+        }
+    }
+
+    #[test]
+    fn a_partition_under_sentinel_leaves_the_sentinels_links_to_the_node_alone() {
+        let sentinel = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 200));
+        let replica = source(1);
+        for kind in [FaultKind::Partition, FaultKind::PartitionOneway] {
+            // The primary cut off: its replicas' links into it are held,
+            // the sentinels' are not.
+            let mut mode = sentinel_link(&[sentinel]);
+            apply_all(
+                &mut mode,
+                Proxy::Replication(0),
+                0,
+                kind,
+                true,
+                &BTreeSet::new(),
+            );
+            assert!(mode.holds(false, Some(replica)), "{kind:?}");
+            assert!(!mode.holds(false, Some(sentinel)), "{kind:?}");
+            assert!(!mode.holds(true, Some(sentinel)), "{kind:?}");
+            // A sentinel made deaf meanwhile is held by its own rule.
+            mode.peers.entry(sentinel).or_default().hold_down = true;
+            assert!(mode.holds(false, Some(sentinel)), "{kind:?}");
+            mode.peers.entry(sentinel).or_default().hold_down = false;
+            apply_all(
+                &mut mode,
+                Proxy::Replication(0),
+                0,
+                kind,
+                false,
+                &BTreeSet::new(),
+            );
+            assert!(!mode.holds(false, Some(replica)), "{kind:?}");
+        }
+        // Latency slows the replicas' links, not the sentinels'.
+        let seen: BTreeSet<IpAddr> = [replica, source(2), sentinel].into();
+        let mut mode = sentinel_link(&[sentinel]);
+        apply_all(
+            &mut mode,
+            Proxy::Replication(0),
+            0,
+            FaultKind::Latency,
+            true,
+            &seen,
+        );
+        assert_eq!(mode.delay_of(Some(replica)), Duration::from_millis(300));
+        assert_eq!(mode.delay_of(Some(sentinel)), Duration::ZERO);
+        apply_all(
+            &mut mode,
+            Proxy::Replication(0),
+            0,
+            FaultKind::Latency,
+            false,
+            &seen,
+        );
+        assert_eq!(mode.delay_of(Some(replica)), Duration::ZERO);
+        // A replica cut off: its own link into the primary is held, the
+        // sentinels' and the other replica's are not.
+        let mut mode = sentinel_link(&[sentinel]);
+        apply_all(
+            &mut mode,
+            Proxy::Replication(0),
+            1,
+            FaultKind::Partition,
+            true,
+            &seen,
+        );
+        assert!(mode.holds(true, Some(replica)));
+        assert!(!mode.holds(true, Some(source(2))));
+        assert!(!mode.holds(true, Some(sentinel)));
     }
 
     #[test]

@@ -99,17 +99,21 @@ impl Ears {
     /// its clients, naming the primary it knew; once released it reads the
     /// held hellos and adopts the failover they announce. The lag is not a
     /// network cut: what was held arrives when it is released, not at a
-    /// retransmission after (`LinkMode::heal_at_once`), so the sentinel
+    /// retransmission after (`heal_at_once`, of this sentinel's rule on
+    /// the nodes' proxies alone, so that a partition of a node cut on the
+    /// same proxy meanwhile still heals as a network cut), so the sentinel
     /// adopts at its drawn lag, as in the simulator.
     pub(super) fn set(&self, deaf: bool) {
         for link in &self.nodes {
             link.set(|mode| {
-                mode.heal_at_once = !deaf;
-                mode.peers.entry(self.source).or_default().hold_down = deaf;
+                let rule = mode.peers.entry(self.source).or_default();
+                rule.heal_at_once = deaf;
+                rule.hold_down = deaf;
             });
         }
+        // Only the other sentinels dial this proxy, and only this holds it.
         self.peers.set(|mode| {
-            mode.heal_at_once = !deaf;
+            mode.heal_at_once = deaf;
             mode.hold_up = deaf;
         });
     }
@@ -415,7 +419,7 @@ impl Deployment {
         own.set(|mode| {
             mode.hold_up = cut;
             mode.hold_down = cut;
-            mode.heal_at_once = !cut;
+            mode.heal_at_once = cut;
         });
         for (other, node) in self.nodes.iter().enumerate() {
             if other == index {
@@ -423,8 +427,8 @@ impl Deployment {
             }
             if let Some(link) = &node.bus_link {
                 link.set(|mode| {
-                    mode.heal_at_once = !cut;
                     let rule = mode.peers.entry(source).or_default();
+                    rule.heal_at_once = cut;
                     rule.hold_up = cut;
                     rule.hold_down = cut;
                 });
@@ -517,6 +521,16 @@ impl Deployment {
                     source,
                 })?;
             let source = sentinel_source(index);
+            // A partition of a node leaves the sentinels' links to it
+            // alone: the simulator's sentinels watch no node, and real
+            // ones would fail over a primary they could not reach.
+            for node in &self.nodes {
+                if let Some(link) = &node.announce {
+                    link.set(|mode| {
+                        mode.spared.insert(source);
+                    });
+                }
+            }
             let config = self.dir.join(format!("sentinel-{index}.conf"));
             let text = format!(
                 "port {port}\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\nlogfile \"{log}\"\n\

@@ -11,7 +11,7 @@
 //!
 //! Layering, downwards only: `mod` → `run` → `deploy`, `proxy`, `procs`,
 //! `wire`, `lazy_aof`, `migrate`, `cut`, `sentinel`; `sentinel` → `deploy`;
-//! `deploy` → `cut`; `client` →
+//! `deploy` → `cut`; `cut` → `proxy`; `client` →
 //! `wire`.
 
 pub mod client;
@@ -119,11 +119,8 @@ pub fn refusal(
         ),
         FaultKind::Partition | FaultKind::PartitionOneway | FaultKind::Latency if server => {
             match topology {
-                Topology::Sentinel { .. } => Some(
-                    "real sentinels fail over a primary they cannot reach for down-after-milliseconds (1 s) on their own, and the simulator's sentinels watch no node (they fail over only when the schedule says): a server cut off or slowed under Sentinel would fail over on real processes only",
-                ),
                 Topology::Cluster { replicas, .. } if *replicas > 0 => Some(
-                    "a cluster replica replicates from its primary's own port, not through a proxy of the controller's, so its replication cannot be cut or slowed with the rest of a server's links",
+                    "a cluster replica replicates from the client port its primary announces on the bus, not through a proxy of the controller's (that would take announcing a proxy as cluster-announce-port), so its replication cannot be cut or slowed with the rest of a server's links",
                 ),
                 _ => None,
             }
@@ -140,6 +137,48 @@ pub fn refusal(
         }
         _ => None,
     }
+}
+
+/// Why a Sentinel failover cannot run as the simulator runs it while a
+/// server partition is in effect.
+const SENTINEL_PICK: &str = "under Sentinel, a failover while a node other than the primary may be cut off both ways: the simulator promotes no node it cannot reach, but real Sentinel picks the replica it promotes from the INFO it polls every 10 s, and a partition must spare the sentinels' own links (or they would fail the primary over by themselves), so nothing keeps the cut replica from being picked";
+
+/// Under Sentinel, the first failover of `schedule` (sorted by start)
+/// that begins while a partition (both ways) of a server is in effect
+/// that does not surely cut off the primary of that moment (the node the
+/// failover replaces, which neither side promotes): the failover and that
+/// partition. A partition of `redis:primary` surely does when no failover
+/// began between the two; one of `redis:0`, when none began before.
+fn failover_beside_a_cut(schedule: &[ConcreteFault]) -> Option<(&ConcreteFault, &ConcreteFault)> {
+    let failovers: Vec<Duration> = schedule
+        .iter()
+        .filter(|fault| fault.kind == FaultKind::Failover)
+        .map(|fault| fault.at)
+        .collect();
+    let began_between =
+        |from: Duration, to: Duration| failovers.iter().any(|at| from < *at && *at < to);
+    let failover = |fault: &&ConcreteFault| fault.kind == FaultKind::Failover;
+    schedule.iter().filter(failover).find_map(|failover| {
+        schedule
+            .iter()
+            .filter(|cut| {
+                cut.kind == FaultKind::Partition
+                    && matches!(cut.target, FaultTarget::Redis(_) | FaultTarget::Primary)
+                    && cut.at <= failover.at
+                    && cut
+                        .duration
+                        .is_none_or(|duration| failover.at < cut.at + duration)
+            })
+            .find(|cut| {
+                let old_primary = match cut.target {
+                    FaultTarget::Primary => !began_between(cut.at, failover.at),
+                    FaultTarget::Redis(0) => failovers.first() == Some(&failover.at),
+                    _ => false,
+                };
+                !old_primary
+            })
+            .map(|cut| (failover, cut))
+    })
 }
 
 /// Where fault number `index` of `file`'s text is written (its `kind`),
@@ -197,6 +236,20 @@ pub fn check_faults(
         };
         if let Some(why) = refusal(spec.kind, target, &scenario.topology, own) {
             return Err(refuse(spec.kind, target, why, Some(index)));
+        }
+    }
+    if matches!(scenario.topology, Topology::Sentinel { .. }) {
+        for &seed in seeds {
+            if let Some((failover, cut)) =
+                failover_beside_a_cut(&world::draw_schedule(scenario, seed))
+            {
+                let index = scenario
+                    .faults
+                    .iter()
+                    .position(|spec| spec.kind == FaultKind::Failover)
+                    .filter(|_| scenario.mix.is_none());
+                return Err(refuse(failover.kind, cut.target, SENTINEL_PICK, index));
+            }
         }
     }
     if scenario.mix.is_some() {
@@ -289,3 +342,78 @@ pub fn run_seed(
 /// loaded machine: the slack the checkers give real timing (the
 /// simulator's is one tick).
 pub const REAL_SLACK: Duration = Duration::from_millis(25);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fault(
+        kind: FaultKind,
+        target: FaultTarget,
+        at: u64,
+        duration: Option<u64>,
+    ) -> ConcreteFault {
+        ConcreteFault {
+            kind,
+            at: Duration::from_secs(at),
+            target,
+            duration: duration.map(Duration::from_secs),
+            rate: None,
+            offset: None,
+            delay: None,
+        }
+    }
+
+    #[test]
+    fn a_sentinel_failover_is_refused_only_beside_a_cut_that_may_hold_a_replica() {
+        let failover = |at| fault(FaultKind::Failover, FaultTarget::Primary, at, Some(1));
+        let cut = |target, at, duration| fault(FaultKind::Partition, target, at, duration);
+        // The primary cut off, failed over: nobody promotes it.
+        for target in [FaultTarget::Primary, FaultTarget::Redis(0)] {
+            assert_eq!(
+                failover_beside_a_cut(&[cut(target, 1, Some(5)), failover(3)]),
+                None
+            );
+        }
+        // A replica cut off at the failover.
+        let schedule = [cut(FaultTarget::Redis(1), 1, Some(5)), failover(3)];
+        let found = failover_beside_a_cut(&schedule);
+        assert_eq!(found, Some((&schedule[1], &schedule[0])));
+        // Healed before, begun after, one way, or latency: no refusal.
+        assert_eq!(
+            failover_beside_a_cut(&[cut(FaultTarget::Redis(1), 1, Some(2)), failover(3)]),
+            None
+        );
+        assert_eq!(
+            failover_beside_a_cut(&[failover(3), cut(FaultTarget::Redis(1), 4, None)]),
+            None
+        );
+        for kind in [FaultKind::PartitionOneway, FaultKind::Latency] {
+            let schedule = [fault(kind, FaultTarget::Redis(1), 1, Some(5)), failover(3)];
+            assert_eq!(failover_beside_a_cut(&schedule), None);
+        }
+        // Never healed: still cut at a failover long after.
+        let schedule = [cut(FaultTarget::Redis(2), 1, None), failover(30)];
+        assert!(failover_beside_a_cut(&schedule).is_some());
+        // After a failover, redis-0 may be a replica, and the primary cut
+        // before it is the deposed one.
+        let schedule = [
+            failover(1),
+            cut(FaultTarget::Redis(0), 2, Some(5)),
+            failover(4),
+        ];
+        assert!(failover_beside_a_cut(&schedule).is_some());
+        let schedule = [
+            cut(FaultTarget::Primary, 1, Some(9)),
+            failover(2),
+            failover(4),
+        ];
+        assert!(failover_beside_a_cut(&schedule).is_some());
+        let schedule = [
+            failover(1),
+            cut(FaultTarget::Primary, 2, Some(5)),
+            failover(4),
+        ];
+        assert_eq!(failover_beside_a_cut(&schedule), None);
+    }
+}

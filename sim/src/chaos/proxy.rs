@@ -50,11 +50,18 @@ pub(super) struct LinkMode {
     /// What happens, on top of the above, to the connections from given
     /// addresses.
     pub peers: BTreeMap<IpAddr, PeerMode>,
-    /// What a hold kept arrives at once when it ends, not at its
-    /// retransmission: the hold was no network cut but the controller's
-    /// way to make a node deaf for a fault's exact window (a cluster
-    /// shard failover's stale window ends when the old primary hears of
-    /// the new epoch, `duration` after the takeover, as in the simulator).
+    /// Addresses whose connections the link-wide holds above do not hold
+    /// (a peer rule still can): the sentinels' links to a node, which a
+    /// partition of the node leaves alone, as the simulator's sentinels
+    /// watch no node (real ones would fail over a primary they could not
+    /// reach for a second).
+    pub spared: BTreeSet<IpAddr>,
+    /// The link-wide holds are no network cut but the controller's way to
+    /// make a node deaf for a fault's exact window: what they keep arrives
+    /// at once when they end, not at its retransmission (a cluster shard
+    /// failover's stale window ends when the old primary hears of the new
+    /// epoch, `duration` after the takeover, as in the simulator). Read
+    /// while a chunk is held, so it must be set with the hold.
     pub heal_at_once: bool,
 }
 
@@ -67,19 +74,34 @@ pub(super) struct PeerMode {
     pub hold_down: bool,
     /// Extra one-way delay, both directions.
     pub delay: Duration,
+    /// This rule's holds end at once ([`LinkMode::heal_at_once`]): a
+    /// sentinel made deaf for its drawn lag.
+    pub heal_at_once: bool,
 }
 
 impl LinkMode {
     /// Whether the direction `up` (client to server) of a connection
     /// from `peer` is held now.
-    fn holds(&self, up: bool, peer: Option<IpAddr>) -> bool {
-        let held = if up { self.hold_up } else { self.hold_down };
+    pub(super) fn holds(&self, up: bool, peer: Option<IpAddr>) -> bool {
+        self.hold(up, peer).is_some()
+    }
+
+    /// Whether the direction `up` of a connection from `peer` is held now,
+    /// and if so whether every hold that holds it ends at once (`true`) or
+    /// one is a network cut, whose heal delivers at a retransmission.
+    fn hold(&self, up: bool, peer: Option<IpAddr>) -> Option<bool> {
+        let spared = peer.is_some_and(|peer| self.spared.contains(&peer));
+        let wide = !spared && if up { self.hold_up } else { self.hold_down };
         let rule = peer.and_then(|peer| self.peers.get(&peer));
-        held || rule.is_some_and(|rule| if up { rule.hold_up } else { rule.hold_down })
+        let ruled = rule.filter(|rule| if up { rule.hold_up } else { rule.hold_down });
+        if !wide && ruled.is_none() {
+            return None;
+        }
+        Some((!wide || self.heal_at_once) && ruled.is_none_or(|rule| rule.heal_at_once))
     }
 
     /// The fixed one-way delay of a connection from `peer` now.
-    fn delay_of(&self, peer: Option<IpAddr>) -> Duration {
+    pub(super) fn delay_of(&self, peer: Option<IpAddr>) -> Duration {
         let rule = peer.and_then(|peer| self.peers.get(&peer));
         self.delay + rule.map_or(Duration::ZERO, |rule| rule.delay)
     }
@@ -314,9 +336,10 @@ async fn pipe(
         }
     };
     let writer = async move {
-        // The send of the oldest chunk a hold cut and that has not
-        // arrived yet: the one whose retransmission timer delivers them.
-        let mut cut_since: Option<Instant> = None;
+        // The oldest chunk a hold cut and that has not arrived yet: its
+        // send, whose retransmission timer delivers them, and whether
+        // every hold met since ends at once.
+        let mut cut_since: Option<(Instant, bool)> = None;
         while let Some(chunk) = rx.recv().await {
             let Some(arrives) = arrival(&chunk, &mut cut_since, &mut mode, up, peer).await else {
                 return;
@@ -337,28 +360,28 @@ async fn pipe(
 /// When `chunk` arrives: at its `due` unless a hold cuts it first (it is
 /// held at its send, or a hold begins before it arrives), and then at the
 /// first retransmission, once healed, of the oldest cut chunk
-/// (`cut_since`, which this sets and clears); a later cut chunk rides the
-/// same retransmission, as TCP sends what it queued behind once the
-/// oldest is acknowledged. `None` once the mode's sender is gone.
+/// (`cut_since`, which this sets and clears), or at the heal if every
+/// hold that held it ends at once; a later cut chunk rides the same
+/// retransmission, as TCP sends what it queued behind once the oldest is
+/// acknowledged. `None` once the mode's sender is gone.
 async fn arrival(
     chunk: &Chunk,
-    cut_since: &mut Option<Instant>,
+    cut_since: &mut Option<(Instant, bool)>,
     mode: &mut watch::Receiver<LinkMode>,
     up: bool,
     peer: Option<IpAddr>,
 ) -> Option<Instant> {
     loop {
-        if mode.borrow_and_update().holds(up, peer) {
-            cut_since.get_or_insert(chunk.sent);
+        let held = mode.borrow_and_update().hold(up, peer);
+        if let Some(at_once) = held {
+            let cut = cut_since.get_or_insert((chunk.sent, true));
+            cut.1 &= at_once;
             mode.changed().await.ok()?;
             continue;
         }
         let arrives = match *cut_since {
-            Some(oldest) => {
-                let (delay, at_once) = {
-                    let now = mode.borrow();
-                    (now.delay_of(peer), now.heal_at_once)
-                };
+            Some((oldest, at_once)) => {
+                let delay = mode.borrow().delay_of(peer);
                 let resent = if at_once {
                     Instant::now()
                 } else {
@@ -457,7 +480,7 @@ mod tests {
                 PeerMode {
                     hold_up: true,
                     hold_down: true,
-                    delay: Duration::ZERO,
+                    ..PeerMode::default()
                 },
             );
         });
@@ -643,19 +666,118 @@ mod tests {
 
     #[tokio::test]
     async fn a_hold_ended_at_once_delivers_at_its_end() {
-        let (link, received, _stream, sent) = sent_into_a_cut(None).await;
-        tokio::time::sleep_until(sent + Duration::from_millis(300)).await;
+        let (upstream, received) = recorder(None).await;
+        let link = start(upstream, 1).await.unwrap();
+        let mut stream = connected(&link, &received).await;
         link.set(|mode| {
-            *mode = LinkMode {
-                heal_at_once: true,
-                ..LinkMode::default()
-            }
+            mode.hold_up = true;
+            mode.heal_at_once = true;
         });
+        let sent = Instant::now();
+        stream.write_all(b"x").await.unwrap();
+        tokio::time::sleep_until(sent + Duration::from_millis(300)).await;
+        link.set(|mode| *mode = LinkMode::default());
         received_within(&received, 2, Duration::from_secs(3)).await;
         let log = received.lock().unwrap().clone();
         let took = log.get(1).expect("never arrived").0 - sent;
         // Not at the retransmission 600 ms after the send.
         assert!(took < Duration::from_millis(500), "{took:?}");
+    }
+
+    /// When a byte sent from `from` through `link` (to the recorder
+    /// behind it, `received`) into the holds `hold` sets arrives, after
+    /// they are lifted 300 ms after its send; the connection stays open
+    /// (in `open`), so that its close adds nothing to `received`.
+    async fn healed_after(
+        link: &Link,
+        received: &Received,
+        from: Ipv4Addr,
+        hold: impl Fn(&mut LinkMode),
+        open: &mut Vec<TcpStream>,
+    ) -> Duration {
+        let mut stream = dial_from(from, link.port).await;
+        let before = received.lock().unwrap().len();
+        stream.write_all(b"a").await.unwrap();
+        received_within(received, before + 1, Duration::from_secs(3)).await;
+        link.set(&hold);
+        let sent = Instant::now();
+        stream.write_all(b"x").await.unwrap();
+        tokio::time::sleep_until(sent + Duration::from_millis(300)).await;
+        link.set(|mode| {
+            mode.hold_up = false;
+            mode.heal_at_once = false;
+            mode.peers.clear();
+        });
+        received_within(received, before + 2, Duration::from_secs(3)).await;
+        let log = received.lock().unwrap().clone();
+        open.push(stream);
+        log.get(before + 1).expect("never arrived").0 - sent
+    }
+
+    #[tokio::test]
+    async fn a_deaf_peer_rule_ends_at_once_and_a_cut_beside_it_at_its_retransmission() {
+        let (upstream, received) = recorder(None).await;
+        let link = start(upstream, 1).await.unwrap();
+        let deaf = Ipv4Addr::new(127, 0, 0, 200);
+        let node = Ipv4Addr::new(127, 0, 0, 21);
+        let hold = |mode: &mut LinkMode| {
+            // A partition of the node on this link, a sentinel made deaf.
+            mode.hold_up = true;
+            mode.spared.insert(IpAddr::V4(deaf));
+            let rule = mode.peers.entry(IpAddr::V4(deaf)).or_default();
+            rule.hold_up = true;
+            rule.heal_at_once = true;
+        };
+        let mut open = Vec::new();
+        let at_once = healed_after(&link, &received, deaf, hold, &mut open).await;
+        assert!(at_once < Duration::from_millis(500), "{at_once:?}");
+        let cut = healed_after(&link, &received, node, hold, &mut open).await;
+        assert!(cut >= Duration::from_millis(600), "{cut:?}");
+        // A deaf rule on a peer the link-wide cut also holds: the cut's
+        // retransmission.
+        let both = healed_after(
+            &link,
+            &received,
+            node,
+            |mode| {
+                mode.hold_up = true;
+                let rule = mode.peers.entry(IpAddr::V4(node)).or_default();
+                rule.hold_up = true;
+                rule.heal_at_once = true;
+            },
+            &mut open,
+        )
+        .await;
+        assert!(both >= Duration::from_millis(600), "{both:?}");
+    }
+
+    #[tokio::test]
+    async fn a_spared_address_is_not_held_by_a_link_wide_hold() {
+        let link = start(echo().await, 5).await.unwrap();
+        let sentinel = Ipv4Addr::new(127, 0, 0, 201);
+        let replica = Ipv4Addr::new(127, 0, 0, 22);
+        link.set(|mode| {
+            mode.spared.insert(IpAddr::V4(sentinel));
+        });
+        let mut from_sentinel = dial_from(sentinel, link.port).await;
+        let mut from_replica = dial_from(replica, link.port).await;
+        let long = Duration::from_secs(5);
+        assert_eq!(round_trip(&mut from_replica, b'a', long).await, Some(b'a'));
+        cut_both_ways(&link);
+        let short = Duration::from_millis(300);
+        assert_eq!(round_trip(&mut from_sentinel, b'b', long).await, Some(b'b'));
+        assert_eq!(round_trip(&mut from_replica, b'c', short).await, None);
+        // A new connection from it is let through at once too.
+        let mut again = dial_from(sentinel, link.port).await;
+        assert_eq!(round_trip(&mut again, b'd', short).await, Some(b'd'));
+        // Only link-wide holds spare it: its own rule holds it.
+        link.set(|mode| {
+            mode.peers
+                .entry(IpAddr::V4(sentinel))
+                .or_default()
+                .hold_down = true
+        });
+        assert_eq!(round_trip(&mut from_sentinel, b'e', short).await, None);
     }
 
     #[tokio::test]

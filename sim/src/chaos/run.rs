@@ -19,7 +19,7 @@ use tokio::{
 
 use super::{
     ChaosError, Target as RunTarget,
-    cut::{self, Proxy, Scope},
+    cut::{self, Proxy},
     deploy::{Deployment, MASTER, admin},
     procs::{Ports, ProcId, Processes},
     proxy::{self, Link},
@@ -620,11 +620,7 @@ impl Seed<'_> {
             return;
         };
         let latency = fault.kind == FaultKind::Latency;
-        let delay = if begin {
-            fault.delay.unwrap_or(Duration::from_millis(100))
-        } else {
-            Duration::ZERO
-        };
+        let delay = fault.delay.unwrap_or(Duration::from_millis(100));
         for act in cut::server_acts(&deployment.shape(), n, fault.kind) {
             let links = match act.proxy {
                 Proxy::Clients(node) => self.links_of(FaultTarget::Redis(node)),
@@ -632,38 +628,7 @@ impl Seed<'_> {
             };
             for link in links {
                 let seen = link.seen();
-                link.set(|mode| match (act.scope, latency) {
-                    (Scope::Every, false) => {
-                        mode.hold_up = (act.up && begin) || (!act.up && mode.hold_up);
-                        mode.hold_down = (act.down && begin) || (!act.down && mode.hold_down);
-                    }
-                    (Scope::From(peer), false) => {
-                        let rule = mode.peers.entry(peer).or_default();
-                        rule.hold_up = (act.up && begin) || (!act.up && rule.hold_up);
-                        rule.hold_down = (act.down && begin) || (!act.down && rule.hold_down);
-                    }
-                    (scope, true) => {
-                        let peers: Vec<_> = match scope {
-                            Scope::Every => seen.iter().copied().collect(),
-                            Scope::From(peer) => {
-                                seen.contains(&peer).then_some(peer).into_iter().collect()
-                            }
-                        };
-                        let peers = if begin {
-                            peers
-                        } else {
-                            // The end clears every link it may have slowed,
-                            // whatever it has carried since.
-                            match scope {
-                                Scope::Every => mode.peers.keys().copied().collect(),
-                                Scope::From(peer) => vec![peer],
-                            }
-                        };
-                        for peer in peers {
-                            mode.peers.entry(peer).or_default().delay = delay;
-                        }
-                    }
-                });
+                link.set(|mode| cut::apply(mode, act, latency, begin, delay, &seen));
             }
         }
     }
