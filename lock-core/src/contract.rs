@@ -31,7 +31,9 @@ pub enum Phase {
     Releasing,
     /// The lock was lost while held; only a release may follow.
     Lost,
-    /// Done: nothing is held and nothing more will be sent.
+    /// Done: nothing is held and the outcome was reported. A release left
+    /// unknown may still be retried in the background until the key has
+    /// expired; [`Machine::is_released`] says when nothing more will be sent.
     Released,
 }
 

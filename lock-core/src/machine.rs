@@ -15,7 +15,7 @@ use crate::{
 
 mod state;
 
-use state::{Acquiring, AfterRelease, Hold, Releasing, State};
+use state::{Acquiring, AfterRelease, CleaningUp, Hold, Releasing, State};
 
 /// The kind a lock of `kind` with `opts` runs as: fair mode and the waiter
 /// ttl come from the options (see [`LockMachine::with_kind`]).
@@ -36,7 +36,8 @@ pub(crate) fn resolve_kind(opts: &LockOptions, kind: LockKind) -> Result<LockKin
     Ok(kind)
 }
 
-/// How many times a release is sent before its outcome is left unknown.
+/// How many times a release is sent before its outcome is reported
+/// unknown (it is retried in the background after that: timing rule 9).
 const RELEASE_ATTEMPTS: u32 = 3;
 
 /// The timers, indexing a small table; the next timeout is the earliest.
@@ -48,7 +49,7 @@ enum Timer {
     Expiry = 1,
     /// Send the next renewal (timing rule 4).
     Renew = 2,
-    /// Retry an acquire or a release (timing rule 6).
+    /// Retry an acquire or a release (timing rules 6 and 9).
     Retry = 3,
 }
 
@@ -157,6 +158,13 @@ struct Timing {
 /// 7. **Release after Lost is harmless**: it still sends the owner-checked
 ///    release, which never touches another owner's key.
 /// 8. **Options are checked at construction** ([`LockOptions::validate`]).
+/// 9. **A release left unknown is retried until the key has surely
+///    expired**: once its tries are spent its outcome is reported
+///    unknown, but the owner-checked release goes on in the background,
+///    with backoff, until the key's last possible expiry (the latest
+///    `sent_at + ttl + drift` of any acquire or renewal sent), then stops.
+///    Without it, a key whose renewals ran unanswered outlives its
+///    holder's loss by up to a ttl and blocks every waiter.
 #[derive(Debug, Clone)]
 pub struct LockMachine {
     timing: Timing,
@@ -169,6 +177,9 @@ pub struct LockMachine {
     commands: VecDeque<(CommandId, Command)>,
     events: VecDeque<Event>,
     lost_emitted: bool,
+    /// The key's last possible expiry: the latest `sent_at + ttl + drift`
+    /// of an acquire or renewal sent (timing rule 9).
+    key_may_live_until: Option<Instant>,
     jitter: Jitter,
 }
 
@@ -244,6 +255,7 @@ impl LockMachine {
             commands: VecDeque::new(),
             events: VecDeque::new(),
             lost_emitted: false,
+            key_may_live_until: None,
             jitter: Jitter::new(jitter_seed),
         })
     }
@@ -320,6 +332,15 @@ impl LockMachine {
             },
             Kind::Release => Command::Release,
         };
+        if kind != Kind::Release {
+            // Timing rule 9: Redis runs this no earlier than now, and may
+            // set the key's ttl then; the drift covers a slower clock there.
+            let may_live_until = now + self.timing.ttl + self.timing.drift;
+            self.key_may_live_until = Some(
+                self.key_may_live_until
+                    .map_or(may_live_until, |until| until.max(may_live_until)),
+            );
+        }
         // Timing rule 1: `now` here is the send instant validity counts from.
         self.in_flight = Some(InFlight {
             id,
@@ -332,6 +353,7 @@ impl LockMachine {
                 self.state = State::Renewing(hold.clone());
             }
             (State::Releasing(releasing), Kind::Release) => releasing.attempts += 1,
+            (State::CleaningUp(cleaning), Kind::Release) => cleaning.attempts += 1,
             _ => {}
         }
         self.commands.push_back((id, command));
@@ -562,9 +584,17 @@ impl LockMachine {
     }
 
     fn on_release_reply(&mut self, now: Instant, reply: Reply) {
+        if let State::CleaningUp(cleaning) = &self.state {
+            let attempts = cleaning.attempts;
+            self.on_clean_up_reply(now, attempts, &reply);
+            return;
+        }
         let State::Releasing(releasing) = self.state.clone() else {
             return;
         };
+        // Timing rule 9: a release whose outcome stays unknown for a
+        // reason retrying may cure goes on in the background.
+        let retry_later = matches!(reply, Reply::Failed(failure) if !failure.is_permanent());
         let outcome = match reply {
             Reply::Released => ReleaseOutcome::Deleted,
             // WRONGTYPE: the key is not a string, so not ours; nothing was deleted.
@@ -592,7 +622,11 @@ impl LockMachine {
                 }
                 self.state = State::Released;
                 self.events.push_back(Event::Released { outcome });
+                if retry_later {
+                    self.clean_up(now, releasing.attempts);
+                }
             }
+            // The acquisition goes on and releases again if it gives up.
             AfterRelease::Retry(acquiring) => {
                 let acquiring = Acquiring {
                     maybe_set: outcome == ReleaseOutcome::Unknown,
@@ -603,6 +637,39 @@ impl LockMachine {
             AfterRelease::Fail(failure) => {
                 self.state = State::Released;
                 self.events.push_back(Event::AcquireFailed(failure));
+                if retry_later {
+                    self.clean_up(now, releasing.attempts);
+                }
+            }
+        }
+    }
+
+    /// Timing rule 9: retries the release after `attempts` sends, unless
+    /// the key has surely expired by the next try; the caller has already
+    /// been answered, so this changes nothing it sees.
+    fn clean_up(&mut self, now: Instant, attempts: u32) {
+        let retry_at = now + self.clean_up_backoff(attempts);
+        match self.key_may_live_until {
+            Some(until) if retry_at < until => {
+                self.timers[Timer::Retry as usize] = Some(retry_at);
+                self.state = State::CleaningUp(CleaningUp { attempts, until });
+            }
+            _ => {
+                self.clear_timers();
+                self.state = State::Released;
+            }
+        }
+    }
+
+    fn on_clean_up_reply(&mut self, now: Instant, attempts: u32, reply: &Reply) {
+        match reply {
+            // Not permanent: the node may answer once it is reachable again.
+            Reply::Failed(failure) if !failure.is_permanent() => self.clean_up(now, attempts),
+            // Deleted, or not (or no longer) ours, or never deletable:
+            // either way nothing is left for us to remove.
+            _ => {
+                self.clear_timers();
+                self.state = State::Released;
             }
         }
     }
@@ -656,6 +723,15 @@ impl LockMachine {
             .backoff(self.timing.retry_min, self.timing.retry_max, attempt)
     }
 
+    /// Backoff between clean-up releases: at most a command timeout apart,
+    /// so a key whose node answers again goes within about a command
+    /// timeout and a round trip, the time a prompt release takes.
+    fn clean_up_backoff(&mut self, attempts: u32) -> Duration {
+        let cap = self.timing.retry_max.min(self.timing.command_timeout);
+        self.jitter
+            .backoff(self.timing.retry_min.min(cap), cap, attempts)
+    }
+
     /// Backoff between renewal retries: short at first, never more than half a period.
     fn renew_backoff(&mut self, failures: u32) -> Duration {
         let cap = (self.timing.renew_every / 2).max(Duration::from_millis(1));
@@ -702,7 +778,9 @@ impl Machine for LockMachine {
                 self.start_release(now, AfterRelease::Finish, true);
             }
             State::Lost { .. } => self.start_release(now, AfterRelease::Finish, false),
-            releasing @ State::Releasing(_) => self.state = releasing,
+            // Already releasing, or released (in the background or for
+            // good): the user has, or will have, the one answer.
+            busy @ (State::Releasing(_) | State::CleaningUp(_)) => self.state = busy,
             State::Released => {}
         }
     }
@@ -743,7 +821,7 @@ impl Machine for LockMachine {
                     State::Acquiring(_) if self.in_flight.is_none() => {
                         self.send(now, Kind::Acquire);
                     }
-                    State::Releasing(_) if self.in_flight.is_none() => {
+                    State::Releasing(_) | State::CleaningUp(_) if self.in_flight.is_none() => {
                         self.send(now, Kind::Release);
                     }
                     _ => {}
@@ -792,6 +870,12 @@ impl Machine for LockMachine {
 
     fn phase(&self) -> Phase {
         self.state.phase()
+    }
+
+    /// False while a release left unknown is retried in the background
+    /// (timing rule 9), although the phase is already `Released`.
+    fn is_released(&self) -> bool {
+        self.state == State::Released
     }
 
     fn is_held(&self, now: Instant) -> bool {

@@ -82,7 +82,10 @@ enum Step {
 ///   that one node, a minority, until its ttl.)
 /// - **A release is reported once a majority deleted the key**; the other
 ///   nodes' releases finish afterwards, and the machine is
-///   [`is_released`](Machine::is_released) only once they have.
+///   [`is_released`](Machine::is_released) only once they have, and once
+///   every node has stopped retrying a release left unknown in the
+///   background (the single node's timing rule 9; an undone round's nodes
+///   stop at the next round, which starts fresh ones).
 /// - **Renewal needs a majority**: each node renews on its own timer; the
 ///   lock is lost (reason Expired) once fewer than a majority remain valid,
 ///   at the deadline, whether or not any node answers (timing rule 3).
@@ -303,7 +306,12 @@ impl RedlockMachine {
     /// A failed round is being undone: once every node is done, fail, give
     /// up, or back off before the next round.
     fn settle_undo(&mut self, now: Instant, give_up_at: Instant, failure: Option<AcquireFailure>) {
-        let busy = self.nodes.iter().any(|node| !node.is_released());
+        // A node retrying a release in the background (timing rule 9) has
+        // answered: the round's outcome does not wait for it.
+        let busy = self
+            .nodes
+            .iter()
+            .any(|node| node.phase() != Phase::Released);
         if busy {
             return;
         }
@@ -369,7 +377,10 @@ impl RedlockMachine {
         // Deleted is certain once a majority deleted the key: the lock is
         // free for others, whatever the rest answer. Until every node has
         // answered the step stays, so the driver keeps the rest going.
-        let settled = self.nodes.iter().all(Machine::is_released);
+        let settled = self
+            .nodes
+            .iter()
+            .all(|node| node.phase() == Phase::Released);
         if !self.release_reported && (settled || self.deleted >= self.quorum()) {
             self.release_reported = true;
             let outcome = if self.deleted >= self.quorum() {
@@ -578,6 +589,11 @@ impl Machine for RedlockMachine {
 
     fn token(&self) -> &str {
         &self.token
+    }
+
+    /// True once released and no node retries a release in the background.
+    fn is_released(&self) -> bool {
+        self.step == Step::Released && self.nodes.iter().all(Machine::is_released)
     }
 }
 

@@ -19,6 +19,10 @@ pub(super) enum State {
     Renewing(Hold),
     /// An owner-checked release is in flight or scheduled.
     Releasing(Releasing),
+    /// Done for the user (the release's outcome, unknown, was reported),
+    /// but the owner-checked release is still retried in the background
+    /// until the key has surely expired.
+    CleaningUp(CleaningUp),
     /// Done: nothing is held and nothing more will be sent.
     Released,
     /// The lock was lost while held; only a release may follow.
@@ -48,7 +52,8 @@ impl State {
             }) if *failure != AcquireFailure::Cancelled => Phase::Acquiring,
             Self::Releasing(_) => Phase::Releasing,
             Self::Lost { .. } => Phase::Lost,
-            Self::Released => Phase::Released,
+            // The user has its answer; what is left is the machine's own.
+            Self::CleaningUp(_) | Self::Released => Phase::Released,
         }
     }
 }
@@ -105,4 +110,14 @@ pub(super) enum AfterRelease {
     Retry(Acquiring),
     /// A grant or attempt is being undone: report this failure.
     Fail(AcquireFailure),
+}
+
+/// A release whose outcome was reported unknown, retried in the background.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct CleaningUp {
+    /// Releases sent so far, the reported tries included (the backoff's
+    /// exponent).
+    pub(super) attempts: u32,
+    /// The key's last possible expiry: no retry is sent from then on.
+    pub(super) until: Instant,
 }

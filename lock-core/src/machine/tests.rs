@@ -9,6 +9,8 @@ use proptest::prelude::*;
 use super::*;
 use crate::{Fencing, ReleaseOutcome};
 
+mod clean_up;
+
 const fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
@@ -109,6 +111,9 @@ struct Harness {
     drop_replies: bool,
     /// While true, commands are lost before reaching Redis.
     drop_commands: bool,
+    /// While true, the connection is down: every command fails at once
+    /// with `Failed(Connection)` and never reaches Redis.
+    refuse_commands: bool,
     flights: Vec<Flight>,
     events: Vec<(Instant, Event)>,
     sent: Vec<(Instant, CommandId, Command)>,
@@ -123,6 +128,7 @@ impl Harness {
             delay: ms(1),
             drop_replies: false,
             drop_commands: false,
+            refuse_commands: false,
             flights: Vec::new(),
             events: Vec::new(),
             sent: Vec::new(),
@@ -133,7 +139,15 @@ impl Harness {
     fn drain(&mut self) {
         while let Some((id, command)) = self.machine.poll_command() {
             self.sent.push((self.now, id, command.clone()));
-            if !self.drop_commands {
+            if self.refuse_commands {
+                self.flights.push(Flight {
+                    id,
+                    command,
+                    arrive: self.now,
+                    reply_at: self.now,
+                    reply: Some(Reply::Failed(Failure::Connection)),
+                });
+            } else if !self.drop_commands {
                 self.flights.push(Flight {
                     id,
                     command,

@@ -169,11 +169,16 @@ impl Future for Driver {
                 this.session.metrics.reconnected();
             }
         }
+        let shutting_down = this.alive.strong_count() == 0;
+        if shutting_down {
+            this.session.watchdog.abandon_clean_ups();
+        }
         this.watchdog.poll(cx, &this.session, now);
-        if this.alive.strong_count() == 0
-            && this.session.watchdog.is_idle()
-            && !this.watchdog.is_busy()
-        {
+        if shutting_down {
+            // What the pass just answered may have turned to clean-up too.
+            this.session.watchdog.abandon_clean_ups();
+        }
+        if shutting_down && this.session.watchdog.is_idle() && !this.watchdog.is_busy() {
             tracing::debug!("locker driver stopped");
             return Poll::Ready(());
         }

@@ -114,6 +114,29 @@ impl Registry {
         self.index().inbox.push(work);
     }
 
+    /// The locker is shutting down (it and every guard are gone): stops
+    /// watching the locks whose only work left is a release retried in the
+    /// background (the machine's timing rule 9), so that they do not hold
+    /// the driver up to a ttl. Their keys expire on their own.
+    pub(crate) fn abandon_clean_ups(&self) {
+        let cells: Vec<Arc<LockCell>> = self.index().locks.values().map(Arc::clone).collect();
+        for cell in cells {
+            // The cell's state before the index, as `rearm` takes them.
+            let mut state = cell.lock();
+            let cleaning_up =
+                state.machine.phase() == crate::Phase::Released && !state.machine.is_released();
+            if !(state.watched && cleaning_up) {
+                continue;
+            }
+            state.watched = false;
+            let mut index = self.index();
+            if let Some(old) = state.armed.take() {
+                index.timers.remove(&(old, cell.id));
+            }
+            index.locks.remove(&cell.id);
+        }
+    }
+
     /// Returns true once nothing is watched and no work is waiting.
     pub(crate) fn is_idle(&self) -> bool {
         let index = self.index();
