@@ -444,13 +444,16 @@ impl Seed<'_> {
     /// to it hold both directions for good, so an open connection hears
     /// no FIN from the kill and hangs until the client's own timeout, and
     /// the client then dials whichever node it is told is primary.
+    ///
+    /// Its replication is held too ([`cut::death_acts`]): what the dying
+    /// node had sent its replicas but the proxy had not yet passed on never
+    /// arrives, as a simulated replica's queue is dropped at the death.
     fn silence(&self, n: usize) {
-        for link in self.links_of(FaultTarget::Redis(n)) {
-            link.set(|mode| {
-                mode.hold_up = true;
-                mode.hold_down = true;
-            });
-        }
+        let Some(deployment) = self.deployment.as_ref() else {
+            return;
+        };
+        let acts = cut::death_acts(&deployment.shape(), n);
+        self.act_on_proxies(&acts, false, true, Duration::ZERO);
     }
 
     fn resolve(&self, target: FaultTarget) -> FaultTarget {
@@ -621,7 +624,16 @@ impl Seed<'_> {
         };
         let latency = fault.kind == FaultKind::Latency;
         let delay = fault.delay.unwrap_or(Duration::from_millis(100));
-        for act in cut::server_acts(&deployment.shape(), n, fault.kind) {
+        let acts = cut::server_acts(&deployment.shape(), n, fault.kind);
+        self.act_on_proxies(&acts, latency, begin, delay);
+    }
+
+    /// Applies `acts` ([`cut::apply`]) to the proxies each names.
+    fn act_on_proxies(&self, acts: &[cut::Act], latency: bool, begin: bool, delay: Duration) {
+        let Some(deployment) = self.deployment.as_ref() else {
+            return;
+        };
+        for &act in acts {
             let links = match act.proxy {
                 Proxy::Clients(node) => self.links_of(FaultTarget::Redis(node)),
                 proxy => deployment.node_proxy(proxy).into_iter().cloned().collect(),
