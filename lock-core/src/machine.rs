@@ -652,7 +652,7 @@ impl LockMachine {
         match self.key_may_live_until {
             Some(until) if retry_at < until => {
                 self.timers[Timer::Retry as usize] = Some(retry_at);
-                self.state = State::CleaningUp(CleaningUp { attempts, until });
+                self.state = State::CleaningUp(CleaningUp { attempts });
             }
             _ => {
                 self.clear_timers();

@@ -118,6 +118,4 @@ pub(super) struct CleaningUp {
     /// Releases sent so far, the reported tries included (the backoff's
     /// exponent).
     pub(super) attempts: u32,
-    /// The key's last possible expiry: no retry is sent from then on.
-    pub(super) until: Instant,
 }

@@ -165,9 +165,14 @@ fn a_release_after_the_key_surely_expired_is_not_retried() {
         == Event::Released {
             outcome: ReleaseOutcome::Unknown
         }));
-    assert_eq!(releases_sent(&h).len(), 3);
-    assert!(h.machine.is_released());
+    assert!(
+        h.machine.is_released(),
+        "no clean-up once the key surely expired"
+    );
     assert_eq!(h.machine.poll_timeout(), None);
+    // Long after, with the connection still down: still the three tries.
+    h.run_until(h.now + ms(5_000));
+    assert_eq!(releases_sent(&h).len(), 3);
 }
 
 #[test]
