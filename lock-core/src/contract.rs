@@ -72,6 +72,12 @@ pub trait Machine {
     /// retry at once).
     fn handle_wakeup(&mut self, now: Instant);
 
+    /// Tells the machine a connection to `node` was just (re)opened: a
+    /// release retrying in the background (timing rule 9) is sent at once
+    /// instead of at its backoff, while the key may still stand.
+    /// Harmless in any state.
+    fn handle_reconnected(&mut self, now: Instant, node: usize);
+
     /// Feeds `node`'s answer to command `id`; answers to anything but a
     /// command the machine waits for are ignored.
     fn handle_reply(&mut self, now: Instant, node: usize, id: CommandId, reply: Reply);

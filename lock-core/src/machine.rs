@@ -794,6 +794,15 @@ impl Machine for LockMachine {
     }
 
     /// The node index is ignored: see [`LockMachine::handle_reply`].
+    fn handle_reconnected(&mut self, now: Instant, _node: usize) {
+        let retry = &mut self.timers[Timer::Retry as usize];
+        if matches!(self.state, State::CleaningUp(_)) && self.in_flight.is_none() && retry.is_some()
+        {
+            *retry = Some(now);
+        }
+    }
+
+    /// The node index is ignored: see [`LockMachine::handle_reply`].
     fn handle_reply(&mut self, now: Instant, _node: usize, id: CommandId, reply: Reply) {
         Self::handle_reply(self, now, id, reply);
     }

@@ -460,6 +460,14 @@ impl Machine for RedlockMachine {
         let _ = now;
     }
 
+    /// Only `node`'s own machine is told: each node's release retries on
+    /// its own connection.
+    fn handle_reconnected(&mut self, now: Instant, node: usize) {
+        if let Some(machine) = self.nodes.get_mut(node) {
+            machine.handle_reconnected(now, 0);
+        }
+    }
+
     /// Feeds node `node`'s answer to its command `id`. Answers to an
     /// earlier round's commands are ignored (that round's machines are gone).
     fn handle_reply(&mut self, now: Instant, node: usize, id: CommandId, reply: Reply) {

@@ -203,3 +203,40 @@ fn an_abandoned_acquires_undo_is_retried_in_the_background_too() {
     assert_eq!(h.redis.owner(h.now), None, "the undo was retried");
     assert!(h.machine.is_released());
 }
+
+#[test]
+fn a_reconnect_sends_the_background_release_at_once() {
+    let mut h = Harness::new(&opts());
+    lost_with_renewals_unanswered(&mut h);
+    let released_at = release_while_reconnecting(&mut h);
+    h.run_until(released_at + ms(300));
+    let before = releases_sent(&h).len();
+    let backoff = h.machine.poll_timeout().expect("a retry is armed");
+    h.refuse_commands = false;
+    let reconnected = h.now;
+    assert!(backoff > reconnected, "the retry waits on its backoff");
+    h.machine.handle_reconnected(reconnected, 0);
+    h.run_until(reconnected + h.delay * 2);
+    assert_eq!(
+        releases_sent(&h).get(before),
+        Some(&reconnected),
+        "the release goes with the connection, not at {backoff:?}"
+    );
+    assert_eq!(h.redis.owner(h.now), None, "and deletes the key");
+    assert!(h.machine.is_released());
+}
+
+#[test]
+fn a_reconnect_changes_nothing_for_a_lock_not_cleaning_up() {
+    let mut h = Harness::new(&opts());
+    let t0 = h.now;
+    h.acquire();
+    h.run_until(t0 + ms(10));
+    assert!(h.machine.is_held(h.now));
+    let renewal = h.machine.poll_timeout();
+    let sent = h.sent.len();
+    h.machine.handle_reconnected(h.now, 0);
+    assert_eq!(h.machine.poll_timeout(), renewal);
+    assert!(h.machine.poll_command().is_none());
+    assert_eq!(h.sent.len(), sent);
+}

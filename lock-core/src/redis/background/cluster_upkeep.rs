@@ -55,14 +55,16 @@ impl ClusterUpkeep {
     }
 
     /// Keeps a connection to every node of the table and the table fresh;
-    /// returns how many connections were reopened.
-    pub(crate) fn poll(&mut self, cx: &mut Context<'_>, now: Instant) -> u32 {
+    /// returns how many connections were reopened, and whether any
+    /// connection was opened.
+    pub(crate) fn poll(&mut self, cx: &mut Context<'_>, now: Instant) -> (u32, bool) {
         self.router.driver.register(cx.waker());
         let nodes: Vec<Arc<ClusterNode>> = self.router.table().nodes.values().cloned().collect();
         let mut next: Option<Instant> = None;
         let mut changed = false;
         let mut failures = Vec::new();
         let mut reconnects = 0;
+        let mut opened = false;
         for node in &nodes {
             let upkeep = self
                 .nodes
@@ -70,6 +72,7 @@ impl ClusterUpkeep {
                 .or_insert_with(|| NodeUpkeep::new(node.endpoint.clone()));
             let outcome = upkeep.poll(cx, &node.slot, now, self.timeout, self.tasks);
             reconnects += u32::from(outcome.reconnected);
+            opened |= outcome.opened;
             if let Some(at) = outcome.reconnect_at {
                 next = Some(next.map_or(at, |next| next.min(at)));
             }
@@ -126,7 +129,7 @@ impl ClusterUpkeep {
             self.router.changed.notify_waiters();
         }
         self.timer.poll_at(cx, next, now);
-        reconnects
+        (reconnects, opened)
     }
 
     fn start_refresh(&mut self) {

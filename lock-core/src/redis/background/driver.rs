@@ -140,6 +140,9 @@ impl Driver {
             if outcome.reconnected {
                 self.session.metrics.reconnected();
             }
+            if outcome.opened {
+                self.session.watchdog.hurry_clean_ups(index, now);
+            }
             if let Some(at) = outcome.reconnect_at {
                 next_reconnect = Some(next_reconnect.map_or(at, |next| next.min(at)));
             }
@@ -165,8 +168,13 @@ impl Future for Driver {
             sentinel.poll(cx, &this.session, now);
         }
         if let Some(cluster) = &mut this.cluster {
-            for _ in 0..cluster.poll(cx, now) {
+            let (reconnects, opened) = cluster.poll(cx, now);
+            for _ in 0..reconnects {
                 this.session.metrics.reconnected();
+            }
+            if opened {
+                // A cluster lock's machine has one node, whichever shard.
+                this.session.watchdog.hurry_clean_ups(0, now);
             }
         }
         let shutting_down = this.alive.strong_count() == 0;

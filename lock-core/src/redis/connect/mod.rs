@@ -2,6 +2,7 @@
 //! the transport a URL picks, one node's connection and its upkeep, and
 //! what topology discovery reads (Sentinel, the cluster's slot map).
 
+pub(crate) mod attempts;
 pub(crate) mod connector;
 pub(crate) mod dial;
 pub(crate) mod endpoint;

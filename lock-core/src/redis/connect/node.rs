@@ -14,7 +14,12 @@ use std::{
 
 use redis::{RedisConnectionInfo, aio::MultiplexedConnection};
 
-use super::{connector::Connector, error::ConnectError, sentinel::Current};
+use super::{
+    attempts::{ATTEMPT_DELAY, MAX_ATTEMPTS, staggered},
+    connector::Connector,
+    error::ConnectError,
+    sentinel::Current,
+};
 
 /// What a server supports, read once per connection (`INFO server`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -249,79 +254,84 @@ pub(crate) struct CheckTarget {
 
 /// Opens one connection: connect, handshake and `INFO server` (to pick
 /// the dialect), all under `timeout` (redis-rs's response timeout does not
-/// cover the handshake).
+/// cover the handshake). An attempt not open after
+/// [`ATTEMPT_DELAY`](super::attempts::ATTEMPT_DELAY) gets a fresh one
+/// beside it, and the first to open wins (see [`super::attempts`]).
 pub(crate) async fn open(
     endpoint: Endpoint,
     timeout: Duration,
     generation: u64,
 ) -> Result<Opened, ConnectError> {
-    let connect = async {
-        let stream = endpoint.connector.connect().await?;
-        // Commands are bounded by the lock machine's command timeout, so
-        // redis-rs's 500 ms default must not cut in first.
-        let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
-        let (mut conn, task) =
-            MultiplexedConnection::new_with_config(&endpoint.redis, stream, config)
-                .await
-                .map_err(ConnectError::Handshake)?;
-        let mut task: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
-            Box::pin(task);
-        // One round trip reads the version (to pick the dialect) and loads
-        // the lock script, so that the first commands need no NOSCRIPT
-        // detour. The connection task must run for them to be answered:
-        // poll it alongside (it only ends when the socket closes).
-        let mut greet = redis::pipe();
-        greet
-            .cmd("INFO")
-            .arg("server")
-            .cmd("SCRIPT")
-            .arg("LOAD")
-            .arg(crate::scripts::LOCK.source);
-        let greeting = conn.send_packed_commands(&greet, 0, 2);
-        let greeting = {
-            let mut greeting = std::pin::pin!(greeting);
-            std::future::poll_fn(|cx| {
-                if let std::task::Poll::Ready(result) = greeting.as_mut().poll(cx) {
-                    return std::task::Poll::Ready(Some(result));
-                }
-                if task.as_mut().poll(cx).is_ready() {
-                    return std::task::Poll::Ready(None);
-                }
-                std::task::Poll::Pending
-            })
-            .await
-        };
-        let dialect = match greeting {
-            // `INFO` renamed or refused (some managed services) gives no
-            // version: assume the oldest dialect, which works everywhere. A
-            // refused `SCRIPT LOAD` only means a NOSCRIPT detour later.
-            Some(Ok(replies)) => match replies.first() {
-                Some(redis::Value::BulkString(info)) => {
-                    Dialect::from_info(&String::from_utf8_lossy(info))
-                }
-                Some(redis::Value::VerbatimString { text, .. }) => Dialect::from_info(text),
-                _ => Dialect::default(),
-            },
-            Some(Err(error)) if error.code().is_some() => Dialect::default(),
-            Some(Err(error)) => return Err(ConnectError::Handshake(error)),
-            None => {
-                return Err(ConnectError::Io(std::io::Error::new(
-                    std::io::ErrorKind::ConnectionReset,
-                    "the connection closed during the handshake",
-                )));
-            }
-        };
-        Ok(Opened {
-            live: Live {
-                conn,
-                generation,
-                dialect,
-                refusals: Arc::default(),
-            },
-            task,
-        })
-    };
-    tokio::time::timeout(timeout, connect)
+    let attempts = staggered(ATTEMPT_DELAY, MAX_ATTEMPTS, || {
+        open_once(&endpoint, generation)
+    });
+    tokio::time::timeout(timeout, attempts)
         .await
         .map_err(|_| ConnectError::Timeout(timeout))?
+}
+
+/// One attempt of [`open`], with no timeout of its own.
+async fn open_once(endpoint: &Endpoint, generation: u64) -> Result<Opened, ConnectError> {
+    let stream = endpoint.connector.connect().await?;
+    // Commands are bounded by the lock machine's command timeout, so
+    // redis-rs's 500 ms default must not cut in first.
+    let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
+    let (mut conn, task) = MultiplexedConnection::new_with_config(&endpoint.redis, stream, config)
+        .await
+        .map_err(ConnectError::Handshake)?;
+    let mut task: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> = Box::pin(task);
+    // One round trip reads the version (to pick the dialect) and loads
+    // the lock script, so that the first commands need no NOSCRIPT
+    // detour. The connection task must run for them to be answered:
+    // poll it alongside (it only ends when the socket closes).
+    let mut greet = redis::pipe();
+    greet
+        .cmd("INFO")
+        .arg("server")
+        .cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(crate::scripts::LOCK.source);
+    let greeting = conn.send_packed_commands(&greet, 0, 2);
+    let greeting = {
+        let mut greeting = std::pin::pin!(greeting);
+        std::future::poll_fn(|cx| {
+            if let std::task::Poll::Ready(result) = greeting.as_mut().poll(cx) {
+                return std::task::Poll::Ready(Some(result));
+            }
+            if task.as_mut().poll(cx).is_ready() {
+                return std::task::Poll::Ready(None);
+            }
+            std::task::Poll::Pending
+        })
+        .await
+    };
+    let dialect = match greeting {
+        // `INFO` renamed or refused (some managed services) gives no
+        // version: assume the oldest dialect, which works everywhere. A
+        // refused `SCRIPT LOAD` only means a NOSCRIPT detour later.
+        Some(Ok(replies)) => match replies.first() {
+            Some(redis::Value::BulkString(info)) => {
+                Dialect::from_info(&String::from_utf8_lossy(info))
+            }
+            Some(redis::Value::VerbatimString { text, .. }) => Dialect::from_info(text),
+            _ => Dialect::default(),
+        },
+        Some(Err(error)) if error.code().is_some() => Dialect::default(),
+        Some(Err(error)) => return Err(ConnectError::Handshake(error)),
+        None => {
+            return Err(ConnectError::Io(std::io::Error::new(
+                std::io::ErrorKind::ConnectionReset,
+                "the connection closed during the handshake",
+            )));
+        }
+    };
+    Ok(Opened {
+        live: Live {
+            conn,
+            generation,
+            dialect,
+            refusals: Arc::default(),
+        },
+        task,
+    })
 }

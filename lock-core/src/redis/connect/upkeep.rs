@@ -78,6 +78,8 @@ pub(crate) struct UpkeepOutcome {
     pub(crate) changed: bool,
     /// The connection installed replaces one that was open before.
     pub(crate) reconnected: bool,
+    /// A connection was installed.
+    pub(crate) opened: bool,
 }
 
 impl NodeUpkeep {
@@ -174,6 +176,7 @@ impl NodeUpkeep {
                 Ok(opened) => {
                     tracing::debug!(generation = self.generation, "connected");
                     outcome.reconnected = std::mem::replace(&mut self.was_open, true);
+                    outcome.opened = true;
                     self.failures = 0;
                     self.task = Some(ConnTask::new(opened.task, tasks));
                     slot.install(opened.live);

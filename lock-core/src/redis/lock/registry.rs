@@ -137,6 +137,27 @@ impl Registry {
         }
     }
 
+    /// A connection to `node` was just (re)opened: every watched lock
+    /// whose release retries in the background (timing rule 9) sends it
+    /// now, while its key may still stand, rather than at its backoff.
+    /// The watchdog's pass at `now` sends them.
+    pub(crate) fn hurry_clean_ups(&self, node: usize, now: Instant) {
+        let cells: Vec<Arc<LockCell>> = self.index().locks.values().map(Arc::clone).collect();
+        for cell in cells {
+            // The cell's state before the index, as `rearm` takes them.
+            let mut state = cell.lock();
+            let cleaning_up =
+                state.machine.phase() == crate::Phase::Released && !state.machine.is_released();
+            if !(state.watched && cleaning_up) {
+                continue;
+            }
+            state.machine.handle_reconnected(now, node);
+            let deadline = state.machine.poll_timeout();
+            let mut index = self.index();
+            Self::rearm_locked(&mut index, cell.id, &mut state, deadline);
+        }
+    }
+
     /// Returns true once nothing is watched and no work is waiting.
     pub(crate) fn is_idle(&self) -> bool {
         let index = self.index();
