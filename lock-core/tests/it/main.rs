@@ -27,6 +27,7 @@ mod late_reply;
 mod lifecycle;
 mod lost;
 mod native_renewal;
+mod reconnect;
 mod redlock;
 mod renewal;
 mod rwlock_script;
