@@ -23,7 +23,13 @@ use std::{
 
 use futures_util::{Stream, StreamExt, stream::FuturesUnordered};
 
-use crate::redis::{connect::node::Endpoint, lock::shared::Shared};
+use crate::redis::{
+    connect::{
+        attempts::{ATTEMPT_DELAY, MAX_ATTEMPTS, staggered},
+        node::Endpoint,
+    },
+    lock::shared::Shared,
+};
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
@@ -178,11 +184,18 @@ impl Subscriber {
         let (endpoint, timeout) = (self.endpoint.clone(), self.timeout);
         self.opening = Some(Box::pin(async move {
             tokio::time::sleep(delay).await;
-            let open = async {
-                let stream = endpoint.connector.connect().await.ok()?;
-                redis::aio::PubSub::new(&endpoint.redis, stream).await.ok()
-            };
-            tokio::time::timeout(timeout, open).await.ok().flatten()
+            // Staggered as the locks' connections are: one begun in a cut
+            // is overtaken by a fresh attempt once it heals.
+            let open = staggered(ATTEMPT_DELAY, MAX_ATTEMPTS, || async {
+                let stream = endpoint.connector.connect().await.map_err(drop)?;
+                redis::aio::PubSub::new(&endpoint.redis, stream)
+                    .await
+                    .map_err(drop)
+            });
+            tokio::time::timeout(timeout, open)
+                .await
+                .ok()
+                .and_then(Result::ok)
         }));
     }
 
