@@ -119,22 +119,13 @@ impl Registry {
     /// background (the machine's timing rule 9), so that they do not hold
     /// the driver up to a ttl. Their keys expire on their own.
     pub(crate) fn abandon_clean_ups(&self) {
-        let cells: Vec<Arc<LockCell>> = self.index().locks.values().map(Arc::clone).collect();
-        for cell in cells {
-            // The cell's state before the index, as `rearm` takes them.
-            let mut state = cell.lock();
-            let cleaning_up =
-                state.machine.phase() == crate::Phase::Released && !state.machine.is_released();
-            if !(state.watched && cleaning_up) {
-                continue;
-            }
+        self.each_clean_up(|state, index, id| {
             state.watched = false;
-            let mut index = self.index();
             if let Some(old) = state.armed.take() {
-                index.timers.remove(&(old, cell.id));
+                index.timers.remove(&(old, id));
             }
-            index.locks.remove(&cell.id);
-        }
+            index.locks.remove(&id);
+        });
     }
 
     /// A connection to `node` was just (re)opened: every watched lock
@@ -142,19 +133,25 @@ impl Registry {
     /// now, while its key may still stand, rather than at its backoff.
     /// The watchdog's pass at `now` sends them.
     pub(crate) fn hurry_clean_ups(&self, node: usize, now: Instant) {
+        self.each_clean_up(|state, index, id| {
+            state.machine.handle_reconnected(now, node);
+            let deadline = state.machine.poll_timeout();
+            Self::rearm_locked(index, id, state, deadline);
+        });
+    }
+
+    /// Runs `act` on every watched lock whose only work left is a release
+    /// retried in the background, with its state and the index locked.
+    fn each_clean_up(&self, mut act: impl FnMut(&mut CellState, &mut Index, u64)) {
         let cells: Vec<Arc<LockCell>> = self.index().locks.values().map(Arc::clone).collect();
         for cell in cells {
             // The cell's state before the index, as `rearm` takes them.
             let mut state = cell.lock();
             let cleaning_up =
                 state.machine.phase() == crate::Phase::Released && !state.machine.is_released();
-            if !(state.watched && cleaning_up) {
-                continue;
+            if state.watched && cleaning_up {
+                act(&mut state, &mut self.index(), cell.id);
             }
-            state.machine.handle_reconnected(now, node);
-            let deadline = state.machine.poll_timeout();
-            let mut index = self.index();
-            Self::rearm_locked(&mut index, cell.id, &mut state, deadline);
         }
     }
 
