@@ -33,7 +33,9 @@ pub type ConnectFuture<'a> =
 ///
 /// Called for the first connection, for every reconnect (so an
 /// implementation may rediscover the primary after a failover), and once
-/// more for the pub/sub connection.
+/// more for the pub/sub connection. Calls may overlap: a connection not
+/// open 250 ms after its call gets a second call beside it (up to four),
+/// and the first stream to open is kept, the others dropped.
 pub trait Connector: Send + Sync + 'static {
     /// Opens a new stream to the server the lock should talk to now.
     fn connect(&self) -> ConnectFuture<'_>;
