@@ -590,7 +590,10 @@ impl LockerBuilder {
         self
     }
 
-    /// Bounds each connection attempt, handshake included (default 5 s).
+    /// Bounds each connection's opening, handshake included (default 5 s).
+    /// Within it, an attempt not open after 250 ms gets a fresh one beside
+    /// it (up to four), so a dial made while the network was cut does not
+    /// wait for TCP's SYN retransmission; the first to open wins.
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self
