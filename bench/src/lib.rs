@@ -227,7 +227,9 @@ pub mod raw {
     /// that send the same Redis work as they do.
     pub fn fence_floor() -> String {
         let defaults = crate::api::LockOptions::new(std::time::Duration::from_secs(30));
-        scripts::KeyNames::new(defaults.key_namespace(), "").fence
+        scripts::KeyNames::new(defaults.key_namespace(), "")
+            .fence
+            .to_string()
     }
 
     /// The single-threaded runtime every benchmark runs on.

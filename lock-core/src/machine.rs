@@ -215,8 +215,7 @@ impl LockMachine {
         jitter_seed: u64,
     ) -> Result<Self, OptionsError> {
         let kind = resolve_kind(opts, kind)?;
-        let keys =
-            Arc::new(KeyNames::with_kind(opts.key_namespace(), key, kind).for_waiter(&token));
+        let keys = Arc::new(KeyNames::in_namespace(&opts.namespace, key, kind).for_waiter(&token));
         Self::with_names(opts, keys, token.into(), jitter_seed)
     }
 

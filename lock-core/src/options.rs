@@ -1,6 +1,6 @@
 //! Lock options and their validation.
 
-use std::time::Duration;
+use std::{fmt, sync::Arc, time::Duration};
 
 /// The fixed part of the clock-drift margin: Redis expires keys with 1 ms
 /// precision, and the reference clients add 2 ms to cover it.
@@ -68,7 +68,8 @@ impl AofCounts {
 ///
 /// Built with [`LockOptions::new`] and chainable setters. The setters never
 /// panic; [`LockOptions::validate`] (called by every acquire) reports a bad
-/// combination as an [`OptionsError`].
+/// combination as an [`OptionsError`]. The check runs in the setters, once
+/// per change, so that an acquire only reads its outcome.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LockOptions {
     pub(crate) ttl: Duration,
@@ -78,13 +79,61 @@ pub struct LockOptions {
     pub(crate) drift_factor: f64,
     pub(crate) wait_replicas: Option<(u32, Duration)>,
     pub(crate) wait_aof: Option<WaitAof>,
-    pub(crate) namespace: String,
+    pub(crate) namespace: Namespace,
     pub(crate) fencing: Fencing,
     pub(crate) command_timeout: Option<Duration>,
     pub(crate) retry_delay: (Duration, Duration),
     pub(crate) validity_from_reply: bool,
     pub(crate) fair: bool,
     pub(crate) waiter_ttl: Option<Duration>,
+    /// What [`check`](Self::check) says of the fields above, kept by every
+    /// setter that changes one it reads: an acquire reads it, where it ran
+    /// the whole check before (issue 22's client cost).
+    checked: Result<(), OptionsError>,
+}
+
+/// The key namespace and the two names its locks share: the time-mixed
+/// fence floor and the fence counter, built once with the options
+/// instead of once per acquire, and shared by every lock's key names.
+#[derive(Clone)]
+pub(crate) struct Namespace {
+    pub(crate) name: Arc<str>,
+    /// `{namespace}:fence-floor`.
+    pub(crate) fence_floor: Arc<str>,
+    /// `{namespace}:fence-counter`.
+    pub(crate) fence_counter: Arc<str>,
+}
+
+impl Namespace {
+    pub(crate) fn new(name: &str) -> Self {
+        let per_namespace = |suffix: &str| {
+            let mut key = String::with_capacity(name.len() + suffix.len() + 2);
+            key.push('{');
+            key.push_str(name);
+            key.push('}');
+            key.push_str(suffix);
+            Arc::from(key)
+        };
+        Self {
+            name: Arc::from(name),
+            fence_floor: per_namespace(":fence-floor"),
+            fence_counter: per_namespace(":fence-counter"),
+        }
+    }
+}
+
+/// The names derive from the namespace: it alone decides equality.
+impl PartialEq for Namespace {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+/// Shown as the namespace alone, as the options showed it before.
+impl fmt::Debug for Namespace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.name, f)
+    }
 }
 
 impl LockOptions {
@@ -94,6 +143,7 @@ impl LockOptions {
     /// time-mixed fencing, namespace `lock`, no hold cap, no `WAIT`.
     pub fn new(ttl: Duration) -> Self {
         Self {
+            checked: Ok(()),
             ttl,
             renew_every: None,
             wait: None,
@@ -101,7 +151,7 @@ impl LockOptions {
             drift_factor: 0.01,
             wait_replicas: None,
             wait_aof: None,
-            namespace: "lock".to_owned(),
+            namespace: Namespace::new("lock"),
             fencing: Fencing::TimeMixed,
             command_timeout: None,
             retry_delay: (Duration::from_millis(10), Duration::from_millis(200)),
@@ -109,6 +159,13 @@ impl LockOptions {
             fair: false,
             waiter_ttl: None,
         }
+        .checked()
+    }
+
+    /// Runs the check again after a setter changed a field it reads.
+    fn checked(mut self) -> Self {
+        self.checked = self.check();
+        self
     }
 
     /// Fair mode: waiters are granted in arrival order (a queue in Redis,
@@ -121,7 +178,7 @@ impl LockOptions {
     /// [`AcquireError::NotOnRedlock`](crate::AcquireError::NotOnRedlock)).
     pub fn fair(mut self) -> Self {
         self.fair = true;
-        self
+        self.checked()
     }
 
     /// How long a waiter's place (fair mode) or a waiting writer's intent
@@ -131,7 +188,7 @@ impl LockOptions {
     /// milliseconds.
     pub fn waiter_ttl(mut self, ttl: Duration) -> Self {
         self.waiter_ttl = Some(ttl);
-        self
+        self.checked()
     }
 
     /// Whether fair mode is on.
@@ -150,7 +207,7 @@ impl LockOptions {
     /// Sets how often the watchdog renews the lock; must be below ttl − drift.
     pub fn renew_every(mut self, every: Duration) -> Self {
         self.renew_every = Some(every);
-        self
+        self.checked()
     }
 
     /// Sets how long `acquire` waits for a contended lock before giving up.
@@ -163,20 +220,20 @@ impl LockOptions {
     /// lock is lost (reason `MaxHold`) there. Must be at least the ttl.
     pub fn max_hold(mut self, max_hold: Duration) -> Self {
         self.max_hold = Some(max_hold);
-        self
+        self.checked()
     }
 
     /// Sets the clock-drift factor in [0, 0.5); the margin is ttl × factor + 2 ms.
     pub fn drift_factor(mut self, factor: f64) -> Self {
         self.drift_factor = factor;
-        self
+        self.checked()
     }
 
     /// After acquire and each renewal, waits for `replicas` acknowledgements
     /// (`WAIT replicas timeout`); fewer means no grant and no extension.
     pub fn wait_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
         self.wait_replicas = Some((replicas, timeout));
-        self
+        self.checked()
     }
 
     /// After acquire and each renewal, waits until the write is fsynced to
@@ -205,13 +262,13 @@ impl LockOptions {
             replicas,
             timeout,
         });
-        self
+        self.checked()
     }
 
     /// Sets the prefix of every key this lock uses (default `lock`).
     pub fn namespace(mut self, namespace: &str) -> Self {
-        namespace.clone_into(&mut self.namespace);
-        self
+        self.namespace = Namespace::new(namespace);
+        self.checked()
     }
 
     /// Chooses how fencing tokens are issued (default [`Fencing::TimeMixed`]).
@@ -219,21 +276,21 @@ impl LockOptions {
     /// holds, permits) always issues the time-mixed fence.
     pub fn fencing(mut self, fencing: Fencing) -> Self {
         self.fencing = fencing;
-        self
+        self.checked()
     }
 
     /// Sets how long a command may go unanswered before its outcome is treated
     /// as unknown and it is retried (default renew_every / 2).
     pub fn command_timeout(mut self, timeout: Duration) -> Self {
         self.command_timeout = Some(timeout);
-        self
+        self.checked()
     }
 
     /// Sets the bounds of the randomised backoff between contended attempts
     /// (default 10 ms to 200 ms).
     pub fn retry_delay(mut self, min: Duration, max: Duration) -> Self {
         self.retry_delay = (min, max);
-        self
+        self.checked()
     }
 
     /// **Breaks timing rule 1 on purpose**: counts validity from the reply
@@ -243,7 +300,7 @@ impl LockOptions {
     #[doc(hidden)]
     pub fn sabotage_validity_from_reply(mut self) -> Self {
         self.validity_from_reply = true;
-        self
+        self.checked()
     }
 
     /// The ttl of the Redis key.
@@ -292,7 +349,7 @@ impl LockOptions {
 
     /// The key namespace.
     pub fn key_namespace(&self) -> &str {
-        &self.namespace
+        &self.namespace.name
     }
 
     /// The fencing mode.
@@ -307,6 +364,19 @@ impl LockOptions {
 
     /// Checks every rule the timing argument relies on (timing rule 8).
     pub fn validate(&self) -> Result<(), OptionsError> {
+        // Every setter but `wait`'s (which the check does not read) keeps
+        // `checked` current.
+        // (Compared as text: a NaN drift factor is unequal to itself.)
+        debug_assert_eq!(
+            format!("{:?}", self.checked),
+            format!("{:?}", self.check()),
+            "a setter skipped the check"
+        );
+        self.checked.clone()
+    }
+
+    /// The check itself, which [`validate`](Self::validate) reports.
+    fn check(&self) -> Result<(), OptionsError> {
         if self.ttl.is_zero() {
             return Err(OptionsError::ZeroTtl);
         }
@@ -369,7 +439,7 @@ impl LockOptions {
         if min.is_zero() || min > max {
             return Err(OptionsError::RetryDelay { min, max });
         }
-        if self.namespace.contains(['{', '}']) {
+        if self.namespace.name.contains(['{', '}']) {
             return Err(OptionsError::Namespace);
         }
         let waiter_ttl = self.effective_waiter_ttl();

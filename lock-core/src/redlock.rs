@@ -146,7 +146,11 @@ impl RedlockMachine {
         }
         let mut machine = Self {
             opts: opts.clone(),
-            keys: Arc::new(KeyNames::new(opts.key_namespace(), key)),
+            keys: Arc::new(KeyNames::in_namespace(
+                &opts.namespace,
+                key,
+                crate::LockKind::Plain,
+            )),
             token: token.into(),
             nodes: Vec::new(),
             step: Step::Idle,

@@ -14,6 +14,10 @@
 //! The unfenced acquire needs no script on Redis 7.0 and later: it is a
 //! plain `SET key token NX PX ttl GET`.
 
+use std::sync::Arc;
+
+use crate::options::Namespace;
+
 include!(concat!(env!("OUT_DIR"), "/script_sha1.rs"));
 
 /// A Lua script together with the digest `EVALSHA` addresses it by.
@@ -240,6 +244,9 @@ pub mod op {
 /// the string `{ns:key}`); a semaphore and any other kind on one key meet
 /// `WRONGTYPE` while the other holds it. Mixing kinds on one key is a
 /// usage error.
+///
+/// The namespace's names are shared, not copied: the options build them
+/// once, and every lock's key names point at them.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct KeyNames {
     /// Which script, keys and operation codes the lock's commands use.
@@ -250,12 +257,12 @@ pub struct KeyNames {
     /// the last fence issued to any lock of the namespace, kept without a
     /// ttl (in a cluster, the locker points it at the floor of the lock's
     /// slot).
-    pub fence: String,
+    pub fence: Arc<str>,
     /// The namespace's fence counter for [`Fencing::Counter`](crate::Fencing::Counter):
     /// `{namespace}:fence-counter`, one key per namespace that never expires.
-    pub counter: String,
-    /// The pub/sub channel a release announces itself on: `{namespace:key}:released`.
-    pub channel: String,
+    pub counter: Arc<str>,
+    /// Fair mode's waiter, whose own channel [`channel`](Self::channel) names.
+    waiter: Option<Arc<str>>,
 }
 
 impl KeyNames {
@@ -264,45 +271,35 @@ impl KeyNames {
     /// The braces are a hash tag: the lock key and its channel share a
     /// cluster slot. The fence floor and counter are the namespace's.
     pub fn new(namespace: &str, key: &str) -> Self {
-        // Built by concatenation: this runs once per acquire, and
-        // `format!` costs several times as much.
-        let mut lock = String::with_capacity(namespace.len() + key.len() + 3);
-        lock.push('{');
-        if !namespace.is_empty() {
-            lock.push_str(namespace);
-            lock.push(':');
-        }
-        lock.push_str(key);
-        lock.push('}');
-        let suffixed = |suffix: &str| {
-            let mut name = String::with_capacity(lock.len() + suffix.len());
-            name.push_str(&lock);
-            name.push_str(suffix);
-            name
-        };
-        let per_namespace = |suffix: &str| {
-            let mut name = String::with_capacity(namespace.len() + suffix.len() + 2);
-            name.push('{');
-            name.push_str(namespace);
-            name.push('}');
-            name.push_str(suffix);
-            name
-        };
-        Self {
-            kind: LockKind::Plain,
-            fence: per_namespace(":fence-floor"),
-            channel: suffixed(":released"),
-            counter: per_namespace(":fence-counter"),
-            lock,
-        }
+        Self::in_namespace(&Namespace::new(namespace), key, LockKind::Plain)
     }
 
     /// The names of `kind`'s lock on `key` under `namespace`; for
     /// [`LockKind::Fair`], follow with [`for_waiter`](Self::for_waiter).
     pub fn with_kind(namespace: &str, key: &str, kind: LockKind) -> Self {
+        Self::in_namespace(&Namespace::new(namespace), key, kind)
+    }
+
+    /// [`with_kind`](Self::with_kind) with the namespace's names already
+    /// built (the options'): only the lock key is new.
+    pub(crate) fn in_namespace(namespace: &Namespace, key: &str, kind: LockKind) -> Self {
+        // Built by concatenation: this runs once per acquire, and
+        // `format!` costs several times as much.
+        let name = &*namespace.name;
+        let mut lock = String::with_capacity(name.len() + key.len() + 3);
+        lock.push('{');
+        if !name.is_empty() {
+            lock.push_str(name);
+            lock.push(':');
+        }
+        lock.push_str(key);
+        lock.push('}');
         Self {
             kind,
-            ..Self::new(namespace, key)
+            lock,
+            fence: Arc::clone(&namespace.fence_floor),
+            counter: Arc::clone(&namespace.fence_counter),
+            waiter: None,
         }
     }
 
@@ -311,10 +308,28 @@ impl KeyNames {
     /// [`LockKind::Fair`]; any other kind is returned unchanged.
     pub fn for_waiter(mut self, token: &str) -> Self {
         if matches!(self.kind, LockKind::Fair { .. }) {
-            self.channel.push(':');
-            self.channel.push_str(token);
+            self.waiter = Some(Arc::from(token));
         }
         self
+    }
+
+    /// The pub/sub channel a release announces itself on,
+    /// `{namespace:key}:released` (fair mode: the waiter's, see
+    /// [`for_waiter`](Self::for_waiter)). Built on each call: only a
+    /// waiter, or a release while this locker has waiters, needs it.
+    pub fn channel(&self) -> String {
+        const SUFFIX: &str = ":released";
+        let waiter = self.waiter.as_deref();
+        let mut channel = String::with_capacity(
+            self.lock.len() + SUFFIX.len() + waiter.map_or(0, |token| token.len() + 1),
+        );
+        channel.push_str(&self.lock);
+        channel.push_str(SUFFIX);
+        if let Some(token) = waiter {
+            channel.push(':');
+            channel.push_str(token);
+        }
+        channel
     }
 
     /// The `KEYS` of a call of the kind's family script, in order (see
@@ -328,15 +343,15 @@ impl KeyNames {
                 self.lock.clone(),
                 suffixed(":queue"),
                 suffixed(":waiters"),
-                self.fence.clone(),
+                self.fence.to_string(),
             ],
             LockKind::Read | LockKind::Write { .. } => vec![
                 self.lock.clone(),
                 suffixed(":readers"),
                 suffixed(":intent"),
-                self.fence.clone(),
+                self.fence.to_string(),
             ],
-            LockKind::Permit { .. } => vec![self.lock.clone(), self.fence.clone()],
+            LockKind::Permit { .. } => vec![self.lock.clone(), self.fence.to_string()],
         }
     }
 
@@ -366,12 +381,12 @@ mod tests {
     fn key_names_share_the_lock_hash_tag_but_the_namespace_ones() {
         let names = KeyNames::new("lock", "orders:42");
         assert_eq!(names.lock, "{lock:orders:42}");
-        assert_eq!(names.fence, "{lock}:fence-floor");
-        assert_eq!(names.channel, "{lock:orders:42}:released");
-        assert_eq!(names.counter, "{lock}:fence-counter");
+        assert_eq!(&*names.fence, "{lock}:fence-floor");
+        assert_eq!(names.channel(), "{lock:orders:42}:released");
+        assert_eq!(&*names.counter, "{lock}:fence-counter");
         assert_eq!(KeyNames::new("", "a").lock, "{a}");
-        assert_eq!(names.fence_key(crate::Fencing::Counter), names.counter);
-        assert_eq!(names.fence_key(crate::Fencing::TimeMixed), names.fence);
+        assert_eq!(names.fence_key(crate::Fencing::Counter), &*names.counter);
+        assert_eq!(names.fence_key(crate::Fencing::TimeMixed), &*names.fence);
         assert_eq!(names.kind, LockKind::Plain);
     }
 
@@ -386,7 +401,7 @@ mod tests {
             },
         )
         .for_waiter("t1");
-        assert_eq!(fair.channel, "{lock:a}:released:t1");
+        assert_eq!(fair.channel(), "{lock:a}:released:t1");
         assert_eq!(
             fair.script_keys(),
             [
@@ -398,7 +413,7 @@ mod tests {
         );
         let write = KeyNames::with_kind("lock", "a", LockKind::Write { intent_ttl: ms(9) })
             .for_waiter("t1");
-        assert_eq!(write.channel, "{lock:a}:released");
+        assert_eq!(write.channel(), "{lock:a}:released");
         assert_eq!(
             write.script_keys(),
             [

@@ -1164,7 +1164,7 @@ mod family {
             LockKind::Fair { waiter_ttl: ms(90) }
         );
         assert_eq!(
-            machine(&fair, LockKind::Plain).keys().channel,
+            machine(&fair, LockKind::Plain).keys().channel(),
             "{lock:k}:released:me",
             "a fair waiter listens on its own channel"
         );
@@ -1177,7 +1177,7 @@ mod family {
             LockKind::Write { intent_ttl: ms(60) },
             "the intent ttl is the options' waiter ttl"
         );
-        assert_eq!(write.keys().channel, "{lock:k}:released");
+        assert_eq!(write.keys().channel(), "{lock:k}:released");
         assert_eq!(
             LockMachine::with_kind(&fair, "k", "me".into(), LockKind::Read, 1).err(),
             Some(OptionsError::FairUnsupported { kind: "read" })

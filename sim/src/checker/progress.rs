@@ -230,7 +230,7 @@ pub(super) fn facts(scenario: &Scenario, history: &History, holds: &[Hold], verd
                 fact("renewal-met-readonly");
             }
             (_, Op::Evicted { key, value, .. }) => {
-                if *key == names.fence {
+                if **key == *names.fence {
                     fact("evicted-fence-floor");
                 }
                 let held = holds.iter().any(|hold| {

@@ -193,7 +193,7 @@ impl Locker {
         }
         let token = owner_token(session.entropy.as_ref());
         let machine = if session.cluster.is_some() || kind != LockKind::Plain {
-            let mut names = KeyNames::with_kind(opts.key_namespace(), key, kind).for_waiter(&token);
+            let mut names = KeyNames::in_namespace(&opts.namespace, key, kind).for_waiter(&token);
             if session.cluster.is_some() {
                 // In a cluster the fence key must live in the lock's slot:
                 // one floor (or counter) per namespace and slot. Only the
@@ -202,10 +202,10 @@ impl Locker {
                 match (kind, opts.fencing_mode()) {
                     (LockKind::Plain, crate::Fencing::None) => {}
                     (LockKind::Plain, crate::Fencing::Counter) => {
-                        names.counter = route::counter_key(namespace, &names.lock);
+                        names.counter = route::counter_key(namespace, &names.lock).into();
                     }
                     // The time-mixed fence, which every family kind issues.
-                    _ => names.fence = route::floor_key(namespace, &names.lock),
+                    _ => names.fence = route::floor_key(namespace, &names.lock).into(),
                 }
             }
             AnyMachine::single_with_names(opts, names, token, session.entropy.next_u64())

@@ -173,7 +173,7 @@ impl LockCell {
             {
                 // A waiter of this locker need not wait for the
                 // announcement to come back over pub/sub: wake it now.
-                session.waiters.wake(&self.names.channel);
+                session.waiters.wake_named(|| self.names.channel());
             }
             changed |= self.apply(state, event);
         }

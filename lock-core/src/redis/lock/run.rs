@@ -42,21 +42,18 @@ pub(crate) struct WaitTicket {
 
 impl WaitTicket {
     /// Enters `channel`: the driver subscribes if this is its first waiter.
-    pub(crate) fn enter(session: &Arc<Session>, channel: &str) -> Self {
+    pub(crate) fn enter(session: &Arc<Session>, channel: String) -> Self {
         let (waiting, first) = {
             let mut channels = session.waiters.channels();
-            let entry = channels
-                .waiting
-                .entry(channel.to_owned())
-                .or_insert_with(|| {
-                    (
-                        0,
-                        Arc::new(Waiting {
-                            notify: Notify::new(),
-                            epoch: AtomicU64::new(0),
-                        }),
-                    )
-                });
+            let entry = channels.waiting.entry(channel.clone()).or_insert_with(|| {
+                (
+                    0,
+                    Arc::new(Waiting {
+                        notify: Notify::new(),
+                        epoch: AtomicU64::new(0),
+                    }),
+                )
+            });
             entry.0 += 1;
             let waiting = Arc::clone(&entry.1);
             let first = entry.0 == 1;
@@ -68,7 +65,7 @@ impl WaitTicket {
         }
         Self {
             session: Arc::clone(session),
-            channel: channel.to_owned(),
+            channel,
             waiting,
         }
     }
@@ -201,7 +198,7 @@ pub(crate) async fn run(
         calls: Vec::new(),
         done: false,
     };
-    let mut timer = DeadlineTimer::new();
+    let mut timer = session.timers.take();
     let mut ticket: Option<WaitTicket> = None;
     let mut seen_epoch = 0;
     loop {
@@ -216,7 +213,7 @@ pub(crate) async fn run(
             state.contended
         };
         if contended && ticket.is_none() && !session.redlock {
-            let entered = WaitTicket::enter(session, &cell.names.channel);
+            let entered = WaitTicket::enter(session, cell.names.channel());
             seen_epoch = entered.waiting.epoch.load(Ordering::Acquire);
             ticket = Some(entered);
         }

@@ -7,12 +7,14 @@ use std::{
     sync::Arc,
 };
 
-use super::{registry::Registry, shared::Shared};
+use super::{registry::Registry, shared::Shared, timer::TimerPool};
 use crate::redis::connect::connector::{Clock, Entropy, Observer};
 
 pub(crate) struct Session {
     shared: Shared,
     pub(crate) watchdog: Registry,
+    /// The run loops' timers, kept between calls.
+    pub(crate) timers: TimerPool,
 }
 
 impl Session {
@@ -26,6 +28,7 @@ impl Session {
         Self {
             shared: Shared::new(redlock, nodes, clock, entropy, observer),
             watchdog: Registry::default(),
+            timers: TimerPool::default(),
         }
     }
 }

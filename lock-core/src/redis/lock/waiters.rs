@@ -57,4 +57,23 @@ impl Waiters {
             waiting.wake();
         }
     }
+
+    /// Wakes the waiters of the channel `channel` names, if any; the name
+    /// is built only when someone waits on some channel (a release with
+    /// nobody waiting, the common case, builds none).
+    pub(crate) fn wake_named(&self, channel: impl FnOnce() -> String) {
+        let waiting = {
+            let channels = self.channels();
+            if channels.waiting.is_empty() {
+                return;
+            }
+            channels
+                .waiting
+                .get(&channel())
+                .map(|(_, waiting)| Arc::clone(waiting))
+        };
+        if let Some(waiting) = waiting {
+            waiting.wake();
+        }
+    }
 }

@@ -475,17 +475,16 @@ async fn acquire_natively(live: Live, items: Vec<Item>, waits: codec::Waits) -> 
         let item = &items[index];
         pipe.add_command(codec::encode(&item.names, &item.token, &item.command, dialect).call);
     }
+    // The script call moves into the pipeline; the rare `NOSCRIPT` answer
+    // encodes it again rather than every batch copying it.
+    let script_call = || codec::encode_batch(&ops_at(&items, scripted.iter().copied()), dialect);
     let script = (!scripted.is_empty()).then(|| {
-        let ops = ops_at(&items, scripted.iter().copied());
-        let kinds: Vec<OpKind> = scripted
+        pipe.add_command(script_call());
+        scripted
             .iter()
             .map(|&index| OpKind::of(&items[index].command))
-            .collect();
-        (codec::encode_batch(&ops, dialect), kinds)
+            .collect::<Vec<OpKind>>()
     });
-    if let Some((call, _)) = &script {
-        pipe.add_command(call.clone());
-    }
     for wait in &after {
         pipe.add_command(wait.clone());
     }
@@ -508,10 +507,10 @@ async fn acquire_natively(live: Live, items: Vec<Item>, waits: codec::Waits) -> 
                 .await;
         replies[index] = waits.apply(reply, waited);
     }
-    if let Some((call, kinds)) = script {
+    if let Some(kinds) = script {
         let decoded = match &answers[native.len()] {
             Value::ServerError(error) if error.code() == "NOSCRIPT" => {
-                call::batch(live, call, waits, kinds).await
+                call::batch(live, script_call(), waits, kinds).await
             }
             value => codec::decode_script(value, &kinds)
                 .into_iter()
