@@ -9,11 +9,12 @@
 //! is deterministic, and nothing here is used by the simulator: this tree
 //! reads the machine's clocks and the simulator's modules never import it.
 //!
-//! Layering, downwards only: `mod` → `run` → `deploy`, `proxy`, `procs`,
-//! `wire`, `lazy_aof`, `migrate`, `cut`, `sentinel`; `sentinel` → `deploy`;
+//! Layering, downwards only: `mod` → `run` → `batches`, `deploy`, `proxy`,
+//! `procs`, `wire`, `lazy_aof`, `migrate`, `cut`, `sentinel`; `sentinel` → `deploy`;
 //! `deploy` → `cut`; `cut` → `proxy`; `client` →
 //! `wire`.
 
+mod batches;
 pub mod client;
 mod cut;
 mod deploy;
@@ -260,16 +261,6 @@ pub fn check_faults(
                 }
             }
         }
-    }
-    if scenario.clients.locks > 1 {
-        return Err(ChaosError::Refused {
-            file: file.to_owned(),
-            line: 1,
-            column: 1,
-            kind: "clients.locks",
-            target: "clients".to_owned(),
-            why: "chaos clients hold the contended lock only (clients.locks = 1)",
-        });
     }
     Ok(())
 }

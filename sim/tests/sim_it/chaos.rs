@@ -142,6 +142,58 @@ fn a_read_write_scenario_records_shared_and_exclusive_holds_and_waits() {
 }
 
 #[test]
+fn several_lock_clients_batch_their_locks_and_record_the_contended_one() {
+    let dir = scratch("several-locks");
+    let file = tests_dir().join("several-locks.toml");
+    let json = dir.join("run.json");
+    let output = chaos(
+        &dir,
+        &[
+            file.to_str().expect("a utf-8 path"),
+            "--runs",
+            "1",
+            "--history",
+            "--json",
+            json.to_str().expect("a utf-8 path"),
+        ],
+    )
+    .output()
+    .expect("sim runs");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let history = String::from_utf8_lossy(&output.stdout).into_owned();
+    // The clients' own locks met the contended one in script calls, as
+    // the simulator's do (its nodes count them; here `MONITOR` does).
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("the --json file"))
+            .expect("JSON");
+    let facts = &run["scenarios"][0]["facts"];
+    assert!(
+        facts
+            .as_array()
+            .is_some_and(|facts| facts.iter().any(|f| f == "batched-script-call")),
+        "no batched call: {facts}"
+    );
+    // The history is the contended lock's alone, in the simulator's
+    // schema: every grant answers one of its client's acquires (an own
+    // lock's grant would be one too many).
+    for client in 0..3 {
+        let ops: Vec<serde_json::Value> = history
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .filter(|entry| entry["process"] == serde_json::json!({ "client": client }))
+            .collect();
+        let count = |op: &str| ops.iter().filter(|entry| entry["op"] == op).count();
+        let (invokes, grants) = (count("acquire-invoke"), count("acquire-ok"));
+        assert!(grants > 0, "client {client} never granted\n{history}");
+        assert!(
+            grants <= invokes,
+            "client {client}: {grants} grants for {invokes} acquires\n{history}"
+        );
+    }
+    assert_all_gone(&dir, Duration::from_secs(2));
+}
+
+#[test]
 fn a_server_fault_against_a_users_redis_is_refused() {
     let dir = scratch("target-refused");
     let file = tests_dir().join("server-jump.toml");
