@@ -97,6 +97,24 @@ fn a_server_clock_jump_is_refused_by_name_and_place() {
     );
 }
 
+#[test]
+fn a_clusters_replication_lag_is_refused_by_name_and_place() {
+    let dir = scratch("cluster-lag");
+    let file = tests_dir().join("cluster-lag.toml");
+    let output = chaos(&dir, &[file.to_str().expect("a utf-8 path")])
+        .output()
+        .expect("sim runs");
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert!(text.contains("cluster-lag.toml:11:1"), "{text}");
+    assert!(text.contains("`replication_lag` cannot run"), "{text}");
+    assert!(
+        pids(&dir).is_empty(),
+        "a refused run started {:?}",
+        pids(&dir)
+    );
+}
+
 /// Runs the test scenario `file` once for real (in the scratch folder
 /// `name`), checks it exited 0, and returns that folder and the run's
 /// history (JSON lines).
