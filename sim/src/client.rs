@@ -90,6 +90,13 @@ pub fn client_host(index: usize) -> String {
     format!("client-{index}")
 }
 
+/// The seed of client `index`'s randomness in seed `seed` of a run: the
+/// simulated client and the chaos mode's real one draw the same workload
+/// from it.
+pub fn client_seed(seed: u64, index: usize) -> u64 {
+    Rng::fork(seed, 0xC11E + index as u64).next_u64()
+}
+
 /// Connects to the node discovery names as primary, or, for a Redlock
 /// node, always to the same node.
 struct SimConnector {
@@ -370,17 +377,8 @@ async fn workload(setup: ClientSetup) -> turmoil::Result {
         index: setup.index,
         write_seq: 0,
     };
-    let own_locks = (1..scenario.clients.locks).map(|lock| {
-        own_lock(
-            &locker,
-            &opts,
-            &scenario,
-            own_key(setup.index, lock),
-            Rng::new(setup.seed ^ (0x5EED_0000 + lock as u64)),
-        )
-    });
-    let work =
-        futures_util::future::join(contender.run(), futures_util::future::join_all(own_locks));
+    let own_locks = own_locks(&locker, &opts, &scenario, setup.index, setup.seed);
+    let work = futures_util::future::join(contender.run(), own_locks);
     tokio::select! {
         biased;
         () = driver => {}
@@ -643,8 +641,8 @@ pub fn own_key(client: usize, lock: usize) -> String {
 
 /// Acquires the contended lock, or, with the scenario's `cancel` chance,
 /// stops waiting after a delay (`None`): mostly while a command is out, or
-/// anywhere below the ttl.
-async fn acquire(
+/// anywhere below the ttl. The chaos mode's real clients draw the same.
+pub(crate) async fn acquire(
     locker: &Locker,
     opts: &LockOptions,
     scenario: &Scenario,
@@ -670,6 +668,29 @@ async fn acquire(
         acquired = acquire => Some(acquired),
         () = tokio::time::sleep(after) => None,
     }
+}
+
+/// Client `index`'s own locks (`clients.locks` − 1 of them, numbered
+/// from 1), each in its loop ([`own_lock`]) with randomness of its own
+/// drawn from the client's `seed`: the simulated client and the chaos
+/// mode's real one run the same.
+pub(crate) async fn own_locks(
+    locker: &Locker,
+    opts: &LockOptions,
+    scenario: &Scenario,
+    index: usize,
+    seed: u64,
+) {
+    let loops = (1..scenario.clients.locks).map(|lock| {
+        own_lock(
+            locker,
+            opts,
+            scenario,
+            own_key(index, lock),
+            Rng::new(seed ^ (0x5EED_0000 + lock as u64)),
+        )
+    });
+    futures_util::future::join_all(loops).await;
 }
 
 /// A lock of the client's own, uncontended: acquired, held, released, in

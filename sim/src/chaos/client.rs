@@ -29,7 +29,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use super::wire::{ClientArgs, ClientCommand, ClientLine, Reach, mono_ns, since};
 use crate::{
-    client::{Attempt, Guard, KEY, client_host, lock_options},
+    client::{Attempt, KEY, acquire, client_host, lock_options, own_locks},
     config::{DurationRange, FencingMode, WorkloadKind},
     history::{Op, Phase},
     rng::Rng,
@@ -337,11 +337,19 @@ async fn workload(args: ClientArgs) {
             Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
         }
     };
-    let work = cycle(&locker, &opts, &args, &dialer, &out, &attempt);
+    // The client's own locks (`clients.locks` > 1) share the contended
+    // lock's locker, so their operations meet in its batches; the
+    // observer records the contended lock's events alone, as the
+    // simulator's does.
+    let own_locks = own_locks(&locker, &opts, scenario, args.index, args.seed);
+    let work = futures_util::future::join(
+        cycle(&locker, &opts, &args, &dialer, &out, &attempt),
+        own_locks,
+    );
     tokio::select! {
         biased;
         () = driver => {}
-        () = work => {}
+        _ = work => {}
     }
 }
 
@@ -370,20 +378,7 @@ async fn cycle(
         attempt.reading.store(reading, Ordering::Relaxed);
         attempt.waiting.store(false, Ordering::Relaxed);
         out.record(Op::AcquireInvoke);
-        let acquired = if rng.chance(scenario.clients.cancel) {
-            let after = rng.duration(DurationRange {
-                min: Duration::ZERO,
-                max: scenario.lock.ttl,
-            });
-            tokio::select! {
-                biased;
-                acquired = Guard::acquire(locker, opts, scenario, reading) => Some(acquired),
-                () = tokio::time::sleep(after) => None,
-            }
-        } else {
-            Some(Guard::acquire(locker, opts, scenario, reading).await)
-        };
-        let Some(acquired) = acquired else {
+        let Some(acquired) = acquire(locker, opts, scenario, reading, &mut rng).await else {
             out.record(Op::AcquireCancel);
             tokio::time::sleep(rng.duration(scenario.clients.think)).await;
             continue;

@@ -9,11 +9,12 @@
 //! is deterministic, and nothing here is used by the simulator: this tree
 //! reads the machine's clocks and the simulator's modules never import it.
 //!
-//! Layering, downwards only: `mod` → `run` → `deploy`, `proxy`, `procs`,
-//! `wire`, `lazy_aof`, `migrate`, `cut`, `sentinel`; `sentinel` → `deploy`;
+//! Layering, downwards only: `mod` → `run` → `batches`, `deploy`, `proxy`,
+//! `procs`, `wire`, `lazy_aof`, `migrate`, `cut`, `sentinel`; `sentinel` → `deploy`;
 //! `deploy` → `cut`; `cut` → `proxy`; `client` →
 //! `wire`.
 
+mod batches;
 pub mod client;
 mod cut;
 mod deploy;
@@ -238,6 +239,7 @@ pub fn check_faults(
             return Err(refuse(spec.kind, target, why, Some(index)));
         }
     }
+    check_settings(file, &text, scenario, own)?;
     if matches!(scenario.topology, Topology::Sentinel { .. }) {
         for &seed in seeds {
             if let Some((failover, cut)) =
@@ -261,14 +263,42 @@ pub fn check_faults(
             }
         }
     }
-    if scenario.clients.locks > 1 {
-        return Err(ChaosError::Refused {
+    Ok(())
+}
+
+/// Why a cluster's `replication_lag` cannot be applied on real processes.
+const CLUSTER_LAG: &str = "a cluster replica replicates from the client port its primary announces on the bus, not through a proxy of the controller's, so its replication runs at loopback speed (microseconds) and a file that sets the lag would run without it";
+
+/// Checks the settings (not the faults) of `scenario`, written as `text`
+/// in `file`: the first that real processes cannot take is refused with
+/// where it is written.
+fn check_settings(
+    file: &str,
+    text: &str,
+    scenario: &Scenario,
+    own: bool,
+) -> Result<(), ChaosError> {
+    // The simulator's default lag (1 to 20 ms) is not applied either; a
+    // file that sets one counts on it.
+    let lagged_cluster =
+        matches!(scenario.topology, Topology::Cluster { replicas, .. } if replicas > 0);
+    if own
+        && lagged_cluster
+        && let Some((offset, _)) = text.match_indices("replication_lag").find(|(at, _)| {
+            // The key, not a mention of it in a description.
+            text[..*at]
+                .rsplit('\n')
+                .next()
+                .is_some_and(|before| before.trim().is_empty())
+        })
+    {
+        let (line, column) = locate_offset(text, offset);
+        return Err(ChaosError::RefusedSetting {
             file: file.to_owned(),
-            line: 1,
-            column: 1,
-            kind: "clients.locks",
-            target: "clients".to_owned(),
-            why: "chaos clients hold the contended lock only (clients.locks = 1)",
+            line,
+            column,
+            key: "replication_lag",
+            why: CLUSTER_LAG,
         });
     }
     Ok(())

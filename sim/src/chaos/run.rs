@@ -19,6 +19,7 @@ use tokio::{
 
 use super::{
     ChaosError, Target as RunTarget,
+    batches::BatchWatch,
     cut::{self, Proxy},
     deploy::{Deployment, MASTER, admin},
     procs::{Ports, ProcId, Processes},
@@ -27,7 +28,7 @@ use super::{
 };
 use crate::{
     checker,
-    client::KEY,
+    client::{KEY, client_seed},
     config::{FaultKind, FaultTarget, Scenario, Topology, WorkloadKind},
     history::{Entry, History, Op, Phase, Process},
     outcome::{ConcreteFault, SeedOutcome},
@@ -218,6 +219,10 @@ pub(super) async fn run_seed(
             seed_state.recorder.clone(),
         ))
     });
+    // Several locks per client: watch for their operations sharing a
+    // script call, the simulator's fact `batched-script-call`.
+    let batch_watch =
+        (scenario.clients.locks > 1).then(|| BatchWatch::start(&seed_state.oracle_ports(target)));
     for index in 0..scenario.clients.count {
         seed_state
             .spawn_client(index, seed, &reach, &ports_to_link, procs, dir)
@@ -235,24 +240,39 @@ pub(super) async fn run_seed(
     if let Some(task) = oracle_task {
         task.abort();
     }
+    let batched = batch_watch.is_some_and(BatchWatch::finish);
     // Let the reader threads drain what the clients wrote.
     tokio::time::sleep(Duration::from_millis(50)).await;
     if let Some(error) = failure {
         return Err(error);
     }
-    let mut list = entries.take();
+    Ok(checked(scenario, seed, schedule, entries.take(), batched))
+}
+
+/// The run's outcome: its one history, checked (`batched`: a call of the
+/// lock script carried several operations).
+fn checked(
+    scenario: &Scenario,
+    seed: u64,
+    schedule: &[ConcreteFault],
+    mut list: Vec<Entry>,
+    batched: bool,
+) -> SeedOutcome {
     // One history, ordered by the shared clock at the moment each event
     // happened (a stable sort keeps each process's own order on ties).
     list.retain(|entry| entry.at <= scenario.duration);
     list.sort_by_key(|entry| entry.at);
     let history = History { entries: list };
-    let verdict = checker::check_real(scenario, schedule, &history, super::REAL_SLACK);
-    Ok(SeedOutcome {
+    let mut verdict = checker::check_real(scenario, schedule, &history, super::REAL_SLACK);
+    if batched {
+        verdict.facts.insert("batched-script-call".to_owned());
+    }
+    SeedOutcome {
         seed,
         schedule: schedule.to_vec(),
         history,
         verdict,
-    })
+    }
 }
 
 /// Whether a fault of `kind` with a duration has an end to apply.
@@ -344,7 +364,7 @@ impl Seed<'_> {
         let args = ClientArgs {
             scenario: self.scenario.clone(),
             index,
-            seed: seed.wrapping_mul(0x9E37_79B9).wrapping_add(index as u64),
+            seed: client_seed(seed, index),
             epoch_ns: self.recorder.epoch,
             reach: reach.clone(),
             links: links

@@ -261,7 +261,7 @@ fn add_clients(
         let setup = ClientSetup {
             index,
             scenario: Arc::clone(&scenario_arc),
-            seed: Rng::fork(seed, 0xC11E + index as u64).next_u64(),
+            seed: client::client_seed(seed, index),
             recorder: shared.recorder.clone(),
             clock: clock.clone(),
             discovery: shared.discovery.clone(),

@@ -97,6 +97,24 @@ fn a_server_clock_jump_is_refused_by_name_and_place() {
     );
 }
 
+#[test]
+fn a_clusters_replication_lag_is_refused_by_name_and_place() {
+    let dir = scratch("cluster-lag");
+    let file = tests_dir().join("cluster-lag.toml");
+    let output = chaos(&dir, &[file.to_str().expect("a utf-8 path")])
+        .output()
+        .expect("sim runs");
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert!(text.contains("cluster-lag.toml:11:1"), "{text}");
+    assert!(text.contains("`replication_lag` cannot run"), "{text}");
+    assert!(
+        pids(&dir).is_empty(),
+        "a refused run started {:?}",
+        pids(&dir)
+    );
+}
+
 /// Runs the test scenario `file` once for real (in the scratch folder
 /// `name`), checks it exited 0, and returns that folder and the run's
 /// history (JSON lines).
@@ -138,6 +156,58 @@ fn a_read_write_scenario_records_shared_and_exclusive_holds_and_waits() {
     assert!(history.contains(r#""op":"write-ok""#), "{history}");
     // A refused acquire's first refusal starts its wait (F3 reads it).
     assert!(history.contains(r#""op":"waiting""#), "{history}");
+    assert_all_gone(&dir, Duration::from_secs(2));
+}
+
+#[test]
+fn several_lock_clients_batch_their_locks_and_record_the_contended_one() {
+    let dir = scratch("several-locks");
+    let file = tests_dir().join("several-locks.toml");
+    let json = dir.join("run.json");
+    let output = chaos(
+        &dir,
+        &[
+            file.to_str().expect("a utf-8 path"),
+            "--runs",
+            "1",
+            "--history",
+            "--json",
+            json.to_str().expect("a utf-8 path"),
+        ],
+    )
+    .output()
+    .expect("sim runs");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let history = String::from_utf8_lossy(&output.stdout).into_owned();
+    // The clients' own locks met the contended one in script calls, as
+    // the simulator's do (its nodes count them; here `MONITOR` does).
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("the --json file"))
+            .expect("JSON");
+    let facts = &run["scenarios"][0]["facts"];
+    assert!(
+        facts
+            .as_array()
+            .is_some_and(|facts| facts.iter().any(|f| f == "batched-script-call")),
+        "no batched call: {facts}"
+    );
+    // The history is the contended lock's alone, in the simulator's
+    // schema: every grant answers one of its client's acquires (an own
+    // lock's grant would be one too many).
+    for client in 0..3 {
+        let ops: Vec<serde_json::Value> = history
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .filter(|entry| entry["process"] == serde_json::json!({ "client": client }))
+            .collect();
+        let count = |op: &str| ops.iter().filter(|entry| entry["op"] == op).count();
+        let (invokes, grants) = (count("acquire-invoke"), count("acquire-ok"));
+        assert!(grants > 0, "client {client} never granted\n{history}");
+        assert!(
+            grants <= invokes,
+            "client {client}: {grants} grants for {invokes} acquires\n{history}"
+        );
+    }
     assert_all_gone(&dir, Duration::from_secs(2));
 }
 
