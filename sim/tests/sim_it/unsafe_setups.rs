@@ -13,16 +13,17 @@ use sim::{
 
 const SEED: u64 = 0xBAD;
 
+/// A client paused for 1-200 ms, somewhere in 0.5-7 s.
+fn short_client_pause() -> impl Strategy<Value = ConcreteFault> {
+    (500u64..7_000, 0usize..3, 1u64..200)
+        .prop_map(|(at, n, d)| common::fault(FaultKind::Pause, at, &format!("client:{n}"), Some(d)))
+}
+
 /// Noise that is harmless to the lease on its own: short client pauses
 /// and client partitions (not to unfenced writes: see [`write_noise`]).
 fn noise() -> impl Strategy<Value = ConcreteFault> {
     prop_oneof![
-        (500u64..7_000, 0usize..3, 1u64..200).prop_map(|(at, n, d)| common::fault(
-            FaultKind::Pause,
-            at,
-            &format!("client:{n}"),
-            Some(d)
-        )),
+        short_client_pause(),
         (500u64..7_000, 0usize..3, 1u64..1_500).prop_map(|(at, n, d)| common::fault(
             FaultKind::Partition,
             at,
@@ -40,12 +41,7 @@ fn noise() -> impl Strategy<Value = ConcreteFault> {
 /// otherwise find and shrink to instead.
 fn write_noise() -> impl Strategy<Value = ConcreteFault> {
     prop_oneof![
-        (500u64..7_000, 0usize..3, 1u64..200).prop_map(|(at, n, d)| common::fault(
-            FaultKind::Pause,
-            at,
-            &format!("client:{n}"),
-            Some(d)
-        )),
+        short_client_pause(),
         (500u64..7_000, 1u64..1_500).prop_map(|(at, d)| common::fault(
             FaultKind::Partition,
             at,
