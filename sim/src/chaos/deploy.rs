@@ -39,7 +39,7 @@ pub(super) struct Node {
     /// off everything.
     pub source: Option<IpAddr>,
     /// Where replicas and sentinels reach it (a controller proxy; the
-    /// port it announces), in a topology that can fail over.
+    /// port it announces), in a topology that can fail over or a cluster.
     pub announce: Option<Link>,
     /// The running process, if up.
     pub proc: Option<ProcId>,
@@ -260,6 +260,14 @@ async fn bus_port(
 /// at the new primary's proxy. Clients dial nodes directly (through their
 /// own links). Adds the announce arguments to `args`, and `--replicaof`
 /// the first node's proxy (`primary`) when there is one.
+///
+/// A cluster node announces it as its client port
+/// (`cluster-announce-port`, on the bus, to every node): a cluster replica
+/// replicates from the port its primary announces, so its replication
+/// runs through the proxy as well, lagged alike. `CLUSTER SLOTS`, `MOVED`
+/// and `ASK` name that port too: each client's dialer maps it to its own
+/// link to the node, and the controller reads `CLUSTER NODES` back to
+/// client ports (`migrate::cluster_nodes`).
 async fn replication_link(
     topology: &Topology,
     port: u16,
@@ -276,15 +284,16 @@ async fn replication_link(
         })?;
     link.set(|mode| mode.drawn_down = topology.replication_lag());
     let announce = link.port.to_string();
+    let announced = if matches!(topology, Topology::Cluster { .. }) {
+        ["--cluster-announce-port", &announce]
+    } else {
+        ["--replica-announce-port", &announce]
+    };
     args.extend(
-        [
-            "--replica-announce-ip",
-            "127.0.0.1",
-            "--replica-announce-port",
-            &announce,
-        ]
-        .iter()
-        .map(|s| (*s).to_owned()),
+        ["--replica-announce-ip", "127.0.0.1"]
+            .iter()
+            .chain(&announced)
+            .map(|s| (*s).to_owned()),
     );
     if let Some(primary) = primary {
         args.extend(
@@ -357,9 +366,10 @@ impl Deployment {
             } else {
                 (None, None)
             };
-            let announce = if topology.can_fail_over() {
+            let announce = if cluster || topology.can_fail_over() {
+                // A cluster's replicas are attached after `--cluster create`.
                 let primary = nodes.first().and_then(|n: &Node| n.announce.as_ref());
-                let primary = primary.map(|link| link.port);
+                let primary = primary.filter(|_| !cluster).map(|link| link.port);
                 let link =
                     replication_link(topology, port, index, seed, primary, &mut args).await?;
                 Some(link)
