@@ -659,6 +659,60 @@ impl Deployment {
         // the primaries get their slots first and each replica is then
         // attached to its shard's primary by hand.
         let primaries: Vec<usize> = (0..shards).map(|s| s * (1 + replicas)).collect();
+        if shards < 3 {
+            self.assign_slots(&primaries).await?;
+        } else {
+            self.cluster_create(procs, &primaries).await?;
+        }
+        self.attach_and_wait(&primaries, replicas).await
+    }
+
+    /// What `redis-cli --cluster create` does, by hand, for fewer than the
+    /// three primaries it insists on: each primary gets a config epoch of
+    /// its own and the slot range redis-cli would give it
+    /// (`redis::cluster::initial_ranges`, the simulator's), and meets the
+    /// first.
+    async fn assign_slots(&self, primaries: &[usize]) -> Result<(), ChaosError> {
+        let ranges = crate::redis::cluster::initial_ranges(primaries.len());
+        for (shard, (&primary, &(first, last))) in primaries.iter().zip(&ranges).enumerate() {
+            let mut conn = self.admin(primary).await?;
+            let _: redis::Value = redis::cmd("CLUSTER")
+                .arg("SET-CONFIG-EPOCH")
+                .arg(shard + 1)
+                .query_async(&mut conn)
+                .await
+                .map_err(|e| start_error("CLUSTER SET-CONFIG-EPOCH", &e))?;
+            let _: redis::Value = redis::cmd("CLUSTER")
+                .arg("ADDSLOTSRANGE")
+                .arg(first)
+                .arg(last)
+                .query_async(&mut conn)
+                .await
+                .map_err(|e| start_error("CLUSTER ADDSLOTSRANGE", &e))?;
+        }
+        let Some((&first, others)) = primaries.split_first() else {
+            return Ok(());
+        };
+        for &primary in others {
+            let mut conn = self.admin(primary).await?;
+            let _: redis::Value = redis::cmd("CLUSTER")
+                .arg("MEET")
+                .arg("127.0.0.1")
+                .arg(self.nodes[first].port)
+                .arg(self.nodes[first].bus_reached_at())
+                .query_async(&mut conn)
+                .await
+                .map_err(|e| start_error("CLUSTER MEET", &e))?;
+        }
+        Ok(())
+    }
+
+    /// `redis-cli --cluster create` of `primaries`, without replicas.
+    async fn cluster_create(
+        &self,
+        procs: &mut Processes,
+        primaries: &[usize],
+    ) -> Result<(), ChaosError> {
         let mut args: Vec<String> = vec!["--cluster".into(), "create".into()];
         args.extend(
             primaries
@@ -698,6 +752,16 @@ impl Deployment {
                 why: std::fs::read_to_string(&log).unwrap_or_default(),
             });
         }
+        Ok(())
+    }
+
+    /// Attaches each primary's `replicas` (the nodes after it), then waits
+    /// for every node to see the cluster ok and its replication up.
+    async fn attach_and_wait(
+        &self,
+        primaries: &[usize],
+        replicas: usize,
+    ) -> Result<(), ChaosError> {
         for (shard, &primary) in primaries.iter().enumerate() {
             let mut conn = self.admin(primary).await?;
             let id: String = redis::cmd("CLUSTER")
