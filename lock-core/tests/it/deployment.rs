@@ -261,11 +261,15 @@ async fn a_server_clock_far_from_ours_is_reported() {
         "{report}"
     );
     let observed = &report.findings[0].observed;
-    // About +10 000 ms: the server is ahead of the (moved) local clock.
-    assert!(
-        observed.starts_with("server clock +9999.") || observed.starts_with("server clock +10000."),
-        "{observed}"
-    );
+    // About +10 000 ms: the server is ahead of the (moved) local clock. The
+    // estimate's own error grows with the round trip, which a loaded
+    // machine stretches (seen: +9997.0 ms ± 3.0 ms), so allow 50 ms.
+    let offset: f64 = observed
+        .strip_prefix("server clock +")
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|ms| ms.parse().ok())
+        .unwrap_or_else(|| panic!("no forward offset in {observed:?}"));
+    assert!((offset - 10_000.0).abs() <= 50.0, "{observed}");
     assert_eq!(report.findings[0].safety_row, "Redis clock jump forward");
 
     // Within the drift margin (30 s × 0.01 + 2 ms = 302 ms): nothing.
