@@ -64,7 +64,8 @@ pub(super) struct Act {
 /// What the plan needs to know of one node of the deployment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct NodeShape {
-    /// It has a replication proxy (a topology that can fail over).
+    /// It has a replication proxy (a topology that can fail over, or a
+    /// cluster).
     pub replication: bool,
     /// It has a cluster bus proxy.
     pub bus: bool,

@@ -39,7 +39,7 @@ pub(super) struct Node {
     /// off everything.
     pub source: Option<IpAddr>,
     /// Where replicas and sentinels reach it (a controller proxy; the
-    /// port it announces), in a topology that can fail over.
+    /// port it announces), in a topology that can fail over or a cluster.
     pub announce: Option<Link>,
     /// The running process, if up.
     pub proc: Option<ProcId>,
@@ -260,6 +260,14 @@ async fn bus_port(
 /// at the new primary's proxy. Clients dial nodes directly (through their
 /// own links). Adds the announce arguments to `args`, and `--replicaof`
 /// the first node's proxy (`primary`) when there is one.
+///
+/// A cluster node announces it as its client port
+/// (`cluster-announce-port`, on the bus, to every node): a cluster replica
+/// replicates from the port its primary announces, so its replication
+/// runs through the proxy as well, lagged alike. `CLUSTER SLOTS`, `MOVED`
+/// and `ASK` name that port too: each client's dialer maps it to its own
+/// link to the node, and the controller reads `CLUSTER NODES` back to
+/// client ports (`migrate::cluster_nodes`).
 async fn replication_link(
     topology: &Topology,
     port: u16,
@@ -276,15 +284,16 @@ async fn replication_link(
         })?;
     link.set(|mode| mode.drawn_down = topology.replication_lag());
     let announce = link.port.to_string();
+    let announced = if matches!(topology, Topology::Cluster { .. }) {
+        ["--cluster-announce-port", &announce]
+    } else {
+        ["--replica-announce-port", &announce]
+    };
     args.extend(
-        [
-            "--replica-announce-ip",
-            "127.0.0.1",
-            "--replica-announce-port",
-            &announce,
-        ]
-        .iter()
-        .map(|s| (*s).to_owned()),
+        ["--replica-announce-ip", "127.0.0.1"]
+            .iter()
+            .chain(&announced)
+            .map(|s| (*s).to_owned()),
     );
     if let Some(primary) = primary {
         args.extend(
@@ -357,9 +366,10 @@ impl Deployment {
             } else {
                 (None, None)
             };
-            let announce = if topology.can_fail_over() {
+            let announce = if cluster || topology.can_fail_over() {
+                // A cluster's replicas are attached after `--cluster create`.
                 let primary = nodes.first().and_then(|n: &Node| n.announce.as_ref());
-                let primary = primary.map(|link| link.port);
+                let primary = primary.filter(|_| !cluster).map(|link| link.port);
                 let link =
                     replication_link(topology, port, index, seed, primary, &mut args).await?;
                 Some(link)
@@ -649,6 +659,60 @@ impl Deployment {
         // the primaries get their slots first and each replica is then
         // attached to its shard's primary by hand.
         let primaries: Vec<usize> = (0..shards).map(|s| s * (1 + replicas)).collect();
+        if shards < 3 {
+            self.assign_slots(&primaries).await?;
+        } else {
+            self.cluster_create(procs, &primaries).await?;
+        }
+        self.attach_and_wait(&primaries, replicas).await
+    }
+
+    /// What `redis-cli --cluster create` does, by hand, for fewer than the
+    /// three primaries it insists on: each primary gets a config epoch of
+    /// its own and the slot range redis-cli would give it
+    /// (`redis::cluster::initial_ranges`, the simulator's), and meets the
+    /// first.
+    async fn assign_slots(&self, primaries: &[usize]) -> Result<(), ChaosError> {
+        let ranges = crate::redis::cluster::initial_ranges(primaries.len());
+        for (shard, (&primary, &(first, last))) in primaries.iter().zip(&ranges).enumerate() {
+            let mut conn = self.admin(primary).await?;
+            let _: redis::Value = redis::cmd("CLUSTER")
+                .arg("SET-CONFIG-EPOCH")
+                .arg(shard + 1)
+                .query_async(&mut conn)
+                .await
+                .map_err(|e| start_error("CLUSTER SET-CONFIG-EPOCH", &e))?;
+            let _: redis::Value = redis::cmd("CLUSTER")
+                .arg("ADDSLOTSRANGE")
+                .arg(first)
+                .arg(last)
+                .query_async(&mut conn)
+                .await
+                .map_err(|e| start_error("CLUSTER ADDSLOTSRANGE", &e))?;
+        }
+        let Some((&first, others)) = primaries.split_first() else {
+            return Ok(());
+        };
+        for &primary in others {
+            let mut conn = self.admin(primary).await?;
+            let _: redis::Value = redis::cmd("CLUSTER")
+                .arg("MEET")
+                .arg("127.0.0.1")
+                .arg(self.nodes[first].port)
+                .arg(self.nodes[first].bus_reached_at())
+                .query_async(&mut conn)
+                .await
+                .map_err(|e| start_error("CLUSTER MEET", &e))?;
+        }
+        Ok(())
+    }
+
+    /// `redis-cli --cluster create` of `primaries`, without replicas.
+    async fn cluster_create(
+        &self,
+        procs: &mut Processes,
+        primaries: &[usize],
+    ) -> Result<(), ChaosError> {
         let mut args: Vec<String> = vec!["--cluster".into(), "create".into()];
         args.extend(
             primaries
@@ -688,6 +752,16 @@ impl Deployment {
                 why: std::fs::read_to_string(&log).unwrap_or_default(),
             });
         }
+        Ok(())
+    }
+
+    /// Attaches each primary's `replicas` (the nodes after it), then waits
+    /// for every node to see the cluster ok and its replication up.
+    async fn attach_and_wait(
+        &self,
+        primaries: &[usize],
+        replicas: usize,
+    ) -> Result<(), ChaosError> {
         for (shard, &primary) in primaries.iter().enumerate() {
             let mut conn = self.admin(primary).await?;
             let id: String = redis::cmd("CLUSTER")

@@ -23,20 +23,6 @@ pub enum ChaosError {
         /// Why.
         why: &'static str,
     },
-    /// A setting of the scenario real processes cannot be given.
-    #[error("{file}:{line}:{column}: `{key}` cannot run on real processes: {why}")]
-    RefusedSetting {
-        /// The scenario file.
-        file: String,
-        /// Where the setting is written.
-        line: usize,
-        /// Its column.
-        column: usize,
-        /// The setting's key.
-        key: &'static str,
-        /// Why.
-        why: &'static str,
-    },
     /// A binary the run needs is not installed.
     #[error(
         "`{0}` is not on PATH: install Redis (Debian: apt-get install redis-server redis-sentinel redis-tools)"

@@ -47,9 +47,20 @@ fn node_ports(deployment: &Deployment) -> Vec<(u16, bool)> {
         .collect()
 }
 
-/// The port of the primary that serves `slot`, and its replicas' ports.
+/// Each node's announced port (its replication proxy's, which `CLUSTER
+/// NODES` lists) and the client port it leads to.
+fn announced_ports(deployment: &Deployment) -> Vec<(u16, u16)> {
+    deployment
+        .nodes
+        .iter()
+        .map(|node| (node.reached_at(), node.port))
+        .collect()
+}
+
+/// The port of the primary that serves `slot`, and its replicas' ports
+/// (client ports, not the announced ones).
 pub(super) async fn slot_owner(deployment: &Deployment, slot: u16) -> Option<(u16, Vec<u16>)> {
-    let nodes = cluster_nodes(&node_ports(deployment)).await?;
+    let nodes = cluster_nodes(&node_ports(deployment), &announced_ports(deployment)).await?;
     let owner = nodes.iter().find(|n| n.primary && n.owns(slot))?;
     let replicas = nodes
         .iter()
@@ -73,8 +84,14 @@ pub(super) struct Migration {
 }
 
 /// `CLUSTER NODES` of the first running node (of `ports`: port, running)
-/// that answers (a node that answers with something else is skipped).
-async fn cluster_nodes(ports: &[(u16, bool)]) -> Option<Vec<ClusterNode>> {
+/// that answers (a node that answers with something else is skipped),
+/// each node's port read back through `announced` (announced port, client
+/// port): a node announces its replication proxy as its port
+/// (`cluster-announce-port`), and the controller dials nodes directly.
+async fn cluster_nodes(
+    ports: &[(u16, bool)],
+    announced: &[(u16, u16)],
+) -> Option<Vec<ClusterNode>> {
     for &(port, running) in ports {
         if !running {
             continue;
@@ -89,7 +106,21 @@ async fn cluster_nodes(ports: &[(u16, bool)]) -> Option<Vec<ClusterNode>> {
         else {
             continue;
         };
-        return Some(text.lines().filter_map(parse_node).collect());
+        let client_port = |port: u16| {
+            announced
+                .iter()
+                .find(|&&(at, _)| at == port)
+                .map_or(port, |&(_, real)| real)
+        };
+        return Some(
+            text.lines()
+                .filter_map(parse_node)
+                .map(|node| ClusterNode {
+                    port: client_port(node.port),
+                    ..node
+                })
+                .collect(),
+        );
     }
     None
 }
@@ -168,20 +199,30 @@ pub(super) async fn begin(
     duration: Duration,
     on_moved: impl Fn(String, usize, usize) + Send + 'static,
 ) -> Result<Option<Migration>, ChaosError> {
-    begin_among(&node_ports(deployment), key, pick, duration, on_moved).await
+    let announced = announced_ports(deployment);
+    begin_among(
+        &node_ports(deployment),
+        &announced,
+        key,
+        pick,
+        duration,
+        on_moved,
+    )
+    .await
 }
 
 /// [`begin`] on the cluster whose nodes are `ports` (port, running), by
-/// index.
+/// index, announcing `announced` ([`cluster_nodes`]).
 async fn begin_among(
     ports: &[(u16, bool)],
+    announced: &[(u16, u16)],
     key: &str,
     pick: u64,
     duration: Duration,
     on_moved: impl Fn(String, usize, usize) + Send + 'static,
 ) -> Result<Option<Migration>, ChaosError> {
     let slot = lock_core::internal::cluster::slot_of(key);
-    let Some(nodes) = cluster_nodes(ports).await else {
+    let Some(nodes) = cluster_nodes(ports, announced).await else {
         return Ok(None);
     };
     let index_of = |port: u16| ports.iter().position(|&(p, _)| p == port);
@@ -390,7 +431,7 @@ mod tests {
         let slot = lock_core::internal::cluster::slot_of(&names.lock);
         // The namespace's fence floor of the lock's slot moves with it.
         let floor = lock_core::internal::cluster_fence_floor("lock", &names.lock);
-        let nodes = cluster_nodes(&cluster.running()).await.unwrap();
+        let nodes = cluster_nodes(&cluster.running(), &[]).await.unwrap();
         let owner = nodes.iter().find(|n| n.owns(slot)).unwrap().port;
         let from = cluster.ports.iter().position(|&p| p == owner).unwrap();
         let mut conn = admin(owner).await.unwrap();
@@ -406,10 +447,17 @@ mod tests {
         let heard = Arc::clone(&moved);
         let record = move |key, from, to| heard.lock().unwrap().push((key, from, to));
         let duration = Duration::from_millis(300);
-        let migration = begin_among(&cluster.running(), &names.lock, 1, duration, record.clone())
-            .await
-            .unwrap()
-            .expect("another shard to move to");
+        let migration = begin_among(
+            &cluster.running(),
+            &[],
+            &names.lock,
+            1,
+            duration,
+            record.clone(),
+        )
+        .await
+        .unwrap()
+        .expect("another shard to move to");
         tokio::time::sleep(duration / 2).await;
         finish(migration, record).await.unwrap();
         let moved = moved.lock().unwrap().clone();

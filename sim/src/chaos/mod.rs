@@ -118,14 +118,6 @@ pub fn refusal(
         FaultKind::ClockDrift | FaultKind::ClockJump if server => Some(
             "a Redis server's clock can be changed only with privileges (the harness runs without root); the client's clock is injected, the server's is not",
         ),
-        FaultKind::Partition | FaultKind::PartitionOneway | FaultKind::Latency if server => {
-            match topology {
-                Topology::Cluster { replicas, .. } if *replicas > 0 => Some(
-                    "a cluster replica replicates from the client port its primary announces on the bus, not through a proxy of the controller's (that would take announcing a proxy as cluster-announce-port), so its replication cannot be cut or slowed with the rest of a server's links",
-                ),
-                _ => None,
-            }
-        }
         FaultKind::Pause | FaultKind::Crash if target == FaultTarget::Storage => {
             Some("the storage runs inside the controller and cannot be stopped apart from it")
         }
@@ -239,7 +231,6 @@ pub fn check_faults(
             return Err(refuse(spec.kind, target, why, Some(index)));
         }
     }
-    check_settings(file, &text, scenario, own)?;
     if matches!(scenario.topology, Topology::Sentinel { .. }) {
         for &seed in seeds {
             if let Some((failover, cut)) =
@@ -262,44 +253,6 @@ pub fn check_faults(
                 }
             }
         }
-    }
-    Ok(())
-}
-
-/// Why a cluster's `replication_lag` cannot be applied on real processes.
-const CLUSTER_LAG: &str = "a cluster replica replicates from the client port its primary announces on the bus, not through a proxy of the controller's, so its replication runs at loopback speed (microseconds) and a file that sets the lag would run without it";
-
-/// Checks the settings (not the faults) of `scenario`, written as `text`
-/// in `file`: the first that real processes cannot take is refused with
-/// where it is written.
-fn check_settings(
-    file: &str,
-    text: &str,
-    scenario: &Scenario,
-    own: bool,
-) -> Result<(), ChaosError> {
-    // The simulator's default lag (1 to 20 ms) is not applied either; a
-    // file that sets one counts on it.
-    let lagged_cluster =
-        matches!(scenario.topology, Topology::Cluster { replicas, .. } if replicas > 0);
-    if own
-        && lagged_cluster
-        && let Some((offset, _)) = text.match_indices("replication_lag").find(|(at, _)| {
-            // The key, not a mention of it in a description.
-            text[..*at]
-                .rsplit('\n')
-                .next()
-                .is_some_and(|before| before.trim().is_empty())
-        })
-    {
-        let (line, column) = locate_offset(text, offset);
-        return Err(ChaosError::RefusedSetting {
-            file: file.to_owned(),
-            line,
-            column,
-            key: "replication_lag",
-            why: CLUSTER_LAG,
-        });
     }
     Ok(())
 }

@@ -44,8 +44,14 @@ pub(super) struct LinkMode {
     pub delay: Duration,
     /// A further delay drawn afresh for each chunk the server sends, from
     /// this range (a replication stream's lag, as the simulator draws it
-    /// per write); chunks still arrive in order, so a short draw waits
-    /// behind a longer one before it.
+    /// per write), once the connection carries a stream: from the chunk
+    /// after the primary's `+FULLRESYNC` or `+CONTINUE`. The handshake
+    /// before it (`PING`, `REPLCONF`, `PSYNC`) and every connection that
+    /// is no replication stream (a sentinel's) go at loopback speed: the
+    /// simulator's lag delays each write of the stream, and it has no
+    /// handshake (a demoted primary replicates from the new one at once).
+    /// Chunks still arrive in order, so a short draw waits behind a
+    /// longer one before it.
     pub drawn_down: Option<DurationRange>,
     /// What happens, on top of the above, to the connections from given
     /// addresses.
@@ -309,6 +315,7 @@ async fn pipe(
     let reading = mode.clone();
     let reader = async move {
         let mut buf = vec![0u8; 16 * 1024];
+        let mut streaming = false;
         loop {
             let read = from.read(&mut buf).await;
             let sent = Instant::now();
@@ -316,14 +323,18 @@ async fn pipe(
                 let now = reading.borrow();
                 (now.delay_of(peer), now.drawn_down)
             };
-            let drawn = match (range, rng.as_mut()) {
-                (Some(range), Some(rng)) => rng.duration(range),
-                _ => Duration::ZERO,
-            };
             let bytes = match read {
                 Ok(0) | Err(_) => Vec::new(),
                 Ok(n) => buf[..n].to_vec(),
             };
+            let drawn = match (range, rng.as_mut()) {
+                (Some(range), Some(rng)) if streaming => rng.duration(range),
+                _ => Duration::ZERO,
+            };
+            if !streaming && range.is_some() {
+                streaming = bytes.windows(11).any(|w| w == b"+FULLRESYNC")
+                    || bytes.windows(9).any(|w| w == b"+CONTINUE");
+            }
             let closed = bytes.is_empty();
             let chunk = Chunk {
                 sent,
@@ -902,6 +913,13 @@ mod tests {
         };
         link.set(|mode| mode.drawn_down = Some(range));
         let mut stream = dial_from(Ipv4Addr::LOCALHOST, link.port).await;
+        // The primary's answer to `PSYNC` starts the stream.
+        stream.write_all(b"+CONTINUE\r\n").await.unwrap();
+        let mut answer = [0u8; 11];
+        tokio::time::timeout(Duration::from_secs(5), stream.read_exact(&mut answer))
+            .await
+            .unwrap()
+            .unwrap();
         let started = Instant::now();
         let first = round_trip(&mut stream, 255, Duration::from_secs(5)).await;
         assert_eq!(first, Some(255));
@@ -917,5 +935,40 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(back, sent);
+    }
+
+    #[tokio::test]
+    async fn the_replication_handshake_is_not_lagged_only_the_stream_after_it() {
+        let link = start(echo().await, 7).await.unwrap();
+        let range = DurationRange {
+            min: Duration::from_millis(80),
+            max: Duration::from_millis(100),
+        };
+        link.set(|mode| mode.drawn_down = Some(range));
+        let mut stream = dial_from(Ipv4Addr::LOCALHOST, link.port).await;
+        // `PING`, `REPLCONF`, `PSYNC`: each answer comes back at once.
+        let started = Instant::now();
+        for byte in 0..4 {
+            let back = round_trip(&mut stream, byte, Duration::from_secs(5)).await;
+            assert_eq!(back, Some(byte));
+        }
+        assert!(
+            started.elapsed() < range.min,
+            "the handshake took {:?}",
+            started.elapsed()
+        );
+        // Then `+FULLRESYNC`, after which every chunk is lagged.
+        stream.write_all(b"+FULLRESYNC x 0\r\n").await.unwrap();
+        let mut answer = [0u8; 17];
+        tokio::time::timeout(Duration::from_secs(5), stream.read_exact(&mut answer))
+            .await
+            .unwrap()
+            .unwrap();
+        let started = Instant::now();
+        assert_eq!(
+            round_trip(&mut stream, 9, Duration::from_secs(5)).await,
+            Some(9)
+        );
+        assert!(started.elapsed() >= range.min, "{:?}", started.elapsed());
     }
 }

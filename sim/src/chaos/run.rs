@@ -599,7 +599,7 @@ impl Seed<'_> {
                 self.failover(old, fault.duration, procs).await?;
             }
             (FaultKind::ShardFailover, FaultTarget::Redis(_)) => {
-                self.shard_failover(fault.duration, procs).await?;
+                self.shard_failover(fault.duration).await?;
             }
             (FaultKind::SlotMigration, _) => self.begin_migration(index, fault).await?,
             (kind, target) => {
@@ -936,13 +936,12 @@ impl Seed<'_> {
     /// Cluster: a replica of the shard owning the lock key's slot takes
     /// over (`CLUSTER FAILOVER TAKEOVER`: no agreement from the old
     /// primary or the others), and the failover is recorded; without a
-    /// stale window the old primary is killed first, with one it is cut
-    /// off the cluster bus first, until the fault's end heals it.
-    async fn shard_failover(
-        &mut self,
-        window: Option<Duration>,
-        procs: &mut Processes,
-    ) -> Result<(), ChaosError> {
+    /// stale window the old primary stays up and hears of the new epoch
+    /// over the bus at once, so it is demoted at once and resyncs from the
+    /// new primary (through its replication proxy), as the simulator's
+    /// forced failover demotes it, its clients still connected; with one
+    /// it is cut off the cluster bus first, until the fault's end heals it.
+    async fn shard_failover(&mut self, window: Option<Duration>) -> Result<(), ChaosError> {
         let deployment = self.deployment()?;
         let Some((old_port, replicas)) = cluster_owner(deployment).await else {
             return Ok(());
@@ -950,19 +949,13 @@ impl Seed<'_> {
         let old = deployment.nodes.iter().position(|n| n.port == old_port);
         let old_owner = key_owner(old_port).await;
         let deployment = self.deployment()?;
-        match (window, old) {
-            (None, Some(old)) => {
-                if let Some(id) = deployment.nodes[old].proc.take() {
-                    procs.kill(id);
-                }
-            }
-            // The stale window: the old primary is cut off the cluster bus
-            // first, so the takeover's news cannot reach it; it keeps
-            // serving its clients and believing it owns its slots until
-            // the window ends and the bus heals (or, past the node
-            // timeout, it finds itself cut off and stops).
-            (Some(_), Some(old)) => deployment.cut_off_bus(old, true),
-            (_, None) => {}
+        // The stale window: the old primary is cut off the cluster bus
+        // first, so the takeover's news cannot reach it; it keeps serving
+        // its clients and believing it owns its slots until the window
+        // ends and the bus heals (or, past the node timeout, it finds
+        // itself cut off and stops).
+        if let (Some(_), Some(old)) = (window, old) {
+            deployment.cut_off_bus(old, true);
         }
         for port in replicas {
             let Ok(mut conn) = admin(port).await else {
