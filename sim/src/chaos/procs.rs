@@ -14,6 +14,7 @@ use std::{
     os::unix::process::CommandExt,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
+    sync::atomic::{AtomicU32, Ordering},
     time::Duration,
 };
 
@@ -236,10 +237,12 @@ pub fn find_program(program: &str) -> Option<PathBuf> {
 /// meanwhile, whose local port the kernel draws from the same range (the
 /// proxies' own connections upstream, a cluster's bus links: seen as
 /// `port … is already in use` in a cluster run). No connection is ever
-/// given a port below that range. Each `Ports` walks those ports from an
-/// offset drawn from its process id, with a stride that visits every one
-/// of them once, so parallel runs start far apart and a port found taken
-/// (by a run beside it) is skipped.
+/// given a port below that range. The `Ports` of one process share one walk
+/// over those ports, from an offset drawn from the process id with a
+/// stride that visits every one of them once: two `Ports` in one process
+/// (tests running side by side) never hand out the same port, runs in
+/// parallel processes start far apart, and a port found taken (by a run
+/// beside it) is skipped.
 #[derive(Debug)]
 pub struct Ports {
     base: Option<u16>,
@@ -253,6 +256,13 @@ const LOW: u16 = 16_384;
 /// multiple of its factors (7919 is prime): the walk visits every port of
 /// the span before it repeats.
 const STRIDE: u32 = 7_919;
+
+/// The next step of this process's walk ([`Ports`]): shared, so that each
+/// step is handed to one `Ports` only. Each `Ports` handing out its own
+/// walk from step 0 let two tests of one process draw the same ports, each
+/// port free when drawn and then bound by both (`ports_without_a_base…` and
+/// a migration test failed so under load).
+static WALK: AtomicU32 = AtomicU32::new(0);
 
 impl Ports {
     /// Ports from `base` up, or below the ephemeral range.
@@ -275,8 +285,8 @@ impl Ports {
         let span = u32::from(high.saturating_sub(LOW)).max(1);
         let offset = std::process::id().wrapping_mul(2_654_435_761) % span;
         while u32::from(self.next) < span {
-            let step = u32::from(self.next);
             self.next += 1;
+            let step = WALK.fetch_add(1, Ordering::Relaxed) % span;
             let port = LOW + ((offset + step * STRIDE) % span) as u16;
             if TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok() {
                 return Ok(port);
