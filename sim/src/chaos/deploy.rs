@@ -129,8 +129,11 @@ pub(super) struct Deployment {
     /// Which node is primary now (the controller's failovers move it;
     /// Sentinel's are read from the sentinels).
     pub primary: usize,
-    /// Where logs and configs go.
+    /// Where logs go.
     pub dir: PathBuf,
+    /// Where the servers keep their data and configs (a tmpfs when there
+    /// is one: `super::DataDir`).
+    pub data: PathBuf,
     /// The `lazy_aof` library preloaded into every node, when the nodes
     /// persist to an AOF: a restart's `kill -9` then loses what a machine
     /// crash would (`super::lazy_aof`).
@@ -145,11 +148,12 @@ pub(super) struct Deployment {
 /// simulator's restart is.
 fn node_args(
     dir: &std::path::Path,
+    data: &std::path::Path,
     index: usize,
     port: u16,
     persistence: crate::config::Persistence,
 ) -> Vec<String> {
-    let node_dir = dir.join(format!("redis-{index}"));
+    let node_dir = data.join(format!("redis-{index}"));
     let _ = std::fs::create_dir_all(&node_dir);
     let (appendonly, appendfsync) = match persistence {
         crate::config::Persistence::None => ("no", "everysec"),
@@ -211,7 +215,7 @@ fn sentinel_source(index: usize) -> IpAddr {
 /// `args`.
 async fn bus_port(
     topology: &Topology,
-    dir: &std::path::Path,
+    data: &std::path::Path,
     index: usize,
     seed: u64,
     ports: &mut Ports,
@@ -236,7 +240,8 @@ async fn bus_port(
             "--cluster-port",
             &bus.to_string(),
             "--cluster-config-file",
-            &dir.join(format!("nodes-{index}.conf"))
+            &data
+                .join(format!("nodes-{index}.conf"))
                 .display()
                 .to_string(),
             "--cluster-node-timeout",
@@ -351,17 +356,18 @@ impl Deployment {
         procs: &mut Processes,
         ports: &mut Ports,
         dir: PathBuf,
+        data: PathBuf,
     ) -> Result<Self, ChaosError> {
         let count = topology.node_count();
         let mut nodes = Vec::with_capacity(count);
         let cluster = matches!(topology, Topology::Cluster { .. });
         for index in 0..count {
             let port = ports.take()?;
-            let mut args = node_args(&dir, index, port, persistence);
+            let mut args = node_args(&dir, &data, index, port, persistence);
             let source =
                 (cluster || topology.can_fail_over()).then(|| source_address(index, &mut args));
             let (bus, bus_link) = if cluster {
-                let (bus, link) = bus_port(topology, &dir, index, seed, ports, &mut args).await?;
+                let (bus, link) = bus_port(topology, &data, index, seed, ports, &mut args).await?;
                 (Some(bus), Some(link))
             } else {
                 (None, None)
@@ -397,6 +403,7 @@ impl Deployment {
             sentinels: Vec::new(),
             primary: 0,
             dir,
+            data,
             preload,
         };
         for index in 0..count {
@@ -541,7 +548,7 @@ impl Deployment {
                     });
                 }
             }
-            let config = self.dir.join(format!("sentinel-{index}.conf"));
+            let config = self.data.join(format!("sentinel-{index}.conf"));
             let text = format!(
                 "port {port}\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\nlogfile \"{log}\"\n\
                  dir \"{dir}\"\nbind-source-addr {source}\n\
@@ -551,7 +558,7 @@ impl Deployment {
                  sentinel failover-timeout {MASTER} 3000\n\
                  sentinel parallel-syncs {MASTER} 1\n",
                 log = self.dir.join(format!("sentinel-{index}.log")).display(),
-                dir = self.dir.display(),
+                dir = self.data.display(),
                 primary = self.nodes[0].reached_at(),
                 announce = peers.port,
             );

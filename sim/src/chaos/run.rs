@@ -153,6 +153,17 @@ impl Seed<'_> {
     }
 }
 
+/// Where one real run writes: its logs, and its servers' data
+/// (`super::DataDir`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct RunDirs<'a> {
+    /// Logs, configs of the controller's own, reports' inputs: kept when
+    /// the run fails.
+    pub logs: &'a std::path::Path,
+    /// The servers' data directories: removed whatever the outcome.
+    pub data: &'a std::path::Path,
+}
+
 /// Runs seed `seed` of `scenario` with `schedule` on real processes.
 pub(super) async fn run_seed(
     scenario: &Scenario,
@@ -161,8 +172,9 @@ pub(super) async fn run_seed(
     target: &RunTarget,
     procs: &mut Processes,
     ports: &mut Ports,
-    dir: &std::path::Path,
+    dirs: RunDirs<'_>,
 ) -> Result<SeedOutcome, ChaosError> {
+    let RunDirs { logs: dir, data } = dirs;
     let deployment = match target {
         RunTarget::Started => Some(
             Deployment::start(
@@ -172,6 +184,7 @@ pub(super) async fn run_seed(
                 procs,
                 ports,
                 dir.to_path_buf(),
+                data.to_path_buf(),
             )
             .await?,
         ),

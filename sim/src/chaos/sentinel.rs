@@ -306,6 +306,7 @@ mod tests {
                 ],
                 primary: 0,
                 dir: std::env::temp_dir(),
+                data: std::env::temp_dir(),
                 preload: None,
             };
             let peers = deployment.sentinels[1].peers.port;
