@@ -629,15 +629,8 @@ impl Deployment {
         id: &str,
         shard: usize,
     ) -> Result<(), ChaosError> {
+        self.meet(replica, primary).await?;
         let mut r = self.admin(replica).await?;
-        let _: redis::Value = redis::cmd("CLUSTER")
-            .arg("MEET")
-            .arg("127.0.0.1")
-            .arg(self.nodes[primary].port)
-            .arg(self.nodes[primary].bus_reached_at())
-            .query_async(&mut r)
-            .await
-            .map_err(|e| start_error("CLUSTER MEET", &e))?;
         for _ in 0..200 {
             let done: redis::RedisResult<redis::Value> = redis::cmd("CLUSTER")
                 .arg("REPLICATE")
@@ -701,16 +694,23 @@ impl Deployment {
             return Ok(());
         };
         for &primary in others {
-            let mut conn = self.admin(primary).await?;
-            let _: redis::Value = redis::cmd("CLUSTER")
-                .arg("MEET")
-                .arg("127.0.0.1")
-                .arg(self.nodes[first].port)
-                .arg(self.nodes[first].bus_reached_at())
-                .query_async(&mut conn)
-                .await
-                .map_err(|e| start_error("CLUSTER MEET", &e))?;
+            self.meet(primary, first).await?;
         }
+        Ok(())
+    }
+
+    /// Node `index` meets node `other` on the cluster bus, at the port
+    /// `other` is reached at (its bus proxy).
+    async fn meet(&self, index: usize, other: usize) -> Result<(), ChaosError> {
+        let mut conn = self.admin(index).await?;
+        let _: redis::Value = redis::cmd("CLUSTER")
+            .arg("MEET")
+            .arg("127.0.0.1")
+            .arg(self.nodes[other].port)
+            .arg(self.nodes[other].bus_reached_at())
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| start_error("CLUSTER MEET", &e))?;
         Ok(())
     }
 
