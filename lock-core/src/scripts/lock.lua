@@ -81,6 +81,7 @@ while a <= n do
   elseif op == 'n' or op == 't' or op == 'c' or op == 'N' or op == 'T' or op == 'C' then
     local ttl = ARGV[a + 2]
     local compat = op == 'N' or op == 'T' or op == 'C'
+    local unfenced = op == 'n' or op == 'N'
     local fence_key = KEYS[k + 1]
     local current
     if compat then
@@ -109,69 +110,70 @@ while a <= n do
         reply = set
       end
     end
-    if reply ~= nil then
-      -- Refused or failed: no fence.
-    elseif op == 'n' or op == 'N' then
-      reply = 0
-    elseif op == 'c' or op == 'C' then
-      -- One counter per namespace that never expires: strictly increasing
-      -- per key as long as the key survives. A plain counter lives in the
-      -- replicated store, so a failover that loses the last INCR hands the
-      -- same number out twice. On error, undo the grant, so that an error
-      -- reply still means "nothing changed".
-      reply = redis.pcall('INCR', fence_key)
-      if type(reply) == 'table' then
-        redis.call('DEL', lock)
-      end
-    else
-      -- max(floor + 1, server time in us), the floor being the namespace's
-      -- (one key per namespace, per slot in a cluster, without a ttl): the
-      -- last fence it issued.
-      if not now_us then
-        local time = redis.call('TIME')
-        now_text = time[1] .. string.rep('0', 6 - #time[2]) .. time[2]
-        now_us = tonumber(now_text)
-        floors, stored, touched = {}, {}, {}
-      end
-      local floor = floors[fence_key]
-      if floor then
-        -- A later grant of this call: one above the call's last, written
-        -- back at the end (below). A call's fences reach clients only when
-        -- it completes, and then the floor holds the highest of them.
-        reply = floor + 1
-        floors[fence_key] = reply
-      else
-        -- The call's first grant on this floor swaps the server time in
-        -- (one command: the common single grant needs no other).
-        local previous
-        if compat then
-          previous = redis.pcall('GET', fence_key)
-        else
-          previous = redis.pcall('SET', fence_key, now_text, 'GET')
-        end
-        if type(previous) == 'table' then
-          -- Undo the grant: an error reply means "nothing changed".
+    -- A refused or failed acquire (reply set) gets no fence.
+    if reply == nil then
+      if unfenced then
+        reply = 0
+      elseif op == 'c' or op == 'C' then
+        -- One counter per namespace that never expires: strictly increasing
+        -- per key as long as the key survives. A plain counter lives in the
+        -- replicated store, so a failover that loses the last INCR hands the
+        -- same number out twice. On error, undo the grant, so that an error
+        -- reply still means "nothing changed".
+        reply = redis.pcall('INCR', fence_key)
+        if type(reply) == 'table' then
           redis.call('DEL', lock)
-          reply = previous
+        end
+      else
+        -- max(floor + 1, server time in us), the floor being the namespace's
+        -- (one key per namespace, per slot in a cluster, without a ttl): the
+        -- last fence it issued.
+        if not now_us then
+          local time = redis.call('TIME')
+          now_text = time[1] .. string.rep('0', 6 - #time[2]) .. time[2]
+          now_us = tonumber(now_text)
+          floors, stored, touched = {}, {}, {}
+        end
+        local floor = floors[fence_key]
+        if floor then
+          -- A later grant of this call: one above the call's last, written
+          -- back at the end (below). A call's fences reach clients only when
+          -- it completes, and then the floor holds the highest of them.
+          reply = floor + 1
+          floors[fence_key] = reply
         else
-          touched[#touched + 1] = fence_key
-          local fence = (tonumber(previous or '0') or 0) + 1
-          if fence < now_us then
-            fence = now_us
+          -- The call's first grant on this floor swaps the server time in
+          -- (one command: the common single grant needs no other).
+          local previous
+          if compat then
+            previous = redis.pcall('GET', fence_key)
+          else
+            previous = redis.pcall('SET', fence_key, now_text, 'GET')
           end
-          if compat or fence ~= now_us then
-            -- The server clock is behind the floor (it stepped back, or
-            -- grants came faster than 1 per us), or the swap was not made:
-            -- write the fence now, so the floor never holds less than it
-            -- did, whatever happens later in the call.
-            redis.call('SET', fence_key, string.format('%.0f', fence))
+          if type(previous) == 'table' then
+            -- Undo the grant: an error reply means "nothing changed".
+            redis.call('DEL', lock)
+            reply = previous
+          else
+            touched[#touched + 1] = fence_key
+            local fence = (tonumber(previous or '0') or 0) + 1
+            if fence < now_us then
+              fence = now_us
+            end
+            if compat or fence ~= now_us then
+              -- The server clock is behind the floor (it stepped back, or
+              -- grants came faster than 1 per us), or the swap was not made:
+              -- write the fence now, so the floor never holds less than it
+              -- did, whatever happens later in the call.
+              redis.call('SET', fence_key, string.format('%.0f', fence))
+            end
+            floors[fence_key], stored[fence_key] = fence, fence
+            reply = fence
           end
-          floors[fence_key], stored[fence_key] = fence, fence
-          reply = fence
         end
       end
     end
-    if op == 'n' or op == 'N' then
+    if unfenced then
       k = k + 1
     else
       k = k + 2
