@@ -74,6 +74,22 @@ fn binary() -> PathBuf {
         .unwrap_or_else(|| panic!("{HOW_TO_GET_REDIS}"))
 }
 
+/// Where the servers the tests start keep their data, configs and logs: a
+/// tmpfs when the machine has one (`/dev/shm`), else the temporary
+/// directory. On a disk, a server's `fsync` (a sentinel's config rewrite at
+/// each failover, a replica's received RDB) waits, under the machine's own
+/// writes (the build just before, the tests beside), for a journal commit of
+/// everything dirty: seconds, in which a sentinel answered nothing (a 2 s
+/// read timed out) or a failover came 15 s late.
+pub fn scratch_root() -> std::path::PathBuf {
+    let shm = std::path::Path::new("/dev/shm");
+    if shm.is_dir() {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    }
+}
+
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
@@ -172,8 +188,7 @@ impl RedisServer {
             let mut server = Self {
                 port,
                 replica_of: Cell::new(replica_of),
-                dir: std::env::temp_dir()
-                    .join(format!("redis-lock-test-{}-{port}", std::process::id())),
+                dir: scratch_root().join(format!("redis-lock-test-{}-{port}", std::process::id())),
                 extra_args: extra_args.iter().map(|arg| (*arg).to_owned()).collect(),
                 child: None,
             };

@@ -93,7 +93,7 @@ impl Process {
         let mut last_log = String::new();
         for _ in 0..PORT_ATTEMPTS {
             let port = super::free_port();
-            let dir = std::env::temp_dir().join(format!(
+            let dir = super::scratch_root().join(format!(
                 "redis-lock-test-{}-{}-{port}",
                 binary.name(),
                 std::process::id()

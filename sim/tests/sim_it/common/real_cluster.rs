@@ -174,7 +174,15 @@ impl RealCluster {
         let server = binary("REDIS_SERVER_BIN", "redis-server");
         // A client port and a bus port per node, all distinct.
         let ports = free_ports(12);
-        let dir = std::env::temp_dir().join(format!("sim-real-cluster-{}", ports[0]));
+        // On a tmpfs when there is one: a node's `nodes.conf` fsync on a
+        // disk can wait seconds under the machine's own writes.
+        let shm = std::path::Path::new("/dev/shm");
+        let root = if shm.is_dir() {
+            shm.to_path_buf()
+        } else {
+            std::env::temp_dir()
+        };
+        let dir = root.join(format!("sim-real-cluster-{}", ports[0]));
         // A run killed before its drop may have left this directory, with a
         // nodes.conf that would make a node join an old cluster.
         let _ = std::fs::remove_dir_all(&dir);
