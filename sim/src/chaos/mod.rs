@@ -343,12 +343,10 @@ struct DataDir(PathBuf);
 impl DataDir {
     /// A fresh data directory for the run whose logs go to `run_dir`.
     fn new(run_dir: &std::path::Path) -> Result<Self, ChaosError> {
-        let shm = std::path::Path::new("/dev/shm");
         let leaf = run_dir.file_name().unwrap_or_default();
-        let path = if shm.is_dir() {
-            shm.join("lock-sim-chaos").join(leaf)
-        } else {
-            run_dir.join("data")
+        let path = match tmpfs() {
+            Some(shm) => shm.join("lock-sim-chaos").join(leaf),
+            None => run_dir.join("data"),
         };
         let _ = std::fs::remove_dir_all(&path);
         std::fs::create_dir_all(&path).map_err(|source| ChaosError::Io {
@@ -367,6 +365,14 @@ impl Drop for DataDir {
             let _ = std::fs::remove_dir(parent);
         }
     }
+}
+
+/// The machine's tmpfs (`/dev/shm`), when it has one: where a run's servers
+/// keep their data, so that no `fsync` of theirs waits on the host's disk.
+/// The sim's tests that start real servers keep theirs there too.
+pub fn tmpfs() -> Option<PathBuf> {
+    let shm = std::path::Path::new("/dev/shm");
+    shm.is_dir().then(|| shm.to_path_buf())
 }
 
 /// How long a client's events take to reach the history, at most, on a

@@ -176,12 +176,7 @@ impl RealCluster {
         let ports = free_ports(12);
         // On a tmpfs when there is one: a node's `nodes.conf` fsync on a
         // disk can wait seconds under the machine's own writes.
-        let shm = std::path::Path::new("/dev/shm");
-        let root = if shm.is_dir() {
-            shm.to_path_buf()
-        } else {
-            std::env::temp_dir()
-        };
+        let root = sim::chaos::tmpfs().unwrap_or_else(std::env::temp_dir);
         let dir = root.join(format!("sim-real-cluster-{}", ports[0]));
         // A run killed before its drop may have left this directory, with a
         // nodes.conf that would make a node join an old cluster.
