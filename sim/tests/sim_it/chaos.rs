@@ -283,6 +283,25 @@ fn a_normal_run_leaves_nothing_running() {
     assert_all_gone(&dir, Duration::from_secs(2));
 }
 
+#[test]
+fn a_failed_run_leaves_nothing_running() {
+    let dir = scratch("failed");
+    let file = tests_dir().join("tiny-pause-missed.toml");
+    let output = chaos(&dir, &[file.to_str().expect("a utf-8 path"), "--runs", "1"])
+        .output()
+        .expect("sim runs");
+    let text = stderr(&output);
+    // A safe run of a file that expects a violation: its expectation is
+    // missed, the run fails.
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("MISSED"),
+        "{text}"
+    );
+    assert!(pids(&dir).len() >= 3, "{:?}", pids(&dir));
+    assert_all_gone(&dir, Duration::from_secs(2));
+}
+
 /// Starts a run and waits until its server and clients are up.
 fn start_and_wait(dir: &Path) -> std::process::Child {
     let file = tests_dir().join("tiny-pause.toml");
