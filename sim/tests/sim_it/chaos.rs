@@ -269,13 +269,20 @@ fn a_taken_port_is_named_and_nothing_is_left() {
     assert_all_gone(&dir, Duration::from_secs(2));
 }
 
-#[test]
-fn a_normal_run_leaves_nothing_running() {
-    let dir = scratch("normal");
-    let file = tests_dir().join("tiny-pause.toml");
+/// Runs the test scenario `file`'s seed 0 for real, in the scratch folder
+/// `name`, to its end.
+fn run_to_the_end(name: &str, file: &str) -> (PathBuf, Output) {
+    let dir = scratch(name);
+    let file = tests_dir().join(file);
     let output = chaos(&dir, &[file.to_str().expect("a utf-8 path"), "--runs", "1"])
         .output()
         .expect("sim runs");
+    (dir, output)
+}
+
+#[test]
+fn a_normal_run_leaves_nothing_running() {
+    let (dir, output) = run_to_the_end("normal", "tiny-pause.toml");
     let text = stderr(&output);
     assert!(text.contains("tiny-pause seed 0"), "{text}");
     // The server and both clients, each through its own process.
@@ -285,11 +292,7 @@ fn a_normal_run_leaves_nothing_running() {
 
 #[test]
 fn a_failed_run_leaves_nothing_running() {
-    let dir = scratch("failed");
-    let file = tests_dir().join("tiny-pause-missed.toml");
-    let output = chaos(&dir, &[file.to_str().expect("a utf-8 path"), "--runs", "1"])
-        .output()
-        .expect("sim runs");
+    let (dir, output) = run_to_the_end("failed", "tiny-pause-missed.toml");
     let text = stderr(&output);
     // A safe run of a file that expects a violation: its expectation is
     // missed, the run fails.
