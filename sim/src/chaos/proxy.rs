@@ -315,6 +315,7 @@ async fn pipe(
     let reading = mode.clone();
     let reader = async move {
         let mut buf = vec![0u8; 16 * 1024];
+        let mut stream_start = StreamStart::default();
         let mut streaming = false;
         loop {
             let read = from.read(&mut buf).await;
@@ -332,8 +333,7 @@ async fn pipe(
                 _ => Duration::ZERO,
             };
             if !streaming && range.is_some() {
-                streaming = bytes.windows(11).any(|w| w == b"+FULLRESYNC")
-                    || bytes.windows(9).any(|w| w == b"+CONTINUE");
+                streaming = stream_start.found_in(&bytes);
             }
             let closed = bytes.is_empty();
             let chunk = Chunk {
@@ -366,6 +366,41 @@ async fn pipe(
         let _ = to.shutdown().await;
     };
     tokio::join!(reader, writer);
+}
+
+/// The primary's answers to `PSYNC` that start a replication stream.
+const STREAM_MARKERS: [&[u8]; 2] = [b"+FULLRESYNC", b"+CONTINUE"];
+
+/// Finds where a connection's replication stream starts (a
+/// [`STREAM_MARKERS`] answer) in the chunks read from it, also when a read
+/// splits the marker: a TCP read returns whatever has arrived, so
+/// `+FULL` may end one chunk and `RESYNC` begin the next.
+#[derive(Debug, Default)]
+struct StreamStart {
+    /// The last bytes scanned, one fewer than the longest marker: a marker
+    /// the next chunk completes begins here.
+    carried: Vec<u8>,
+}
+
+impl StreamStart {
+    /// Whether a marker ends in `chunk` (begun in it or in the chunks
+    /// before).
+    fn found_in(&mut self, chunk: &[u8]) -> bool {
+        self.carried.extend_from_slice(chunk);
+        let found = STREAM_MARKERS.iter().any(|marker| {
+            self.carried
+                .windows(marker.len())
+                .any(|window| window == *marker)
+        });
+        let keep = STREAM_MARKERS
+            .iter()
+            .map(|marker| marker.len() - 1)
+            .max()
+            .unwrap_or(0);
+        let scanned = self.carried.len().saturating_sub(keep);
+        self.carried.drain(..scanned);
+        found
+    }
 }
 
 /// When `chunk` arrives: at its `due` unless a hold cuts it first (it is
@@ -935,6 +970,28 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(back, sent);
+    }
+
+    #[test]
+    fn a_stream_start_split_across_two_reads_is_found() {
+        for marker in STREAM_MARKERS {
+            let answer = [marker, b" 8a3f 0\r\n"].concat();
+            for split in 1..marker.len() {
+                let mut start = StreamStart::default();
+                // The handshake's replies before it, in the same read.
+                let first = [b"+PONG\r\n+OK\r\n", &answer[..split]].concat();
+                assert!(!start.found_in(&first), "split at {split}");
+                assert!(start.found_in(&answer[split..]), "split at {split}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_marker_broken_by_other_bytes_starts_no_stream() {
+        let mut start = StreamStart::default();
+        for chunk in [&b"+PONG\r\n+FULL"[..], b"\r\n+OK\r\n", b"RESYNC\r\n"] {
+            assert!(!start.found_in(chunk));
+        }
     }
 
     #[tokio::test]

@@ -826,19 +826,24 @@ impl Seed<'_> {
         procs: &mut Processes,
     ) -> Result<(), ChaosError> {
         let cut_off: Vec<usize> = self.cut_off.values().copied().collect();
-        // As the simulator's: no live replica that could be promoted (up and
-        // not cut off), no failover, and the old primary stays as it is.
-        // Killing it first left a node that the simulator keeps serving dead
-        // for the rest of the run (`mix-failover-no-wait` seed 163: the
-        // third failover, of the last live node, where every real acquire
-        // after it failed and the simulator's clients were granted 14).
-        let promotable = self
+        // The replicas that could be promoted: up and not cut off.
+        let candidates: Vec<usize> = self
             .deployment()?
             .nodes
             .iter()
             .enumerate()
-            .any(|(index, node)| index != old && node.proc.is_some() && !cut_off.contains(&index));
-        if !promotable {
+            .filter(|(index, node)| {
+                *index != old && node.proc.is_some() && !cut_off.contains(index)
+            })
+            .map(|(index, _)| index)
+            .collect();
+        // As the simulator's: with none, no failover, and the old primary
+        // stays as it is. Killing it first left a node that the simulator
+        // keeps serving dead for the rest of the run (`mix-failover-no-wait`
+        // seed 163: the third failover, of the last live node, where every
+        // real acquire after it failed and the simulator's clients were
+        // granted 14).
+        if candidates.is_empty() {
             return Ok(());
         }
         let old_owner = key_owner(self.deployment()?.nodes[old].port).await;
@@ -853,12 +858,8 @@ impl Seed<'_> {
         }
         // The replica with the largest applied offset wins.
         let mut best: Option<(u64, usize)> = None;
-        for (index, node) in deployment.nodes.iter().enumerate() {
-            // A replica down or cut off cannot be promoted.
-            if index == old || node.proc.is_none() || cut_off.contains(&index) {
-                continue;
-            }
-            let Ok(mut conn) = admin(node.port).await else {
+        for &index in &candidates {
+            let Ok(mut conn) = admin(deployment.nodes[index].port).await else {
                 continue;
             };
             let info: String = redis::cmd("INFO")

@@ -459,3 +459,28 @@ fn a_cluster_replica_replicates_through_the_lagged_proxy_and_is_cut_with_it() {
     assert!(history.contains("replicas acknowledged"), "{history}");
     assert_all_gone(&dir, Duration::from_secs(3));
 }
+
+#[test]
+fn a_failover_with_no_replica_to_promote_leaves_the_primary_serving() {
+    let (dir, history) = one_run_history("failover-last-node", "failover-last-node.toml");
+    let [_, second] = instants_of(&history, "fault", Some("start"))[..] else {
+        panic!("not two failovers in the history:\n{history}");
+    };
+    // The first failover promoted the only replica and killed the old
+    // primary; the second found nothing to promote and recorded no
+    // failover.
+    assert_eq!(
+        instants_of(&history, "failover", None).len(),
+        1,
+        "{history}"
+    );
+    // So redis-1 still serves: grants go on to the end of the run. Had the
+    // second failover killed it, an acquire in flight might still be
+    // answered just after its start, but nothing a ttl later.
+    let grants = instants_of(&history, "acquire-ok", None);
+    assert!(
+        grants.iter().any(|&at| at > second + 1.0),
+        "no grant a second after the failover at {second} s: {grants:?}\n{history}"
+    );
+    assert_all_gone(&dir, Duration::from_secs(2));
+}
