@@ -109,6 +109,45 @@ impl World<'_> {
         self.hosts.iter().filter(|h| *h != host).cloned().collect()
     }
 
+    /// Cuts what `from` sends `to` for one more fault. The link stays cut
+    /// until every fault that cut it has healed it: partitions overlap
+    /// (a mix draws them at random), and the end of one must not heal what
+    /// another still cuts, as a real network's would not (a client's
+    /// partition ending in a server's let the client reach the server
+    /// again: `scenarios/README.md`, "Overlapping partitions").
+    fn cut(&mut self, from: &str, to: &str) {
+        let count = self
+            .cuts
+            .entry((from.to_owned(), to.to_owned()))
+            .or_default();
+        *count += 1;
+        if *count == 1 {
+            self.sim.partition_oneway(from, to);
+        }
+    }
+
+    /// Ends one fault's cut of what `from` sends `to`; the link heals when
+    /// no other fault cuts it.
+    fn heal(&mut self, from: &str, to: &str) {
+        let key = (from.to_owned(), to.to_owned());
+        let Some(count) = self.cuts.get_mut(&key) else {
+            return;
+        };
+        *count -= 1;
+        if *count == 0 {
+            self.cuts.remove(&key);
+            self.sim.repair_oneway(from, to);
+        }
+    }
+
+    /// Cuts `host` off from every other host, both ways, for one fault.
+    fn isolate(&mut self, host: &str) {
+        for other in self.others(host) {
+            self.cut(host, &other);
+            self.cut(&other, host);
+        }
+    }
+
     /// Makes fault `index` of the schedule, `fault`, begin now.
     pub(super) fn begin(&mut self, index: usize, fault: &ConcreteFault) {
         let now = self.now();
@@ -135,14 +174,10 @@ impl World<'_> {
                     freeze.freeze_until(now + duration);
                 }
             }
-            FaultKind::Partition => {
-                for other in self.others(&host) {
-                    self.sim.partition(host.as_str(), other.as_str());
-                }
-            }
+            FaultKind::Partition => self.isolate(&host),
             FaultKind::PartitionOneway => {
                 for other in self.others(&host) {
-                    self.sim.partition_oneway(host.as_str(), other.as_str());
+                    self.cut(&host, &other);
                 }
             }
             FaultKind::Latency => {
@@ -180,10 +215,9 @@ impl World<'_> {
             }
             FaultKind::Crash => {
                 // Partition first so the death is silent (turmoil's crash
-                // would otherwise close connections with a FIN).
-                for other in self.others(&host) {
-                    self.sim.partition(host.as_str(), other.as_str());
-                }
+                // would otherwise close connections with a FIN), for good:
+                // no later heal delivers what the dead host had sent.
+                self.isolate(&host);
                 self.sim.crash(host.as_str());
             }
             FaultKind::Evict => {
@@ -260,12 +294,13 @@ impl World<'_> {
         match fault.kind {
             FaultKind::Partition => {
                 for other in self.others(&host) {
-                    self.sim.repair(host.as_str(), other.as_str());
+                    self.heal(&host, &other);
+                    self.heal(&other, &host);
                 }
             }
             FaultKind::PartitionOneway => {
                 for other in self.others(&host) {
-                    self.sim.repair_oneway(host.as_str(), other.as_str());
+                    self.heal(&host, &other);
                 }
             }
             FaultKind::Latency => self.set_latency(&host, BASE_LATENCY),
@@ -387,9 +422,7 @@ impl World<'_> {
         if stale_window.is_some() {
             self.nodes[old].depose();
         } else {
-            for other in self.others(&old_host) {
-                self.sim.partition(old_host.as_str(), other.as_str());
-            }
+            self.isolate(&old_host);
             self.sim.crash(old_host.as_str());
         }
         self.nodes[new].promote();

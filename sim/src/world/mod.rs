@@ -332,6 +332,9 @@ struct World<'a> {
     reconfigs: BTreeMap<usize, (usize, usize)>,
     /// Steps the last action planned, for the run loop to queue.
     planned: Vec<(Duration, Action)>,
+    /// How many faults now cut what one host sends another, by (from, to):
+    /// a link is healed only when the last of them ends.
+    cuts: BTreeMap<(String, String), u32>,
 }
 
 impl World<'_> {
@@ -410,6 +413,7 @@ impl World<'_> {
             detection_rng: Rng::fork(seed, 0xDE7E),
             reconfigs: BTreeMap::new(),
             planned: Vec::new(),
+            cuts: BTreeMap::new(),
         }
     }
 

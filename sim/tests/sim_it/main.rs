@@ -24,6 +24,7 @@ mod equivalence;
 mod eviction;
 mod fair_dead_waiter;
 mod lazy_aof;
+mod overlap;
 mod resp_fuzz;
 mod retransmit;
 mod sabotage;
