@@ -327,6 +327,13 @@ impl Db {
         due
     }
 
+    /// Whether `key` is stored, expired or not (no lazy expiry): what only
+    /// an active expiry or a `DEL` removes.
+    #[cfg(test)]
+    pub(super) fn contains_stored(&self, key: &[u8]) -> bool {
+        self.entries.contains_key(key)
+    }
+
     /// Applies a replicated effect (on a replica, or when loading a sync).
     pub fn apply(&mut self, effect: &Effect) {
         match effect {

@@ -84,6 +84,7 @@ pub async fn serve(node: NodeHandle) -> turmoil::Result {
     node.reset();
     let listener = turmoil::net::TcpListener::bind(("0.0.0.0", PORT)).await?;
     tokio::task::spawn_local(replication::run_replica(node.clone()));
+    tokio::task::spawn_local(expire_cron(node.clone()));
     if node.0.borrow().persistence == crate::config::Persistence::AofEverysec {
         tokio::task::spawn_local(aof_cron(node.clone()));
     }
@@ -93,6 +94,34 @@ pub async fn serve(node: NodeHandle) -> turmoil::Result {
     loop {
         let (stream, _) = listener.accept().await?;
         tokio::task::spawn_local(conn::handle(node.clone(), stream));
+    }
+}
+
+/// Redis's active expiry (`serverCron` at `hz 10`): every 100 ms of
+/// simulated time from the node's start, a primary deletes the keys its
+/// clock has passed and replicates each deletion as a `DEL`. A replica
+/// deletes none itself (it hides an expired key from reads, as the
+/// keyspace's lazy expiry does, and waits for its primary's `DEL`), and a
+/// busy node's cron waits for the script to end, as Redis's does.
+///
+/// The `DEL`s matter under a cut: a primary cut off from its replicas
+/// still expires the lock keys nobody can renew there, the `DEL`s go into
+/// the cut, and TCP delivers everything the primary writes after the heal
+/// behind them, at their first retransmission after the heal, up to
+/// seconds later. A key granted in that gap is not on a replica promoted
+/// meanwhile (`scenarios/README.md`, "Active expiry under a cut").
+/// Deterministic: the turmoil clock, no randomness.
+async fn expire_cron(node: NodeHandle) {
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = crate::clock::now();
+        let due = {
+            let state = node.0.borrow();
+            state.role == Role::Primary && now >= state.busy_until
+        };
+        if due {
+            node.expire_due(now);
+        }
     }
 }
 

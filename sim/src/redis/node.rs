@@ -441,13 +441,17 @@ impl NodeHandle {
     /// Redis's active expiry, run at true time `now`: deletes every key the
     /// node's clock has passed, and a primary replicates each deletion as a
     /// `DEL`. Redis does this in the background within about 100 ms of an
-    /// expiry; the world runs it before a backward clock step, so that a
-    /// key which expired does not come back to life when the clock reads an
+    /// expiry, as the node's cron does here (a primary's, every 100 ms);
+    /// the world runs it before a backward clock step too, so that a key
+    /// which expired does not come back to life when the clock reads an
     /// earlier time (lazy expiry alone would revive it).
     pub fn expire_due(&self, now: Duration) {
         let mut node = self.0.borrow_mut();
         let time = node.time_at(now);
         let due = node.db.expire_due(time);
+        if due.is_empty() {
+            return;
+        }
         node.activity += 1;
         if node.role == Role::Primary {
             node.propagate(due.into_iter().map(|key| Effect::Del { key }).collect());
@@ -763,6 +767,49 @@ mod tests {
             .jump(Duration::from_millis(200), -150_000_000);
         assert!(primary.peek("gone", Duration::from_millis(200)).is_none());
         assert!(primary.peek("live", Duration::from_millis(200)).is_some());
+    }
+
+    /// Runs `node`'s expiry cron in a turmoil host for `span` of
+    /// simulated time.
+    fn run_cron(node: &NodeHandle, span: Duration) {
+        let mut sim = turmoil::Builder::new().build();
+        let cron = node.clone();
+        sim.client("redis-0", async move {
+            let _ = tokio::time::timeout(span, super::super::expire_cron(cron)).await;
+            Ok(())
+        });
+        sim.run().expect("the cron runs");
+    }
+
+    #[test]
+    fn a_primarys_cron_expires_its_keys_and_replicates_each_deletion() {
+        let primary = node(None);
+        let (link, mut stream) = tokio::sync::mpsc::unbounded_channel();
+        primary.0.borrow_mut().streams.insert(1, link);
+        set(&primary, "gone", "v", Some(150));
+        set(&primary, "live", "v", Some(1_000));
+        run_cron(&primary, Duration::from_millis(350));
+        // Within a cron period (100 ms) of its expiry, as Redis's `hz 10`.
+        let (_, effects) = stream.try_recv().expect("a DEL streamed");
+        assert_eq!(
+            effects,
+            vec![Effect::Del {
+                key: b"gone".to_vec()
+            }]
+        );
+        assert!(stream.try_recv().is_err(), "only the expired key");
+        assert!(!primary.0.borrow().db.contains_stored(b"gone"));
+        assert!(primary.0.borrow().db.contains_stored(b"live"));
+    }
+
+    #[test]
+    fn a_replicas_cron_deletes_nothing() {
+        // A replica waits for its primary's DEL (reads hide the key).
+        let replica = node(Some("redis-1"));
+        set(&replica, "gone", "v", Some(150));
+        run_cron(&replica, Duration::from_millis(350));
+        assert!(replica.0.borrow().db.contains_stored(b"gone"));
+        assert!(replica.peek("gone", Duration::from_millis(350)).is_none());
     }
 
     #[test]
