@@ -128,7 +128,7 @@ pub async fn dispatch_in(
     let Some(name) = args.first().map(|name| name.to_ascii_uppercase()) else {
         return vec![error("ERR Protocol error: empty command")];
     };
-    node.0.borrow_mut().activity += 1;
+    node.0.borrow_mut().touch();
     // `ASKING` holds for the one command after it, whatever that is.
     let asking = std::mem::take(&mut session.asking);
     let cluster = node.0.borrow().cluster.clone();

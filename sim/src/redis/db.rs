@@ -327,6 +327,15 @@ impl Db {
         due
     }
 
+    /// The earliest absolute expiry (Unix ms on the node's clock) of any
+    /// stored key, expired or not.
+    pub fn earliest_expiry(&self) -> Option<i64> {
+        self.entries
+            .values()
+            .filter_map(|stored| stored.expires_at)
+            .min()
+    }
+
     /// Whether `key` is stored, expired or not (no lazy expiry): what only
     /// an active expiry or a `DEL` removes.
     #[cfg(test)]

@@ -97,12 +97,12 @@ pub async fn serve(node: NodeHandle) -> turmoil::Result {
     }
 }
 
-/// Redis's active expiry (`serverCron` at `hz 10`): every 100 ms of
-/// simulated time from the node's start, a primary deletes the keys its
-/// clock has passed and replicates each deletion as a `DEL`. A replica
-/// deletes none itself (it hides an expired key from reads, as the
-/// keyspace's lazy expiry does, and waits for its primary's `DEL`), and a
-/// busy node's cron waits for the script to end, as Redis's does.
+/// Redis's active expiry (`serverCron` at `hz 10`): on the cron's ticks,
+/// every 100 ms of simulated time from the node's start, a primary deletes
+/// the keys its clock has passed and replicates each deletion as a `DEL`.
+/// A replica deletes none itself (it hides an expired key from reads, as
+/// the keyspace's lazy expiry does, and waits for its primary's `DEL`),
+/// and a busy node's cron waits for the script to end, as Redis's does.
 ///
 /// The `DEL`s matter under a cut: a primary cut off from its replicas
 /// still expires the lock keys nobody can renew there, the `DEL`s go into
@@ -110,19 +110,60 @@ pub async fn serve(node: NodeHandle) -> turmoil::Result {
 /// behind them, at their first retransmission after the heal, up to
 /// seconds later. A key granted in that gap is not on a replica promoted
 /// meanwhile (`scenarios/README.md`, "Active expiry under a cut").
-/// Deterministic: the turmoil clock, no randomness.
+///
+/// It wakes only on the tick that finds a key due (or when the keyspace,
+/// the role or the clock changes, to look again), not on every tick: idle
+/// skipping jumps the ticks between. Deterministic: the turmoil clock, no
+/// randomness.
 async fn expire_cron(node: NodeHandle) {
+    let start = crate::clock::now();
+    let changed = Rc::clone(&node.0.borrow().keyspace_changed);
+    // The last tick that ran: each runs once.
+    let mut last: Option<Duration> = None;
     loop {
-        tokio::time::sleep(Duration::from_millis(100)).await;
         let now = crate::clock::now();
-        let due = {
+        let wake = {
+            let state = node.0.borrow();
+            (state.role == Role::Primary)
+                .then(|| state.earliest_expiry(now))
+                .flatten()
+                .map(|due| {
+                    let after = last.map_or(Duration::ZERO, |at| at + Duration::from_nanos(1));
+                    cron_tick(start, due.max(state.busy_until).max(after))
+                })
+        };
+        let Some(at) = wake else {
+            changed.notified().await;
+            continue;
+        };
+        // Biased: tokio's select would otherwise draw which ready branch
+        // goes first from a random number the seed does not govern.
+        tokio::select! {
+            biased;
+            () = tokio::time::sleep(at.saturating_sub(now)) => {}
+            () = changed.notified() => continue,
+        }
+        last = Some(at);
+        let now = crate::clock::now();
+        let runs = {
             let state = node.0.borrow();
             state.role == Role::Primary && now >= state.busy_until
         };
-        if due {
+        if runs {
             node.expire_due(now);
         }
     }
+}
+
+/// The expiry cron's period (`hz 10`).
+const CRON_PERIOD: Duration = Duration::from_millis(100);
+
+/// The first tick of a cron started at `start` at or after `at`.
+fn cron_tick(start: Duration, at: Duration) -> Duration {
+    let since = at.saturating_sub(start).as_nanos();
+    let period = CRON_PERIOD.as_nanos();
+    let ticks = since.div_ceil(period);
+    start + Duration::from_nanos(u64::try_from(ticks * period).unwrap_or(u64::MAX))
 }
 
 /// `appendfsync everysec`: the server's cron runs every 100 ms (`hz 10`)

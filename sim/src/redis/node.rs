@@ -149,7 +149,12 @@ pub struct Node {
     pub(super) grants_behind_floor: u64,
     /// Counts what may have changed the keyspace (commands, replicated
     /// writes, restarts): while it stands still, only time expires keys.
+    /// Bump it with [`Node::touch`].
     pub(super) activity: u64,
+    /// Wakes the expiry cron when the keyspace may have changed (a new or
+    /// moved expiry, or a role change), so that it need only wake when a
+    /// key falls due.
+    pub(super) keyspace_changed: Rc<Notify>,
     /// A failover named another primary, but this one has not been
     /// demoted yet: it still acts as a primary for the clients connected
     /// to it (the stale window).
@@ -251,6 +256,7 @@ impl NodeHandle {
             acks_changed: Rc::default(),
             grants_behind_floor: 0,
             activity: 0,
+            keyspace_changed: Rc::default(),
             deposed: false,
             deposed_acks: DeposedAcks::default(),
             clients_generation: 0,
@@ -384,6 +390,7 @@ impl NodeHandle {
                 node.deposed = false;
             }
             node.role = role;
+            node.keyspace_changed.notify_one();
             Rc::clone(&node.role_changed)
         };
         changed.notify_waiters();
@@ -412,6 +419,12 @@ impl NodeHandle {
         self.0.borrow().grants_behind_floor
     }
 
+    /// Tells the expiry cron that the node's clock changed rate or
+    /// stepped: its keys fall due at other true times.
+    pub fn clock_changed(&self) {
+        self.0.borrow().keyspace_changed.notify_one();
+    }
+
     /// Answers every command with BUSY until true time `until`.
     pub fn busy_until(&self, until: Duration) {
         let mut node = self.0.borrow_mut();
@@ -427,7 +440,7 @@ impl NodeHandle {
         let mut node = self.0.borrow_mut();
         let time = node.time_at(now);
         let (key, value) = node.db.evict_volatile_ttl(time)?;
-        node.activity += 1;
+        node.touch();
         if node.role == Role::Primary {
             node.propagate(vec![Effect::Del { key: key.clone() }]);
         }
@@ -452,7 +465,7 @@ impl NodeHandle {
         if due.is_empty() {
             return;
         }
-        node.activity += 1;
+        node.touch();
         if node.role == Role::Primary {
             node.propagate(due.into_iter().map(|key| Effect::Del { key }).collect());
         }
@@ -497,7 +510,7 @@ impl NodeHandle {
                 return false;
             };
             source.db.del(key, time);
-            source.activity += 1;
+            source.touch();
             if source.role == Role::Primary {
                 source.propagate(vec![Effect::Del { key: key.to_vec() }]);
             }
@@ -508,7 +521,7 @@ impl NodeHandle {
         let effects = destination
             .db
             .restore(key, value, pttl.map(|ms| time.ms + ms));
-        destination.activity += 1;
+        destination.touch();
         if destination.role == Role::Primary {
             destination.propagate(effects);
         }
@@ -569,7 +582,7 @@ impl NodeHandle {
     /// Role and clock are configuration and stay.
     pub(super) fn reset(&self) {
         let mut node = self.0.borrow_mut();
-        node.activity += 1;
+        node.touch();
         node.db = match node.persistence {
             crate::config::Persistence::None => Db::default(),
             crate::config::Persistence::AofEverysec => node.fsynced_db.clone(),
@@ -622,6 +635,23 @@ impl Node {
             }
             crate::config::Persistence::AofAlways => self.fsynced_offset = self.offset,
         }
+    }
+
+    /// Marks that the keyspace may have changed: counts it
+    /// ([`Node::activity`]) and wakes the expiry cron.
+    pub(super) fn touch(&mut self) {
+        self.activity += 1;
+        self.keyspace_changed.notify_one();
+    }
+
+    /// The true time of the earliest expiry stored on this node (as its
+    /// clock runs at true time `now`), if a key has one: when the expiry
+    /// cron has work next.
+    pub(super) fn earliest_expiry(&self, now: Duration) -> Option<Duration> {
+        let at_ms = self.db.earliest_expiry()?;
+        let local_ns = i128::from(at_ms - CLOCK_BASE_UNIX_MS) * 1_000_000;
+        // Already due (a clock that jumped past it): now.
+        Some(self.clock.true_time_of(local_ns).max(now))
     }
 
     pub(super) fn next_id(&mut self) -> u64 {

@@ -287,7 +287,7 @@ async fn follow(node: &NodeHandle, primary: &str, stream: TcpStream) {
                         }
                         state.db = db;
                         state.offset = offset;
-                        state.activity += 1;
+                        state.touch();
                     } else {
                         let lag = {
                             let mut state = node.0.borrow_mut();
@@ -309,7 +309,7 @@ async fn follow(node: &NodeHandle, primary: &str, stream: TcpStream) {
                     state.db.apply(effect);
                 }
                 state.offset = offset;
-                state.activity += 1;
+                state.touch();
                 applied = Some(offset);
             }
         }

@@ -343,9 +343,15 @@ impl World<'_> {
         });
     }
 
-    /// After a client's clock changed rate or stepped: records where each
+    /// After a clock changed rate or stepped: a node's expiry cron looks
+    /// again at when its keys fall due; for a client's, records where each
     /// deadline it holds (fixed on its own clock) now falls in true time.
     fn remap_deadlines(&self, target: FaultTarget) {
+        if let FaultTarget::Redis(n) = target
+            && let Some(node) = self.nodes.get(n)
+        {
+            node.clock_changed();
+        }
         let FaultTarget::Client(n) = target else {
             return;
         };
