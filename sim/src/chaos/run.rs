@@ -115,6 +115,8 @@ struct Seed<'a> {
     /// failover promotes them, as the simulator promotes no node it cannot
     /// reach.
     cut_off: BTreeMap<usize, usize>,
+    /// Re-pointings of a node still retrying (`Seed::repoint`), by node.
+    repoints: BTreeMap<usize, tokio::task::JoinHandle<()>>,
 }
 
 impl Seed<'_> {
@@ -214,6 +216,7 @@ pub(super) async fn run_seed(
         sentinel_draws: SentinelDraws::new(seed),
         migrations: BTreeMap::new(),
         cut_off: BTreeMap::new(),
+        repoints: BTreeMap::new(),
     };
     let (reach, ports_to_link) = seed_state.reach(target);
     let epoch = mono_ns();
@@ -891,19 +894,17 @@ impl Seed<'_> {
             })?;
         let new_port = deployment.nodes[new].port;
         let new_reached = deployment.nodes[new].reached_at();
-        for (index, node) in deployment.nodes.iter().enumerate() {
-            if index == new || index == old || node.proc.is_none() {
-                continue;
-            }
-            if let Ok(mut conn) = admin(node.port).await {
-                let _: redis::RedisResult<redis::Value> = redis::cmd("REPLICAOF")
-                    .arg("127.0.0.1")
-                    .arg(new_reached)
-                    .query_async(&mut conn)
-                    .await;
-            }
-        }
+        let others: Vec<(usize, u16)> = deployment
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(index, node)| *index != new && *index != old && node.proc.is_some())
+            .map(|(index, node)| (index, node.port))
+            .collect();
         deployment.primary = new;
+        for (index, port) in others {
+            self.repoint(index, port, new_reached).await;
+        }
         for client in 0..self.clients.len() {
             self.command(client, ClientCommand::Primary { node: new });
         }
@@ -1013,17 +1014,55 @@ impl Seed<'_> {
     async fn demote(&mut self, old: usize) -> Result<(), ChaosError> {
         let deployment = self.deployment()?;
         let primary_port = deployment.nodes[deployment.primary].reached_at();
-        if deployment.nodes[old].proc.is_some()
-            && let Ok(mut conn) = admin(deployment.nodes[old].port).await
-        {
-            let _: redis::RedisResult<redis::Value> = redis::cmd("REPLICAOF")
-                .arg("127.0.0.1")
-                .arg(primary_port)
-                .query_async(&mut conn)
-                .await;
+        if deployment.nodes[old].proc.is_some() {
+            let port = deployment.nodes[old].port;
+            self.repoint(old, port, primary_port).await;
         }
         Ok(())
     }
+
+    /// Points node `index` (listening on `port`) at the primary reached at
+    /// `primary` with `REPLICAOF`, retried every 20 ms in the background
+    /// while the node refuses it, as Sentinel retries a replica's
+    /// reconfiguration: a node running a busy script answers `BUSY` to
+    /// everything, and the simulator re-points it all the same. Giving up
+    /// at the first refusal left a busy replica following the dead primary
+    /// for the rest of the run (`mix-failover-no-wait` seed 332: promoted
+    /// by the next failover with none of its primary's writes since, it
+    /// lost a key granted 483 ms before, where the simulator kept it). A
+    /// later re-pointing of the node replaces one still retrying.
+    async fn repoint(&mut self, index: usize, port: u16, primary: u16) {
+        if let Some(pending) = self.repoints.remove(&index) {
+            pending.abort();
+        }
+        if replica_of(port, primary).await {
+            return;
+        }
+        let retrying = tokio::spawn(async move {
+            // A busy script ends within the run; the run's end drops the
+            // runtime, and this task with it.
+            loop {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                if replica_of(port, primary).await {
+                    return;
+                }
+            }
+        });
+        self.repoints.insert(index, retrying);
+    }
+}
+
+/// Whether node `port` took `REPLICAOF 127.0.0.1 primary`.
+async fn replica_of(port: u16, primary: u16) -> bool {
+    let Ok(mut conn) = admin(port).await else {
+        return false;
+    };
+    redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(primary)
+        .query_async::<redis::Value>(&mut conn)
+        .await
+        .is_ok()
 }
 
 /// The port of the primary owning the lock key's slot, and its replicas'
