@@ -630,16 +630,11 @@ impl Seed<'_> {
     fn cut_links(&self, fault: &ConcreteFault, target: FaultTarget) {
         let delay = fault.delay.unwrap_or(Duration::from_millis(100));
         for link in self.links_of(target) {
-            match (fault.kind, target) {
-                (FaultKind::PartitionOneway, FaultTarget::Client(_)) => {
-                    link.set(|mode| mode.hold_up = true);
-                }
-                (FaultKind::PartitionOneway, _) => link.set(|mode| mode.hold_down = true),
-                (FaultKind::Latency, _) => link.set(|mode| mode.delay = delay),
-                _ => link.set(|mode| {
-                    mode.hold_up = true;
-                    mode.hold_down = true;
-                }),
+            if fault.kind == FaultKind::Latency {
+                link.set(|mode| mode.delay = delay);
+            } else {
+                let client = matches!(target, FaultTarget::Client(_));
+                link.set(|mode| cut::hold_link(mode, fault.kind, client, true));
             }
         }
     }
@@ -775,11 +770,9 @@ impl Seed<'_> {
                 self.cut_server(n, fault, false);
             }
             (FaultKind::Partition | FaultKind::PartitionOneway, _) => {
+                let client = matches!(target, FaultTarget::Client(_));
                 for link in self.links_of(target) {
-                    link.set(|mode| {
-                        mode.hold_up = false;
-                        mode.hold_down = false;
-                    });
+                    link.set(|mode| cut::hold_link(mode, fault.kind, client, false));
                 }
             }
             (FaultKind::Latency, _) => {
