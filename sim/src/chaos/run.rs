@@ -115,6 +115,10 @@ struct Seed<'a> {
     /// failover promotes them, as the simulator promotes no node it cannot
     /// reach.
     cut_off: BTreeMap<usize, usize>,
+    /// Nodes a cluster shard failover's stale window cuts off the bus now,
+    /// by schedule index: its end heals the node its begin cut, and no
+    /// other (a heal of another would end a hold a partition still needs).
+    bus_cut: BTreeMap<usize, usize>,
 }
 
 impl Seed<'_> {
@@ -214,6 +218,7 @@ pub(super) async fn run_seed(
         sentinel_draws: SentinelDraws::new(seed),
         migrations: BTreeMap::new(),
         cut_off: BTreeMap::new(),
+        bus_cut: BTreeMap::new(),
     };
     let (reach, ports_to_link) = seed_state.reach(target);
     let epoch = mono_ns();
@@ -612,7 +617,9 @@ impl Seed<'_> {
                 self.failover(old, fault.duration, procs).await?;
             }
             (FaultKind::ShardFailover, FaultTarget::Redis(_)) => {
-                self.shard_failover(fault.duration).await?;
+                if let Some(old) = self.shard_failover(fault.duration).await? {
+                    self.bus_cut.insert(index, old);
+                }
             }
             (FaultKind::SlotMigration, _) => self.begin_migration(index, fault).await?,
             (kind, target) => {
@@ -790,8 +797,10 @@ impl Seed<'_> {
             }
             // The bus heals: the old primary hears of the new epoch and
             // rejoins as a replica of its shard's primary.
-            (FaultKind::ShardFailover, FaultTarget::Redis(old)) => {
-                self.deployment()?.cut_off_bus(old, false);
+            (FaultKind::ShardFailover, _) => {
+                if let Some(old) = self.bus_cut.remove(&index) {
+                    self.deployment()?.cut_off_bus(old, false);
+                }
             }
             (FaultKind::SlotMigration, _) => {
                 if let Some(migration) = self.migrations.remove(&index) {
@@ -963,10 +972,14 @@ impl Seed<'_> {
     /// new primary (through its replication proxy), as the simulator's
     /// forced failover demotes it, its clients still connected; with one
     /// it is cut off the cluster bus first, until the fault's end heals it.
-    async fn shard_failover(&mut self, window: Option<Duration>) -> Result<(), ChaosError> {
+    /// Returns the node it cut off the bus, if any.
+    async fn shard_failover(
+        &mut self,
+        window: Option<Duration>,
+    ) -> Result<Option<usize>, ChaosError> {
         let deployment = self.deployment()?;
         let Some((old_port, replicas)) = cluster_owner(deployment).await else {
-            return Ok(());
+            return Ok(None);
         };
         let old = deployment.nodes.iter().position(|n| n.port == old_port);
         let old_owner = key_owner(old_port).await;
@@ -976,7 +989,8 @@ impl Seed<'_> {
         // its clients and believing it owns its slots until the window
         // ends and the bus heals (or, past the node timeout, it finds
         // itself cut off and stops).
-        if let (Some(_), Some(old)) = (window, old) {
+        let cut = window.and(old);
+        if let Some(old) = cut {
             deployment.cut_off_bus(old, true);
         }
         for port in replicas {
@@ -995,10 +1009,10 @@ impl Seed<'_> {
                         self.record_failover(old, new, port, old_owner).await;
                     }
                 }
-                return Ok(());
+                return Ok(cut);
             }
         }
-        Ok(())
+        Ok(cut)
     }
 
     /// The stale window is over: the old primary becomes a replica of the
