@@ -135,6 +135,22 @@ pub(super) fn death_acts(nodes: &[NodeShape], node: usize) -> Vec<Act> {
         .collect()
 }
 
+/// What a partition (`kind`: both ways, or one way) of a client
+/// (`client`) or of the storage node does to one of the links it acts on,
+/// as it begins (`begin`) or ends: both ways holds both directions; one
+/// way holds a client's requests (its sends) or the storage node's
+/// replies. Its end ends only the holds its begin took: another fault may
+/// still hold the link.
+pub(super) fn hold_link(mode: &mut LinkMode, kind: FaultKind, client: bool, begin: bool) {
+    let one_way = kind == FaultKind::PartitionOneway;
+    if !one_way || client {
+        mode.hold_up.set(begin);
+    }
+    if !one_way || !client {
+        mode.hold_down.set(begin);
+    }
+}
+
 /// What act `act` of a server fault does to one of its proxies' `mode`
 /// as the fault begins (`begin`) or ends: a partition sets (or clears)
 /// its holds; latency (`delay`, as it begins) slows only the connections
@@ -152,13 +168,21 @@ pub(super) fn apply(
 ) {
     match (act.scope, latency) {
         (Scope::Every, false) => {
-            mode.hold_up = (act.up && begin) || (!act.up && mode.hold_up);
-            mode.hold_down = (act.down && begin) || (!act.down && mode.hold_down);
+            if act.up {
+                mode.hold_up.set(begin);
+            }
+            if act.down {
+                mode.hold_down.set(begin);
+            }
         }
         (Scope::From(peer), false) => {
             let rule = mode.peers.entry(peer).or_default();
-            rule.hold_up = (act.up && begin) || (!act.up && rule.hold_up);
-            rule.hold_down = (act.down && begin) || (!act.down && rule.hold_down);
+            if act.up {
+                rule.hold_up.set(begin);
+            }
+            if act.down {
+                rule.hold_down.set(begin);
+            }
         }
         (scope, true) => {
             let peers: Vec<IpAddr> = match (scope, begin) {
@@ -343,9 +367,9 @@ mod tests {
             assert!(!mode.holds(false, Some(sentinel)), "{kind:?}");
             assert!(!mode.holds(true, Some(sentinel)), "{kind:?}");
             // A sentinel made deaf meanwhile is held by its own rule.
-            mode.peers.entry(sentinel).or_default().hold_down = true;
+            mode.peers.entry(sentinel).or_default().hold_down.begin();
             assert!(mode.holds(false, Some(sentinel)), "{kind:?}");
-            mode.peers.entry(sentinel).or_default().hold_down = false;
+            mode.peers.entry(sentinel).or_default().hold_down.end();
             apply_all(
                 &mut mode,
                 Proxy::Replication(0),
@@ -406,5 +430,189 @@ mod tests {
             vec![act(Proxy::Clients(0), Scope::Every, true, true)]
         );
         assert!(server_acts(&single, 3, FaultKind::Partition).is_empty());
+    }
+
+    /// Applies to `mode`, the link of `proxy`, the acts of node 0's
+    /// silent death.
+    fn die(mode: &mut LinkMode, proxy: Proxy) {
+        for act in death_acts(&primary_replica(), 0) {
+            if act.proxy == proxy {
+                apply(mode, act, false, true, Duration::ZERO, &BTreeSet::new());
+            }
+        }
+    }
+
+    /// Whether both directions of a connection from `peer` are held.
+    fn cut_both(mode: &LinkMode, peer: Option<IpAddr>) -> bool {
+        mode.holds(true, peer) && mode.holds(false, peer)
+    }
+
+    #[test]
+    fn a_client_partition_ending_inside_its_nodes_partition_leaves_the_link_held() {
+        // `mix-failover-no-wait` seed 274: the client's partition begins,
+        // then node 0's; the client's ends first.
+        let seen = BTreeSet::new();
+        let mut mode = LinkMode::default();
+        hold_link(&mut mode, FaultKind::Partition, true, true);
+        apply_all(
+            &mut mode,
+            Proxy::Clients(0),
+            0,
+            FaultKind::Partition,
+            true,
+            &seen,
+        );
+        hold_link(&mut mode, FaultKind::Partition, true, false);
+        assert!(cut_both(&mode, None), "healed inside the node's partition");
+        apply_all(
+            &mut mode,
+            Proxy::Clients(0),
+            0,
+            FaultKind::Partition,
+            false,
+            &seen,
+        );
+        assert!(!mode.holds(true, None) && !mode.holds(false, None));
+        // The other order: the node's ends first.
+        hold_link(&mut mode, FaultKind::Partition, true, true);
+        apply_all(
+            &mut mode,
+            Proxy::Clients(0),
+            0,
+            FaultKind::Partition,
+            true,
+            &seen,
+        );
+        apply_all(
+            &mut mode,
+            Proxy::Clients(0),
+            0,
+            FaultKind::Partition,
+            false,
+            &seen,
+        );
+        assert!(
+            cut_both(&mode, None),
+            "healed inside the client's partition"
+        );
+        hold_link(&mut mode, FaultKind::Partition, true, false);
+        assert_eq!(mode, LinkMode::default());
+    }
+
+    #[test]
+    fn a_partition_ending_after_its_nodes_death_leaves_it_held_for_good() {
+        let seen = BTreeSet::new();
+        let replica = Some(source(1));
+        let own = Some(source(0));
+        // Its clients' links, its replicas' links into it, and its own
+        // link into a replica's proxy (a demoted node's, by source).
+        for (proxy, peer) in [
+            (Proxy::Clients(0), None),
+            (Proxy::Replication(0), replica),
+            (Proxy::Replication(1), own),
+        ] {
+            for kind in [FaultKind::Partition, FaultKind::PartitionOneway] {
+                let mut mode = LinkMode::default();
+                apply_all(&mut mode, proxy, 0, kind, true, &seen);
+                die(&mut mode, proxy);
+                apply_all(&mut mode, proxy, 0, kind, false, &seen);
+                assert!(cut_both(&mode, peer), "{proxy:?} {kind:?}");
+                // A client's partition of a dead node's link too.
+                hold_link(&mut mode, FaultKind::Partition, true, true);
+                hold_link(&mut mode, FaultKind::Partition, true, false);
+                assert!(cut_both(&mode, peer), "{proxy:?} {kind:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn one_way_and_two_way_partitions_of_one_link_compose() {
+        let seen = BTreeSet::new();
+        // A client's one-way partition (its requests) inside its node's
+        // two-way one: ending it leaves both directions held.
+        let mut mode = LinkMode::default();
+        apply_all(
+            &mut mode,
+            Proxy::Clients(0),
+            0,
+            FaultKind::Partition,
+            true,
+            &seen,
+        );
+        hold_link(&mut mode, FaultKind::PartitionOneway, true, true);
+        hold_link(&mut mode, FaultKind::PartitionOneway, true, false);
+        assert!(cut_both(&mode, None));
+        // The node's two-way partition ends inside the client's one-way
+        // one: the requests stay held, the replies flow.
+        hold_link(&mut mode, FaultKind::PartitionOneway, true, true);
+        apply_all(
+            &mut mode,
+            Proxy::Clients(0),
+            0,
+            FaultKind::Partition,
+            false,
+            &seen,
+        );
+        assert!(mode.holds(true, None) && !mode.holds(false, None));
+        hold_link(&mut mode, FaultKind::PartitionOneway, true, false);
+        assert_eq!(mode, LinkMode::default());
+        // The node's one-way partition (its replies) inside a client's
+        // two-way one, and the other way round.
+        hold_link(&mut mode, FaultKind::Partition, true, true);
+        apply_all(
+            &mut mode,
+            Proxy::Clients(0),
+            0,
+            FaultKind::PartitionOneway,
+            true,
+            &seen,
+        );
+        apply_all(
+            &mut mode,
+            Proxy::Clients(0),
+            0,
+            FaultKind::PartitionOneway,
+            false,
+            &seen,
+        );
+        assert!(cut_both(&mode, None));
+        apply_all(
+            &mut mode,
+            Proxy::Clients(0),
+            0,
+            FaultKind::PartitionOneway,
+            true,
+            &seen,
+        );
+        hold_link(&mut mode, FaultKind::Partition, true, false);
+        assert!(!mode.holds(true, None) && mode.holds(false, None));
+        // The same on a replica's rule (by source) on the node's proxy:
+        // node 1's one-way partition inside node 0's two-way one.
+        let mut mode = LinkMode::default();
+        apply_all(
+            &mut mode,
+            Proxy::Replication(0),
+            0,
+            FaultKind::Partition,
+            true,
+            &seen,
+        );
+        apply_all(
+            &mut mode,
+            Proxy::Replication(0),
+            1,
+            FaultKind::PartitionOneway,
+            true,
+            &seen,
+        );
+        apply_all(
+            &mut mode,
+            Proxy::Replication(0),
+            1,
+            FaultKind::PartitionOneway,
+            false,
+            &seen,
+        );
+        assert!(cut_both(&mode, Some(source(1))));
     }
 }

@@ -108,13 +108,13 @@ impl Ears {
             link.set(|mode| {
                 let rule = mode.peers.entry(self.source).or_default();
                 rule.heal_at_once = deaf;
-                rule.hold_down = deaf;
+                rule.hold_down.set(deaf);
             });
         }
         // Only the other sentinels dial this proxy, and only this holds it.
         self.peers.set(|mode| {
             mode.heal_at_once = deaf;
-            mode.hold_up = deaf;
+            mode.hold_up.set(deaf);
         });
     }
 }
@@ -434,8 +434,8 @@ impl Deployment {
         // The window ends when the old primary hears of the new epoch,
         // `duration` after the takeover: what the bus kept arrives then.
         own.set(|mode| {
-            mode.hold_up = cut;
-            mode.hold_down = cut;
+            mode.hold_up.set(cut);
+            mode.hold_down.set(cut);
             mode.heal_at_once = cut;
         });
         for (other, node) in self.nodes.iter().enumerate() {
@@ -446,8 +446,8 @@ impl Deployment {
                 link.set(|mode| {
                     let rule = mode.peers.entry(source).or_default();
                     rule.heal_at_once = cut;
-                    rule.hold_up = cut;
-                    rule.hold_down = cut;
+                    rule.hold_up.set(cut);
+                    rule.hold_down.set(cut);
                 });
             }
         }

@@ -33,13 +33,47 @@ use tokio::{
     time::Instant,
 };
 
+/// How many faults hold one direction of a link now. A direction is held
+/// while any is, as a packet two iptables rules drop stays dropped until
+/// both are gone: the end of one fault must not heal what another
+/// overlapping it still holds (`mix-failover-no-wait` seed 274: a client's
+/// partition ended inside its node's, and the node granted it the lock).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Holds(u32);
+
+impl Holds {
+    /// One more fault holds it.
+    pub(super) fn begin(&mut self) {
+        self.0 += 1;
+    }
+
+    /// One fault holding it ends; an end with none left does nothing.
+    pub(super) fn end(&mut self) {
+        self.0 = self.0.saturating_sub(1);
+    }
+
+    /// A fault begins (`begin`) or ends.
+    pub(super) fn set(&mut self, begin: bool) {
+        if begin { self.begin() } else { self.end() }
+    }
+
+    /// Whether any fault holds it.
+    pub(super) fn held(self) -> bool {
+        self.0 > 0
+    }
+
+    /// Held by one fault.
+    #[cfg(test)]
+    pub(super) const ONE: Self = Self(1);
+}
+
 /// What a link does to its traffic now.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(super) struct LinkMode {
     /// Hold what the client sends.
-    pub hold_up: bool,
+    pub hold_up: Holds,
     /// Hold what the server sends.
-    pub hold_down: bool,
+    pub hold_down: Holds,
     /// Extra one-way delay, both directions.
     pub delay: Duration,
     /// A further delay drawn afresh for each chunk the server sends, from
@@ -75,9 +109,9 @@ pub(super) struct LinkMode {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(super) struct PeerMode {
     /// Hold what such a connection sends.
-    pub hold_up: bool,
+    pub hold_up: Holds,
     /// Hold what the server sends back on it.
-    pub hold_down: bool,
+    pub hold_down: Holds,
     /// Extra one-way delay, both directions.
     pub delay: Duration,
     /// This rule's holds end at once ([`LinkMode::heal_at_once`]): a
@@ -97,9 +131,9 @@ impl LinkMode {
     /// one is a network cut, whose heal delivers at a retransmission.
     fn hold(&self, up: bool, peer: Option<IpAddr>) -> Option<bool> {
         let spared = peer.is_some_and(|peer| self.spared.contains(&peer));
-        let wide = !spared && if up { self.hold_up } else { self.hold_down };
+        let wide = !spared && if up { self.hold_up } else { self.hold_down }.held();
         let rule = peer.and_then(|peer| self.peers.get(&peer));
-        let ruled = rule.filter(|rule| if up { rule.hold_up } else { rule.hold_down });
+        let ruled = rule.filter(|rule| if up { rule.hold_up } else { rule.hold_down }.held());
         if !wide && ruled.is_none() {
             return None;
         }
@@ -524,8 +558,8 @@ mod tests {
             mode.peers.insert(
                 IpAddr::V4(cut),
                 PeerMode {
-                    hold_up: true,
-                    hold_down: true,
+                    hold_up: Holds::ONE,
+                    hold_down: Holds::ONE,
                     ..PeerMode::default()
                 },
             );
@@ -558,7 +592,7 @@ mod tests {
      {
         let (upstream, accepted) = counted_echo().await;
         let link = start(upstream, 1).await.unwrap();
-        link.set(|mode| mode.hold_down = true);
+        link.set(|mode| mode.hold_down.begin());
         let dialled = Instant::now();
         let mut stream = dial_from(Ipv4Addr::LOCALHOST, link.port).await;
         stream.write_all(b"x").await.unwrap();
@@ -569,7 +603,7 @@ mod tests {
             0,
             "connected during the cut"
         );
-        link.set(|mode| mode.hold_down = false);
+        link.set(|mode| mode.hold_down.end());
         let mut back = [0u8; 1];
         tokio::time::timeout(Duration::from_secs(5), stream.read_exact(&mut back))
             .await
@@ -585,13 +619,13 @@ mod tests {
     async fn a_connection_abandoned_during_a_cut_never_reaches_the_server() {
         let (upstream, accepted) = counted_echo().await;
         let link = start(upstream, 1).await.unwrap();
-        link.set(|mode| mode.hold_up = true);
+        link.set(|mode| mode.hold_up.begin());
         let mut stream = dial_from(Ipv4Addr::LOCALHOST, link.port).await;
         stream.write_all(b"x").await.unwrap();
         tokio::time::sleep(Duration::from_millis(100)).await;
         drop(stream);
         tokio::time::sleep(Duration::from_millis(100)).await;
-        link.set(|mode| mode.hold_up = false);
+        link.set(|mode| mode.hold_up.end());
         tokio::time::sleep(SYN_RETRANSMITS[0] + Duration::from_millis(300)).await;
         assert_eq!(accepted.load(Ordering::SeqCst), 0);
         // Healed, a new connection goes through at once.
@@ -670,8 +704,8 @@ mod tests {
     /// Holds both directions of every connection on `link`: a cut.
     fn cut_both_ways(link: &Link) {
         link.set(|mode| {
-            mode.hold_up = true;
-            mode.hold_down = true;
+            mode.hold_up.begin();
+            mode.hold_down.begin();
         });
     }
 
@@ -716,7 +750,7 @@ mod tests {
         let link = start(upstream, 1).await.unwrap();
         let mut stream = connected(&link, &received).await;
         link.set(|mode| {
-            mode.hold_up = true;
+            mode.hold_up.begin();
             mode.heal_at_once = true;
         });
         let sent = Instant::now();
@@ -750,7 +784,7 @@ mod tests {
         stream.write_all(b"x").await.unwrap();
         tokio::time::sleep_until(sent + Duration::from_millis(300)).await;
         link.set(|mode| {
-            mode.hold_up = false;
+            mode.hold_up.end();
             mode.heal_at_once = false;
             mode.peers.clear();
         });
@@ -768,10 +802,10 @@ mod tests {
         let node = Ipv4Addr::new(127, 0, 0, 21);
         let hold = |mode: &mut LinkMode| {
             // A partition of the node on this link, a sentinel made deaf.
-            mode.hold_up = true;
+            mode.hold_up.begin();
             mode.spared.insert(IpAddr::V4(deaf));
             let rule = mode.peers.entry(IpAddr::V4(deaf)).or_default();
-            rule.hold_up = true;
+            rule.hold_up.begin();
             rule.heal_at_once = true;
         };
         let mut open = Vec::new();
@@ -786,9 +820,9 @@ mod tests {
             &received,
             node,
             |mode| {
-                mode.hold_up = true;
+                mode.hold_up.begin();
                 let rule = mode.peers.entry(IpAddr::V4(node)).or_default();
-                rule.hold_up = true;
+                rule.hold_up.begin();
                 rule.heal_at_once = true;
             },
             &mut open,
@@ -821,7 +855,8 @@ mod tests {
             mode.peers
                 .entry(IpAddr::V4(sentinel))
                 .or_default()
-                .hold_down = true
+                .hold_down
+                .begin()
         });
         assert_eq!(round_trip(&mut from_sentinel, b'e', short).await, None);
     }
@@ -879,8 +914,8 @@ mod tests {
         let read = tokio::time::timeout(Duration::from_millis(500), stream.read(&mut back)).await;
         assert!(read.is_err(), "the close went through the hold: {read:?}");
         link.set(|mode| {
-            mode.hold_up = false;
-            mode.hold_down = false;
+            mode.hold_up.end();
+            mode.hold_down.end();
         });
         let read = tokio::time::timeout(long, stream.read(&mut back)).await;
         assert!(
@@ -919,7 +954,7 @@ mod tests {
             mode.peers.insert(
                 IpAddr::V4(slow),
                 PeerMode {
-                    hold_down: true,
+                    hold_down: Holds::ONE,
                     ..PeerMode::default()
                 },
             );

@@ -117,6 +117,10 @@ struct Seed<'a> {
     cut_off: BTreeMap<usize, usize>,
     /// Re-pointings of a node still retrying (`Seed::repoint`), by node.
     repoints: BTreeMap<usize, tokio::task::JoinHandle<()>>,
+    /// Nodes a cluster shard failover's stale window cuts off the bus now,
+    /// by schedule index: its end heals the node its begin cut, and no
+    /// other (a heal of another would end a hold a partition still needs).
+    bus_cut: BTreeMap<usize, usize>,
 }
 
 impl Seed<'_> {
@@ -217,6 +221,7 @@ pub(super) async fn run_seed(
         migrations: BTreeMap::new(),
         cut_off: BTreeMap::new(),
         repoints: BTreeMap::new(),
+        bus_cut: BTreeMap::new(),
     };
     let (reach, ports_to_link) = seed_state.reach(target);
     let epoch = mono_ns();
@@ -615,7 +620,9 @@ impl Seed<'_> {
                 self.failover(old, fault.duration, procs).await?;
             }
             (FaultKind::ShardFailover, FaultTarget::Redis(_)) => {
-                self.shard_failover(fault.duration).await?;
+                if let Some(old) = self.shard_failover(fault.duration).await? {
+                    self.bus_cut.insert(index, old);
+                }
             }
             (FaultKind::SlotMigration, _) => self.begin_migration(index, fault).await?,
             (kind, target) => {
@@ -633,16 +640,11 @@ impl Seed<'_> {
     fn cut_links(&self, fault: &ConcreteFault, target: FaultTarget) {
         let delay = fault.delay.unwrap_or(Duration::from_millis(100));
         for link in self.links_of(target) {
-            match (fault.kind, target) {
-                (FaultKind::PartitionOneway, FaultTarget::Client(_)) => {
-                    link.set(|mode| mode.hold_up = true);
-                }
-                (FaultKind::PartitionOneway, _) => link.set(|mode| mode.hold_down = true),
-                (FaultKind::Latency, _) => link.set(|mode| mode.delay = delay),
-                _ => link.set(|mode| {
-                    mode.hold_up = true;
-                    mode.hold_down = true;
-                }),
+            if fault.kind == FaultKind::Latency {
+                link.set(|mode| mode.delay = delay);
+            } else {
+                let client = matches!(target, FaultTarget::Client(_));
+                link.set(|mode| cut::hold_link(mode, fault.kind, client, true));
             }
         }
     }
@@ -778,11 +780,9 @@ impl Seed<'_> {
                 self.cut_server(n, fault, false);
             }
             (FaultKind::Partition | FaultKind::PartitionOneway, _) => {
+                let client = matches!(target, FaultTarget::Client(_));
                 for link in self.links_of(target) {
-                    link.set(|mode| {
-                        mode.hold_up = false;
-                        mode.hold_down = false;
-                    });
+                    link.set(|mode| cut::hold_link(mode, fault.kind, client, false));
                 }
             }
             (FaultKind::Latency, _) => {
@@ -800,8 +800,10 @@ impl Seed<'_> {
             }
             // The bus heals: the old primary hears of the new epoch and
             // rejoins as a replica of its shard's primary.
-            (FaultKind::ShardFailover, FaultTarget::Redis(old)) => {
-                self.deployment()?.cut_off_bus(old, false);
+            (FaultKind::ShardFailover, _) => {
+                if let Some(old) = self.bus_cut.remove(&index) {
+                    self.deployment()?.cut_off_bus(old, false);
+                }
             }
             (FaultKind::SlotMigration, _) => {
                 if let Some(migration) = self.migrations.remove(&index) {
@@ -971,10 +973,14 @@ impl Seed<'_> {
     /// new primary (through its replication proxy), as the simulator's
     /// forced failover demotes it, its clients still connected; with one
     /// it is cut off the cluster bus first, until the fault's end heals it.
-    async fn shard_failover(&mut self, window: Option<Duration>) -> Result<(), ChaosError> {
+    /// Returns the node it cut off the bus, if any.
+    async fn shard_failover(
+        &mut self,
+        window: Option<Duration>,
+    ) -> Result<Option<usize>, ChaosError> {
         let deployment = self.deployment()?;
         let Some((old_port, replicas)) = cluster_owner(deployment).await else {
-            return Ok(());
+            return Ok(None);
         };
         let old = deployment.nodes.iter().position(|n| n.port == old_port);
         let old_owner = key_owner(old_port).await;
@@ -984,7 +990,8 @@ impl Seed<'_> {
         // its clients and believing it owns its slots until the window
         // ends and the bus heals (or, past the node timeout, it finds
         // itself cut off and stops).
-        if let (Some(_), Some(old)) = (window, old) {
+        let cut = window.and(old);
+        if let Some(old) = cut {
             deployment.cut_off_bus(old, true);
         }
         for port in replicas {
@@ -1003,10 +1010,10 @@ impl Seed<'_> {
                         self.record_failover(old, new, port, old_owner).await;
                     }
                 }
-                return Ok(());
+                return Ok(cut);
             }
         }
-        Ok(())
+        Ok(cut)
     }
 
     /// The stale window is over: the old primary becomes a replica of the
