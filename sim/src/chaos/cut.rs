@@ -442,6 +442,12 @@ mod tests {
         }
     }
 
+    /// A `kind` fault of node `node` begins (or ends) on `proxy`'s links,
+    /// none of which has carried a connection yet.
+    fn fault(mode: &mut LinkMode, proxy: Proxy, node: usize, kind: FaultKind, begin: bool) {
+        apply_all(mode, proxy, node, kind, begin, &BTreeSet::new());
+    }
+
     /// Whether both directions of a connection from `peer` are held.
     fn cut_both(mode: &LinkMode, peer: Option<IpAddr>) -> bool {
         mode.holds(true, peer) && mode.holds(false, peer)
@@ -451,46 +457,17 @@ mod tests {
     fn a_client_partition_ending_inside_its_nodes_partition_leaves_the_link_held() {
         // `mix-failover-no-wait` seed 274: the client's partition begins,
         // then node 0's; the client's ends first.
-        let seen = BTreeSet::new();
         let mut mode = LinkMode::default();
         hold_link(&mut mode, FaultKind::Partition, true, true);
-        apply_all(
-            &mut mode,
-            Proxy::Clients(0),
-            0,
-            FaultKind::Partition,
-            true,
-            &seen,
-        );
+        fault(&mut mode, Proxy::Clients(0), 0, FaultKind::Partition, true);
         hold_link(&mut mode, FaultKind::Partition, true, false);
         assert!(cut_both(&mode, None), "healed inside the node's partition");
-        apply_all(
-            &mut mode,
-            Proxy::Clients(0),
-            0,
-            FaultKind::Partition,
-            false,
-            &seen,
-        );
+        fault(&mut mode, Proxy::Clients(0), 0, FaultKind::Partition, false);
         assert!(!mode.holds(true, None) && !mode.holds(false, None));
         // The other order: the node's ends first.
         hold_link(&mut mode, FaultKind::Partition, true, true);
-        apply_all(
-            &mut mode,
-            Proxy::Clients(0),
-            0,
-            FaultKind::Partition,
-            true,
-            &seen,
-        );
-        apply_all(
-            &mut mode,
-            Proxy::Clients(0),
-            0,
-            FaultKind::Partition,
-            false,
-            &seen,
-        );
+        fault(&mut mode, Proxy::Clients(0), 0, FaultKind::Partition, true);
+        fault(&mut mode, Proxy::Clients(0), 0, FaultKind::Partition, false);
         assert!(
             cut_both(&mode, None),
             "healed inside the client's partition"
@@ -501,7 +478,6 @@ mod tests {
 
     #[test]
     fn a_partition_ending_after_its_nodes_death_leaves_it_held_for_good() {
-        let seen = BTreeSet::new();
         let replica = Some(source(1));
         let own = Some(source(0));
         // Its clients' links, its replicas' links into it, and its own
@@ -513,9 +489,9 @@ mod tests {
         ] {
             for kind in [FaultKind::Partition, FaultKind::PartitionOneway] {
                 let mut mode = LinkMode::default();
-                apply_all(&mut mode, proxy, 0, kind, true, &seen);
+                fault(&mut mode, proxy, 0, kind, true);
                 die(&mut mode, proxy);
-                apply_all(&mut mode, proxy, 0, kind, false, &seen);
+                fault(&mut mode, proxy, 0, kind, false);
                 assert!(cut_both(&mode, peer), "{proxy:?} {kind:?}");
                 // A client's partition of a dead node's link too.
                 hold_link(&mut mode, FaultKind::Partition, true, true);
@@ -527,91 +503,70 @@ mod tests {
 
     #[test]
     fn one_way_and_two_way_partitions_of_one_link_compose() {
-        let seen = BTreeSet::new();
         // A client's one-way partition (its requests) inside its node's
         // two-way one: ending it leaves both directions held.
         let mut mode = LinkMode::default();
-        apply_all(
-            &mut mode,
-            Proxy::Clients(0),
-            0,
-            FaultKind::Partition,
-            true,
-            &seen,
-        );
+        fault(&mut mode, Proxy::Clients(0), 0, FaultKind::Partition, true);
         hold_link(&mut mode, FaultKind::PartitionOneway, true, true);
         hold_link(&mut mode, FaultKind::PartitionOneway, true, false);
         assert!(cut_both(&mode, None));
         // The node's two-way partition ends inside the client's one-way
         // one: the requests stay held, the replies flow.
         hold_link(&mut mode, FaultKind::PartitionOneway, true, true);
-        apply_all(
-            &mut mode,
-            Proxy::Clients(0),
-            0,
-            FaultKind::Partition,
-            false,
-            &seen,
-        );
+        fault(&mut mode, Proxy::Clients(0), 0, FaultKind::Partition, false);
         assert!(mode.holds(true, None) && !mode.holds(false, None));
         hold_link(&mut mode, FaultKind::PartitionOneway, true, false);
         assert_eq!(mode, LinkMode::default());
         // The node's one-way partition (its replies) inside a client's
         // two-way one, and the other way round.
         hold_link(&mut mode, FaultKind::Partition, true, true);
-        apply_all(
+        fault(
             &mut mode,
             Proxy::Clients(0),
             0,
             FaultKind::PartitionOneway,
             true,
-            &seen,
         );
-        apply_all(
+        fault(
             &mut mode,
             Proxy::Clients(0),
             0,
             FaultKind::PartitionOneway,
             false,
-            &seen,
         );
         assert!(cut_both(&mode, None));
-        apply_all(
+        fault(
             &mut mode,
             Proxy::Clients(0),
             0,
             FaultKind::PartitionOneway,
             true,
-            &seen,
         );
         hold_link(&mut mode, FaultKind::Partition, true, false);
         assert!(!mode.holds(true, None) && mode.holds(false, None));
         // The same on a replica's rule (by source) on the node's proxy:
         // node 1's one-way partition inside node 0's two-way one.
         let mut mode = LinkMode::default();
-        apply_all(
+        fault(
             &mut mode,
             Proxy::Replication(0),
             0,
             FaultKind::Partition,
             true,
-            &seen,
         );
-        apply_all(
+        fault(
             &mut mode,
             Proxy::Replication(0),
             1,
             FaultKind::PartitionOneway,
             true,
-            &seen,
         );
-        apply_all(
+        fault(
             &mut mode,
             Proxy::Replication(0),
             1,
             FaultKind::PartitionOneway,
             false,
-            &seen,
         );
         assert!(cut_both(&mode, Some(source(1))));
     }
