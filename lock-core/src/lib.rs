@@ -79,8 +79,9 @@
 //!   [`LockerBuilder::redlock`].
 //!
 //! Which faults each one survives, and which need fencing at the resource,
-//! is the safety table in the repository's README ("The safety model and
-//! its limits"); every row names the simulator scenario that checks it.
+//! is the safety table in the repository's `docs/safety.md` ("The safety
+//! model and its limits"); every row names the simulator scenario that
+//! checks it.
 //! [`check_deployment`] and [`Locker::check_deployment`] read a server's
 //! settings and report those that break the lock's assumptions.
 //!
@@ -93,7 +94,7 @@
 //! - `cli`: the `redis-lock-check` binary, the deployment check from the
 //!   command line.
 //! - `metrics`: counters, a gauge and histograms through the `metrics`
-//!   facade (the README's "Metrics" section lists them).
+//!   facade (`docs/operations.md`, "Metrics", lists them).
 //!
 //! # Sans-IO
 //!
@@ -184,3 +185,31 @@ pub mod internal {
 #[cfg(all(doctest, feature = "redis"))]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
+
+/// The examples of the guide's pages under `docs/`, compiled (and those not
+/// marked `no_run`, run against `REDIS_URL`) as the README's are: every
+/// page is included, so a `rust` block added to any of them is checked.
+#[cfg(all(doctest, feature = "redis"))]
+pub mod docs_doctests {
+    /// `docs/topologies.md`: Sentinel, Cluster, Redlock, TLS.
+    #[doc = include_str!("../../docs/topologies.md")]
+    pub struct Topologies;
+    /// `docs/operations.md`: the deployment check, metrics, keys, errors.
+    #[doc = include_str!("../../docs/operations.md")]
+    pub struct Operations;
+    /// `docs/safety.md`: the safety model and its limits.
+    #[doc = include_str!("../../docs/safety.md")]
+    pub struct Safety;
+    /// `docs/family.md`: the lock family.
+    #[doc = include_str!("../../docs/family.md")]
+    pub struct Family;
+    /// `docs/evidence.md`: chaos runs and performance.
+    #[doc = include_str!("../../docs/evidence.md")]
+    pub struct Evidence;
+    /// `docs/simulation.md`: the simulator's internals.
+    #[doc = include_str!("../../docs/simulation.md")]
+    pub struct Simulation;
+    /// `docs/ci.md`: the scenarios in a CI.
+    #[doc = include_str!("../../docs/ci.md")]
+    pub struct Ci;
+}

@@ -2,12 +2,18 @@
 //! circles in it.
 //!
 //! A file imports another when one of its `use` items, or a path written
-//! out in its code that starts with `crate::`, `super::` or `self::`, names
-//! an item the other file defines. Re-exports are followed to the file that
-//! defines the item, so a parent's `pub use child::Item` does not make every
-//! user of `Item` depend on the parent; a path that names a module, not an
-//! item, ties no file (a glob import neither). Modules and items under
-//! `#[cfg(test)]` are left out: a test module may look anywhere.
+//! out in its code, names an item the other file defines: a path that
+//! starts with `crate::`, `super::` or `self::`, one that starts with a
+//! name the module declares (a child module, a `use` binding), and a lone
+//! name that a `use` of the module binds, a `pub use` included (a parent's
+//! `pub use child::f` followed by a call of `f()` ties the parent to the
+//! child). Paths inside macro bodies count as in code: `tokio::select!`,
+//! `format!` and the like are read as token sequences `a::b::c` and lone
+//! names. Re-exports are followed to the file that defines the item, so a
+//! parent's `pub use child::Item` does not make every user of `Item`
+//! depend on the parent; a path that names a module, not an item, ties no
+//! file (a glob import neither). Modules and items under `#[cfg(test)]`
+//! are left out: a test module may look anywhere.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 #![warn(clippy::too_many_lines)]
@@ -299,16 +305,79 @@ struct Paths {
 impl<'ast> Visit<'ast> for Paths {
     fn visit_path(&mut self, path: &'ast syn::Path) {
         let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
-        // Other paths are checked against the module's own names when
-        // resolved: a path from a child module or a `use` binding counts.
-        if segments.len() > 1 {
+        // Every path is checked against the module's own names when
+        // resolved: one from a child module or a `use` binding counts, a
+        // lone name only when a `use` binds it (a local, a type parameter,
+        // a prelude name resolve to nothing).
+        if !segments.is_empty() {
             self.found.push(segments);
         }
         syn::visit::visit_path(self, path);
     }
 
+    fn visit_macro(&mut self, mac: &'ast syn::Macro) {
+        // A macro's body is tokens, not syntax `syn` can walk: read the
+        // paths written in it from the tokens themselves.
+        macro_paths(mac.tokens.clone(), &mut self.found);
+        syn::visit::visit_macro(self, mac);
+    }
+
     fn visit_item_mod(&mut self, _: &'ast syn::ItemMod) {
         // Inline modules inside items are not modules of the crate's tree.
+    }
+}
+
+/// Every path written in `tokens` (a macro's body), at any depth of
+/// brackets: each run of identifiers joined by `::` (`run::run_seed`,
+/// `super::SLACK`), and each lone identifier. Keywords other than the path
+/// roots (`crate`, `super`, `self`) are not names and are skipped.
+fn macro_paths(tokens: proc_macro2::TokenStream, found: &mut Vec<Vec<String>>) {
+    let mut current: Vec<String> = Vec::new();
+    // Whether the last tokens were `::`, so the next identifier extends
+    // `current`.
+    let mut joined = false;
+    let mut colons = 0;
+    for token in tokens {
+        match token {
+            proc_macro2::TokenTree::Ident(ident) => {
+                let name = ident.to_string();
+                if !joined {
+                    flush(&mut current, found);
+                }
+                joined = false;
+                colons = 0;
+                let root = matches!(name.as_str(), "crate" | "super" | "self");
+                if root || syn::parse_str::<syn::Ident>(&name).is_ok() {
+                    current.push(name);
+                } else {
+                    // A keyword (`let`, `fn`, `in`) ends a path.
+                    flush(&mut current, found);
+                }
+            }
+            proc_macro2::TokenTree::Punct(punct) if punct.as_char() == ':' => {
+                colons += 1;
+                joined = colons == 2 && !current.is_empty();
+            }
+            proc_macro2::TokenTree::Group(group) => {
+                flush(&mut current, found);
+                joined = false;
+                colons = 0;
+                macro_paths(group.stream(), found);
+            }
+            _ => {
+                flush(&mut current, found);
+                joined = false;
+                colons = 0;
+            }
+        }
+    }
+    flush(&mut current, found);
+}
+
+/// Ends the path being read in a macro's body, if any.
+fn flush(current: &mut Vec<String>, found: &mut Vec<Vec<String>>) {
+    if !current.is_empty() {
+        found.push(std::mem::take(current));
     }
 }
 

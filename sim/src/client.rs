@@ -45,6 +45,17 @@ const PREPARE: DurationRange = DurationRange {
 /// The key every client contends for.
 pub const KEY: &str = "resource";
 
+/// The namespace the clients' locks live in: lock-core's default, which
+/// the clients keep.
+pub const NAMESPACE: &str = "lock";
+
+/// The Redis names of the lock every client contends for, as the adapter
+/// derives them ([`KeyNames`](lock_core::scripts::KeyNames)): the one place
+/// the simulator, the chaos mode and the checkers read them from.
+pub fn key_names() -> lock_core::scripts::KeyNames {
+    lock_core::scripts::KeyNames::new(NAMESPACE, KEY)
+}
+
 /// The deadlines a client holds, on its own clock (offsets from its
 /// clock's origin), by token: the world reads them when it changes the
 /// client's clock, to record where they now fall in true time.

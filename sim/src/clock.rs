@@ -9,6 +9,10 @@ use std::{
     time::{Duration, Instant},
 };
 
+/// The simulation's time step. Timers resolve to it, so it must be far
+/// below the smallest drift margin in use (ttl × drift_factor + 2 ms).
+pub const TICK: Duration = Duration::from_millis(1);
+
 /// The shared, mutable model of one process's clock. The world changes it
 /// (drift, jumps); the process reads it.
 #[derive(Debug, Clone, Default)]

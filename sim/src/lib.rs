@@ -19,6 +19,7 @@ pub mod report;
 pub mod rng;
 pub mod runner;
 pub mod scenario;
+pub mod schedule;
 pub mod shrink;
 pub mod storage;
 pub mod world;

@@ -1,12 +1,13 @@
-//! Compares lock configurations on real Redis (latency) and in simulation
-//! (availability and safety), and prints a markdown table of medians and
-//! ratios to a baseline measured in the same run.
+//! Compares lock configurations on real Redis (latency, cycles/s) and in
+//! simulation (availability, the gap after a holder's crash, safety), and
+//! writes a markdown table of medians and ratios to a baseline measured in
+//! the same run, and an HTML page that draws them.
 //!
-//! `cargo run --release -p bench --bin compare -- [--quick] [--out FILE]`
+//! `cargo run --release -p bench --bin compare -- [--quick] [--out FILE] [--html FILE]`
 #![warn(clippy::too_many_lines)]
 
 use std::{
-    path::PathBuf,
+    path::{Path, PathBuf},
     time::{Duration, Instant},
 };
 
@@ -16,14 +17,14 @@ use bench::{
 };
 use redis::aio::MultiplexedConnection;
 
-/// One raw SET NX PX + DEL cycle, sent to every connection at once.
-async fn raw_cycle(conns: &[MultiplexedConnection]) -> Duration {
+/// One raw SET NX PX + DEL cycle on `key`, sent to every connection at once.
+async fn raw_cycle(conns: &[MultiplexedConnection], key: &str) -> Duration {
     let started = Instant::now();
     futures_util::future::join_all(conns.iter().map(|conn| {
         let mut conn = conn.clone();
         async move {
             let _: Option<String> = redis::cmd("SET")
-                .arg("compare:raw")
+                .arg(key)
                 .arg("x")
                 .arg("NX")
                 .arg("PX")
@@ -32,7 +33,7 @@ async fn raw_cycle(conns: &[MultiplexedConnection]) -> Duration {
                 .await
                 .expect("SET");
             let _: i64 = redis::cmd("DEL")
-                .arg("compare:raw")
+                .arg(key)
                 .query_async(&mut conn)
                 .await
                 .expect("DEL");
@@ -57,45 +58,63 @@ async fn server_version(url: &str) -> String {
         .unwrap_or_else(|| "(version unknown)".to_owned())
 }
 
-/// What the command line asks for.
+/// Compares lock configurations: acquire + release latency (p50, p99) and
+/// cycles/s on real Redis, each against the raw SET NX PX + DEL on the same
+/// nodes measured alternately with it, and availability, the gap after a
+/// holder's crash and safety in simulation. Writes a markdown table and an
+/// HTML page of charts (inline SVG; it loads nothing else).
+#[derive(clap::Parser)]
+#[command(name = "compare")]
 struct Args {
-    /// Fewer samples and seeds.
+    /// Fewer samples, windows and seeds: a run of under a minute (CI's).
+    #[arg(long)]
     quick: bool,
-    /// Where the table goes.
+    /// Where the markdown table goes.
+    #[arg(long, value_name = "FILE", default_value = "target/compare.md")]
     out: PathBuf,
+    /// Where the HTML page of charts goes [default: the table's path with
+    /// the extension .html, so target/compare.html].
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
 }
 
-impl Args {
-    /// Reads the command line; exits 2 on a bad one.
-    fn parse() -> Self {
-        let mut parsed = Self {
-            quick: false,
-            out: PathBuf::from("target/compare.md"),
-        };
-        let mut args = std::env::args().skip(1);
-        while let Some(arg) = args.next() {
-            match arg.as_str() {
-                "--quick" => parsed.quick = true,
-                "--out" => match args.next() {
-                    Some(path) => parsed.out = PathBuf::from(path),
-                    None => {
-                        eprintln!("--out needs a file");
-                        std::process::exit(2);
-                    }
-                },
-                other => {
-                    eprintln!("unknown argument {other:?}; usage: compare [--quick] [--out FILE]");
-                    std::process::exit(2);
-                }
-            }
-        }
-        parsed
-    }
+/// How much a run measures.
+struct Effort {
+    /// Latency samples per configuration (and as many of its baseline).
+    samples: usize,
+    /// Concurrent tasks in a cycles/s window.
+    tasks: usize,
+    /// Cycles/s windows per configuration (and as many of its baseline).
+    rounds: usize,
+    /// A cycles/s window's length.
+    window: Duration,
 }
 
 fn main() {
-    let Args { quick, out } = Args::parse();
-    let samples = if quick { 200 } else { 2_000 };
+    let Args { quick, out, html } = clap::Parser::parse();
+    let html = html.unwrap_or_else(|| out.with_extension("html"));
+    if html == out {
+        eprintln!(
+            "the table and the page would both go to {}: give --html another file",
+            out.display()
+        );
+        std::process::exit(2);
+    }
+    let effort = if quick {
+        Effort {
+            samples: 200,
+            tasks: 16,
+            rounds: 3,
+            window: Duration::from_millis(200),
+        }
+    } else {
+        Effort {
+            samples: 2_000,
+            tasks: 16,
+            rounds: 5,
+            window: Duration::from_secs(1),
+        }
+    };
     // The crash gap's median and max need enough holder crashes to mean
     // something: 50 even in a quick run (a seed is 12 simulated seconds, a
     // few milliseconds of real time).
@@ -104,37 +123,56 @@ fn main() {
         .enable_all()
         .build()
         .expect("a current-thread runtime");
-    let (route, measured) = runtime.block_on(measure(samples));
+    let (route, measured) = runtime.block_on(measure(&effort));
     // turmoil runs its own runtimes: simulate outside tokio's.
     let rows: Vec<compare::Row> = measured
         .into_iter()
-        .map(|(config, latency)| {
+        .map(|(config, latency, throughput)| {
             let sim = compare::simulate(&config, min_gaps, max_seeds);
             compare::Row {
                 config,
                 latency,
+                throughput,
                 sim,
             }
         })
         .collect();
     let table = compare::table(&route, &rows);
     println!("{table}");
-    if let Some(parent) = out.parent() {
-        let _ = std::fs::create_dir_all(parent);
-    }
-    match std::fs::write(&out, &table) {
-        Ok(()) => eprintln!("written to {}", out.display()),
+    write(&out, &table);
+    match compare::charts::page(&route, &rows) {
+        Ok(page) => write(&html, &page),
         Err(error) => {
-            eprintln!("cannot write {}: {error}", out.display());
+            eprintln!("cannot draw the page: {error}");
             std::process::exit(1);
         }
     }
 }
 
-/// Measures every configuration's acquire + release latency on real Redis,
-/// `samples` times, interleaved with its baseline; returns where the Redis
-/// came from, and each configuration with its latency.
-async fn measure(samples: usize) -> (String, Vec<(compare::Config, compare::Interleaved)>) {
+/// Writes `text` to `path` (creating its directory), or exits 1.
+fn write(path: &Path, text: &str) {
+    if let Some(parent) = path.parent()
+        && !parent.as_os_str().is_empty()
+    {
+        let _ = std::fs::create_dir_all(parent);
+    }
+    match std::fs::write(path, text) {
+        Ok(()) => eprintln!("written to {}", path.display()),
+        Err(error) => {
+            eprintln!("cannot write {}: {error}", path.display());
+            std::process::exit(1);
+        }
+    }
+}
+
+/// A configuration with what real Redis says of it.
+type Measured = (compare::Config, compare::Interleaved, compare::Throughput);
+
+/// Measures every configuration's acquire + release latency and cycles/s on
+/// real Redis, as much as `effort` says, each interleaved with its
+/// baseline; returns where the Redis came from, and each configuration with
+/// its figures.
+async fn measure(effort: &Effort) -> (String, Vec<Measured>) {
     let redis = redis_for_bench().await;
     let single = Locker::connect(&redis.url).await.expect("connect");
     let version = server_version(&redis.url).await;
@@ -175,12 +213,25 @@ async fn measure(samples: usize) -> (String, Vec<(compare::Config, compare::Inte
         // sampled alternately with the configuration.
         let opts = config.options();
         let latency = compare::interleaved(
-            samples,
+            effort.samples,
             || lock_cycle(locker.clone(), opts.clone()),
-            || raw_cycle(conns),
+            || raw_cycle(conns, "compare:raw"),
         )
         .await;
-        rows.push((config, latency));
+        let (tasks, window) = (effort.tasks, effort.window);
+        // Unmeasured first windows: connections and Redis warm, whichever
+        // case is measured first.
+        let warm_up = window / 4;
+        lock_window(&locker, &opts, tasks, warm_up).await;
+        raw_window(conns, tasks, warm_up).await;
+        let throughput = compare::interleaved_rates(
+            effort.rounds,
+            tasks,
+            || lock_window(&locker, &opts, tasks, window),
+            || raw_window(conns, tasks, window),
+        )
+        .await;
+        rows.push((config, latency, throughput));
     }
     let route = route_description(single_route, &nodes);
     drop(nodes);
@@ -197,6 +248,42 @@ async fn lock_cycle(locker: Locker, opts: LockOptions) -> Duration {
         .expect("acquire");
     guard.release().await.expect("release");
     started.elapsed()
+}
+
+/// Cycles per second of `tasks` tasks cycling acquire + release on
+/// `locker`, each on its own key, for `window` (the tasks finish the cycle
+/// they are in; the rate counts the time they took).
+async fn lock_window(locker: &Locker, opts: &LockOptions, tasks: usize, window: Duration) -> f64 {
+    let started = Instant::now();
+    let cycles = futures_util::future::join_all((0..tasks).map(|task| async move {
+        let key = format!("compare:tasks:{task}");
+        let mut cycles = 0_u64;
+        while started.elapsed() < window {
+            let guard = locker.acquire(&key, opts).await.expect("acquire");
+            guard.release().await.expect("release");
+            cycles += 1;
+        }
+        cycles
+    }))
+    .await;
+    cycles.iter().sum::<u64>() as f64 / started.elapsed().as_secs_f64()
+}
+
+/// Cycles per second of `tasks` tasks cycling raw SET NX PX + DEL on
+/// `conns`, each on its own key, for `window`, as [`lock_window`] counts.
+async fn raw_window(conns: &[MultiplexedConnection], tasks: usize, window: Duration) -> f64 {
+    let started = Instant::now();
+    let cycles = futures_util::future::join_all((0..tasks).map(|task| async move {
+        let key = format!("compare:raw:{task}");
+        let mut cycles = 0_u64;
+        while started.elapsed() < window {
+            raw_cycle(conns, &key).await;
+            cycles += 1;
+        }
+        cycles
+    }))
+    .await;
+    cycles.iter().sum::<u64>() as f64 / started.elapsed().as_secs_f64()
 }
 
 /// Where the table's Redis came from: the single node's route, and the

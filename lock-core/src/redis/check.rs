@@ -9,8 +9,8 @@
 //! `min-replicas-max-lag`, `replica-read-only`), `INFO` (`server`, `memory`,
 //! `persistence`, `replication`), `ROLE`, and `TIME` against the local wall
 //! clock — and reports one [`Finding`] per problem, each pointing to the
-//! row of the README's safety table it belongs to and saying what to
-//! change. It only reads: it never writes a key or changes a setting.
+//! row of the safety table (`docs/safety.md`) it belongs to and saying
+//! what to change. It only reads: it never writes a key or changes a setting.
 //!
 //! Where the server refuses a command (managed services rename or disable
 //! `CONFIG`: `ERR unknown command 'CONFIG'`; an ACL answers `NOPERM`), the

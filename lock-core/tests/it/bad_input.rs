@@ -45,11 +45,7 @@ async fn wrong_type_key_is_a_typed_error() {
 
 #[tokio::test]
 async fn refused_connection_is_a_connect_error() {
-    // Bind and drop to find a port nothing listens on.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free port")
-        .port();
+    let (_refusing, port) = support::refusing_port();
     let error = Locker::connect(&format!("redis://127.0.0.1:{port}/"))
         .await
         .expect_err("nothing listens there");

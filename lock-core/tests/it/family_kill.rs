@@ -148,11 +148,19 @@ fn score(server: &RedisServer, set: &str, member: &str) -> u64 {
 }
 
 /// When the string `key` (a writer's or a fair holder's lease, set with the
-/// ttl at the grant) was granted, on the server's clock (±1 ms).
+/// ttl at the grant) was granted, on the server's clock (±1 ms). The
+/// clock and the ttl are read in one script call, at one instant: read by
+/// two commands, the time between them (milliseconds on a loaded machine)
+/// moved the grant earlier, before the dead client's end (CI).
 fn granted_at(server: &RedisServer, key: &str) -> u64 {
-    let now = server_ms(server);
-    let pttl: i64 = server.query(&["PTTL", key]);
+    let (seconds, micros, pttl): (u64, u64, i64) = server.query(&[
+        "EVAL",
+        "local t = redis.call('TIME') return {tonumber(t[1]), tonumber(t[2]), redis.call('PTTL', KEYS[1])}",
+        "1",
+        key,
+    ]);
     assert!(pttl > 0, "{key} holds a lease ({pttl})");
+    let now = seconds * 1_000 + micros / 1_000;
     now - (TTL.as_millis() as u64 - pttl as u64)
 }
 

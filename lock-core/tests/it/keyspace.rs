@@ -20,14 +20,17 @@ use std::{
     time::{Duration, Instant},
 };
 
-use lock_core::{Fencing, LockOptions, Locker, LockerBuilder};
+use lock_core::{Fencing, LockGuard, LockOptions, Locker, LockerBuilder};
 use support::RedisServer;
 
 /// Distinct lock names per fencing mode.
 const NAMES: usize = 1_000;
 
-/// Short, so that the test waits for expiry in well under a second.
-const TTL: Duration = Duration::from_millis(500);
+/// Short, so that the test waits for expiry in a few seconds, and long
+/// enough that a crashed holder's keys are all still there when they are
+/// read, one round trip after the crash, on a machine at load 8 or more
+/// (at 500 ms, reading them one by one outlasted the ttl in CI).
+const TTL: Duration = Duration::from_secs(2);
 
 /// How long Redis gets to delete expired keys once the ttl has passed (it
 /// samples keys with a ttl ten times a second; `DBSIZE` counts an expired
@@ -125,8 +128,17 @@ async fn churn(server: &RedisServer, namespace: &str, fencing: Fencing) -> BTree
     // The crash: no renewal, no release from here on.
     driver.abort();
     let _ = driver.await;
-    for guard in &crashed {
-        let pttl = support::pttl(server, guard.redis_key());
+    // Every crashed holder's key read at once, in one script call: a
+    // snapshot one round trip after the crash, however slow the machine.
+    let mut read = vec![
+        "EVAL",
+        "local t = {} for i, k in ipairs(KEYS) do t[i] = redis.call('PTTL', k) end return t",
+    ];
+    let count = crashed.len().to_string();
+    read.push(&count);
+    read.extend(crashed.iter().map(LockGuard::redis_key));
+    let pttls: Vec<i64> = server.query(&read);
+    for (guard, pttl) in crashed.iter().zip(pttls) {
         assert!(
             pttl > 0 && pttl <= i64::try_from(TTL.as_millis()).expect("small"),
             "{fencing:?}: a crashed holder's key {} is there until it expires (pttl {pttl})",

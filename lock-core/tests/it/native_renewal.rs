@@ -1,16 +1,18 @@
 //! Which command a renewal sends is chosen at connect time from the
 //! server's `INFO server`: on Valkey 8.1 and later a lone renewal is a
 //! native `SET key token IFEQ token PX ttl`, and no `EVALSHA` goes out for
-//! it; on Redis 7 it stays the lock script's renew operation. Read from the
-//! server's own `INFO commandstats`, on whichever server the fixture starts
-//! (`scripts/test.sh` runs this file against Redis 7.0 and Valkey 8.1).
+//! it; on Redis (7.0 and 8.2: `SET … IFEQ` came in 8.4) it stays the lock
+//! script's renew operation. Read from the server's own `INFO commandstats`,
+//! on whichever server the fixture starts (`scripts/test.sh` runs this file
+//! against each server of its matrix).
 //!
 //! Renewals that fall due together go out as one batch: on Valkey a
 //! pipeline of those `SET`s, on Redis one script call for all of them.
 //!
 //! Unfenced acquires that share a batch go out as native `SET NX PX GET`
 //! commands in its pipeline, on both servers, beside one script call for
-//! the batch's other operations; each takes its own answer.
+//! the batch's other operations (on Valkey 9 its releases are native too:
+//! `DELIFEQ`); each takes its own answer.
 //!
 //! On a full Valkey (above `maxmemory`, `noeviction`) `SET` is refused with
 //! `OOM` where the script's `PEXPIRE` still renews: the renewal falls back
@@ -37,8 +39,9 @@ use support::RedisServer;
 enum Family {
     /// Valkey 8.1 or later: `SET … IFEQ` is there.
     Valkey81,
-    /// Redis 7 (Debian's 7.0.15 in the matrix).
-    Redis7,
+    /// Redis before 8.4, which has no `SET … IFEQ` (Debian's 7.0.15 and
+    /// 8.2.3 in the matrix).
+    Redis,
 }
 
 fn family(server: &RedisServer) -> Family {
@@ -60,13 +63,24 @@ fn family(server: &RedisServer) -> Family {
         }
         None => {
             let version = field("redis_version").expect("INFO server has redis_version");
+            let mut parts = version.split('.').map(|part| part.parse::<u32>().ok());
+            let release = (parts.next().flatten(), parts.next().flatten());
             assert!(
-                version.starts_with("7."),
-                "the matrix runs Redis 7, this is {version}"
+                matches!(release, (Some(major), Some(minor)) if (7..=8).contains(&major) && (major, minor) < (8, 4)),
+                "the matrix runs Redis 7.0 and 8.2 (no SET IFEQ before 8.4), this is {version}"
             );
-            Family::Redis7
+            Family::Redis
         }
     }
+}
+
+/// Whether the server has `DELIFEQ` (Valkey 9.0 and later), from its
+/// `INFO server`: its releases go native too.
+fn has_delifeq(server: &RedisServer) -> bool {
+    let info: String = server.query(&["INFO", "server"]);
+    servers::Identity::from_info(&info).is_some_and(|identity| {
+        identity.family == servers::Family::Valkey && identity.version.major >= 9
+    })
 }
 
 /// `calls` and `rejected_calls` of one command in `INFO commandstats`
@@ -146,14 +160,14 @@ async fn renewals_are_native_on_valkey_and_the_script_on_redis() {
             );
             assert_eq!(set_rejected, 0);
         }
-        Family::Redis7 => {
+        Family::Redis => {
             assert_eq!(
                 set, 0,
-                "Redis 7 has no SET IFEQ, yet {set} SET calls went out"
+                "Redis before 8.4 has no SET IFEQ, yet {set} SET calls went out"
             );
             assert!(
                 evalsha >= renewed,
-                "Redis 7: {renewed} renewals but only {evalsha} EVALSHA"
+                "Redis: {renewed} renewals but only {evalsha} EVALSHA"
             );
         }
     }
@@ -195,7 +209,7 @@ async fn a_full_valkey_refuses_set_and_the_script_renews_in_its_place() {
             // `calls` counts the commands that ran, `rejected_calls` the refused.
             assert_eq!(set, 0, "a SET ran on a full server");
         }
-        Family::Redis7 => assert_eq!(set, 0, "Redis 7 never sends SET for a renewal"),
+        Family::Redis => assert_eq!(set, 0, "Redis never sends SET for a renewal"),
     }
 
     // Memory back: OOM was not a refusal for good, renewals go native again.
@@ -252,15 +266,15 @@ async fn batched_renewals_are_a_native_pipeline_on_valkey_and_one_script_call_on
                 "{renewed} renewals, {set} SET, {set_rejected} refused"
             );
         }
-        Family::Redis7 => {
+        Family::Redis => {
             assert_eq!(
                 set, 0,
-                "Redis 7 has no SET IFEQ, yet {set} SET calls went out"
+                "Redis before 8.4 has no SET IFEQ, yet {set} SET calls went out"
             );
             // The renewals shared calls: the batches this test is about.
             assert!(
                 evalsha >= 1 && evalsha < renewed,
-                "Redis 7: {renewed} renewals in {evalsha} EVALSHA (expected batches)"
+                "Redis: {renewed} renewals in {evalsha} EVALSHA (expected batches)"
             );
         }
     }
@@ -375,11 +389,22 @@ async fn batched_unfenced_acquires_are_native_sets_beside_one_script_call() {
         set, ACQUIRES as u64,
         "{ACQUIRES} unfenced acquires, {set} SET"
     );
-    assert!(
-        evalsha >= 1 && evalsha < released.len() as u64,
-        "{} releases in {evalsha} EVALSHA (expected batches)",
-        released.len()
-    );
+    if has_delifeq(&server) {
+        // Valkey 9: the releases are native too (`native_release.rs`).
+        let (delifeq, _) = command_stats(&server, "delifeq");
+        assert_eq!(
+            (evalsha, delifeq),
+            (0, released.len() as u64),
+            "{} releases: {evalsha} EVALSHA, {delifeq} DELIFEQ",
+            released.len()
+        );
+    } else {
+        assert!(
+            evalsha >= 1 && evalsha < released.len() as u64,
+            "{} releases in {evalsha} EVALSHA (expected batches)",
+            released.len()
+        );
+    }
 
     // The server forgets the scripts (a restart, `SCRIPT FLUSH`): the
     // batches' script calls meet `NOSCRIPT` beside their native acquires;

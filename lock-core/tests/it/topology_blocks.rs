@@ -189,10 +189,7 @@ async fn the_resolver_follows_a_real_sentinel_failover() {
         .expect("the group starts");
     let loopback = |port| NodeAddress::new("127.0.0.1", port);
     // A dead sentinel first: the resolver must move on to the live ones.
-    let dead = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|address| address.port())
-        .expect("a free port");
+    let (_refusing, dead) = support::refusing_port();
     let mut sentinels = vec![loopback(dead)];
     sentinels.extend(group.sentinel_ports().into_iter().map(loopback));
     let resolver = SentinelResolver::new(sentinels.clone(), group.master_name());

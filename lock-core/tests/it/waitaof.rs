@@ -1,8 +1,9 @@
 //! `LockOptions::wait_aof`: a grant or renewal counts only once `WAITAOF`
 //! confirms the fsyncs it asks for, both counts checked. Against whichever
 //! server the fixture starts (`scripts/test.sh` runs this file against
-//! Redis 7.0 and Valkey 8.1): Valkey 8.1 answers `WAITAOF`; Redis 7.0 has
-//! none, and the lock fails with a typed error before sending anything.
+//! each server of its matrix): Redis 8.2 and Valkey answer `WAITAOF`;
+//! Redis 7.0 has none, and the lock fails with a typed error before
+//! sending anything.
 
 #![cfg(feature = "redis")]
 
@@ -63,10 +64,12 @@ async fn locker(server: &RedisServer) -> Locker {
 }
 
 /// ttl 6 s, renewed every second (command timeout 900 ms), `WAITAOF local
-/// replicas 800`: under `appendfsync everysec` Valkey answers a waiting
-/// `WAITAOF` at its next event-loop pass (at most its 100 ms cron away, but
-/// later on a loaded machine: a 200 ms bound failed twice in CI), without
-/// waiting for the fsync (see `LockOptions::wait_aof`).
+/// replicas 800`. The servers run `appendfsync always`, so the local fsync
+/// is done before the reply and the local count is there at once on every
+/// server of the matrix. (Under `everysec` they differ: Redis 8.2 answers
+/// `WAITAOF 1` only after its once-a-second fsync, so 800 ms can count
+/// nothing; Valkey 8.1 answers at its next event-loop pass without waiting
+/// for the fsync, see `LockOptions::wait_aof`.)
 fn options(local: u32, replicas: u32) -> LockOptions {
     LockOptions::new(Duration::from_secs(6))
         .renew_every(Duration::from_secs(1))
@@ -75,13 +78,16 @@ fn options(local: u32, replicas: u32) -> LockOptions {
         .wait_aof(local, replicas, Duration::from_millis(800))
 }
 
+/// The AOF on, fsynced before each reply.
+const ALWAYS: [&str; 4] = ["--appendonly", "yes", "--appendfsync", "always"];
+
 const fn counts(local: u32, replicas: u32) -> AofCounts {
     AofCounts { local, replicas }
 }
 
 #[tokio::test]
 async fn grants_and_renewals_wait_for_the_local_count() {
-    let server = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "everysec"]);
+    let server = RedisServer::start_with(&ALWAYS);
     let locker = locker(&server).await;
     if !has_waitaof(&server) {
         // Redis 7.0: refused before anything is sent, with a clear error.
@@ -118,7 +124,7 @@ async fn grants_and_renewals_wait_for_the_local_count() {
 
 #[tokio::test]
 async fn a_shortfall_in_either_count_refuses_the_grant_and_removes_the_key() {
-    let server = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "everysec"]);
+    let server = RedisServer::start_with(&ALWAYS);
     if !has_waitaof(&server) {
         return assert_eq!(
             locker(&server)

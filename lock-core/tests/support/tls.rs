@@ -3,14 +3,10 @@
 //! (see [`super::pki`]).
 #![allow(dead_code, unreachable_pub)]
 
-use std::fs;
-
 use lock_core::TlsOptions;
+use servers::{Launch, Process, Ready};
 
-use super::{
-    pki::{Identity, Pki},
-    process::{Binary, Process, Ready},
-};
+use super::pki::{Identity, Pki};
 
 /// Whether the server demands a client certificate (`tls-auth-clients`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,50 +32,36 @@ impl TlsRedis {
         let pki = Pki::new("redis-lock test ca");
         let server = pki.server(&["127.0.0.1", "localhost"]);
         let client = pki.client("redis-lock test client");
-        let process = Process::start(
-            Binary::Server,
-            Ready::Logs("Ready to accept"),
-            |port, dir| {
-                let write = |name: &str, pem: &str| {
-                    let path = dir.join(name);
-                    fs::write(&path, pem).expect("write a pem file");
-                    path.display().to_string()
-                };
-                let cert = write("server.crt", &server.cert_pem);
-                let key = write("server.key", &server.key_pem);
-                let ca = write("ca.crt", &pki.ca_pem);
-                let auth = match auth {
-                    ClientAuth::Required => "yes",
-                    ClientAuth::Optional => "optional",
-                };
+        let auth = match auth {
+            ClientAuth::Required => "yes",
+            ClientAuth::Optional => "optional",
+        };
+        let process = Launch::server(super::binaries())
+            .ready(Ready::Logs("Ready to accept"))
+            .file("server.crt", server.cert_pem.clone())
+            .file("server.key", server.key_pem.clone())
+            .file("ca.crt", pki.ca_pem.clone())
+            .start(|ports, dir| {
+                let file = |name: &str| dir.join(name).display().to_string();
                 [
+                    // TLS only: no plain port.
                     "--port",
                     "0",
                     "--tls-port",
-                    &port.to_string(),
-                    "--bind",
-                    "127.0.0.1",
+                    &ports[0].to_string(),
                     "--tls-cert-file",
-                    &cert,
+                    &file("server.crt"),
                     "--tls-key-file",
-                    &key,
+                    &file("server.key"),
                     "--tls-ca-cert-file",
-                    &ca,
+                    &file("ca.crt"),
                     "--tls-auth-clients",
                     auth,
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                    "--dir",
-                    &dir.display().to_string(),
-                    "--logfile",
-                    &dir.join("log.txt").display().to_string(),
                 ]
                 .map(str::to_owned)
                 .to_vec()
-            },
-        );
+            })
+            .unwrap_or_else(|error| panic!("{error}"));
         eprintln!(
             "tls: certificates made and a TLS-only server ready in {:?}",
             started.elapsed()

@@ -1,23 +1,31 @@
 //! Starting the deployment a scenario names, from the real binaries, on
 //! loopback: `redis-server` nodes (single, primary-replica, Redlock),
-//! plus `redis-sentinel`s, or a cluster made by `redis-cli --cluster
-//! create`.
+//! plus sentinels (`redis-server --sentinel`), or a cluster made as
+//! `redis-cli --cluster create` makes one. The binaries, the port walk,
+//! the readiness check and the cluster's making are the `servers`
+//! crate's, as for every test; the processes are the controller's own
+//! (`Processes`: their groups die with it), behind its proxies.
 
 use std::{
     net::{IpAddr, Ipv4Addr},
-    path::PathBuf,
+    path::{Path, PathBuf},
     time::Duration,
 };
 
 use redis::aio::MultiplexedConnection;
+use servers::{Binaries, Ports, cluster::Member};
 
 use super::{
     ChaosError,
     cut::{NodeShape, Proxy},
-    procs::{Ports, ProcId, Processes, wait_listening},
+    procs::{Output, ProcId, Processes, await_started},
     proxy::Link,
 };
-use crate::config::Topology;
+use crate::config::{Persistence, Topology};
+
+/// How many sets of ports a node or sentinel from the port walk tries
+/// before its run fails.
+const PORT_ATTEMPTS: usize = 5;
 
 /// The master name sentinels watch.
 pub(super) const MASTER: &str = "lock-primary";
@@ -138,6 +146,12 @@ pub(super) struct Deployment {
     /// persist to an AOF: a restart's `kill -9` then loses what a machine
     /// crash would (`super::lazy_aof`).
     pub preload: Option<PathBuf>,
+    /// The server binary every node and sentinel runs: the scenario's
+    /// flavour's (`super::flavour`).
+    pub server: PathBuf,
+    /// What that binary said it is: each process is checked to answer as
+    /// it from its own `INFO server`.
+    pub identity: servers::Identity,
 }
 
 /// The arguments of node `index` on `port`, persisting as `persistence`
@@ -151,14 +165,14 @@ fn node_args(
     data: &std::path::Path,
     index: usize,
     port: u16,
-    persistence: crate::config::Persistence,
+    persistence: Persistence,
 ) -> Vec<String> {
     let node_dir = data.join(format!("redis-{index}"));
     let _ = std::fs::create_dir_all(&node_dir);
     let (appendonly, appendfsync) = match persistence {
-        crate::config::Persistence::None => ("no", "everysec"),
-        crate::config::Persistence::AofEverysec => ("yes", "everysec"),
-        crate::config::Persistence::AofAlways => ("yes", "always"),
+        Persistence::None => ("no", "everysec"),
+        Persistence::AofEverysec => ("yes", "everysec"),
+        Persistence::AofAlways => ("yes", "always"),
     };
     [
         "--port",
@@ -311,103 +325,66 @@ async fn replication_link(
 }
 
 impl Deployment {
-    /// Starts node `index` with its arguments; waits until it listens.
-    pub(super) fn start_node(
+    /// Starts node `index` with its arguments; waits until it answers as
+    /// itself.
+    pub(super) async fn start_node(
         &mut self,
         procs: &mut Processes,
         index: usize,
     ) -> Result<(), ChaosError> {
         let node = &self.nodes[index];
         let name = format!("redis-{index}");
-        let log = self.dir.join(format!("{name}.stderr"));
-        let env: Vec<(&str, &std::path::Path)> = self
+        let output = Output::new(&self.dir, &name);
+        let env: Vec<(&str, &Path)> = self
             .preload
             .iter()
             .map(|path| ("LD_PRELOAD", path.as_path()))
             .collect();
-        let (id, _) = procs.spawn_with_env(&name, "redis-server", &node.args, false, &log, &env)?;
+        let program = program(&self.server)?;
+        let (id, _) =
+            procs.spawn_with_env(&name, program, &node.args, false, &output.stderr, &env)?;
         let port = node.port;
         self.nodes[index].proc = Some(id);
-        if wait_listening(port, Duration::from_secs(10)) {
-            return Ok(());
-        }
-        let log_text = std::fs::read_to_string(self.dir.join(format!("{name}.log")))
-            .unwrap_or_default()
-            + &std::fs::read_to_string(&log).unwrap_or_default();
-        if log_text.contains("Address already in use") {
-            return Err(ChaosError::PortTaken {
-                port,
-                source: std::io::Error::from(std::io::ErrorKind::AddrInUse),
-            });
-        }
-        let last = log_text.lines().last().unwrap_or("no output").to_owned();
-        Err(ChaosError::Start {
-            what: name,
-            why: last,
-        })
+        let said = await_started(procs, id, port, name.clone(), &output).await?;
+        super::flavour::check_started(&name, self.identity, said)
     }
 
     /// Starts what `topology` names, its nodes persisting as
     /// `persistence` asks; `seed` seeds its replication lags.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn start(
+        server: Binaries,
         topology: &Topology,
-        persistence: crate::config::Persistence,
+        persistence: Persistence,
         seed: u64,
         procs: &mut Processes,
         ports: &mut Ports,
         dir: PathBuf,
         data: PathBuf,
     ) -> Result<Self, ChaosError> {
-        let count = topology.node_count();
-        let mut nodes = Vec::with_capacity(count);
-        let cluster = matches!(topology, Topology::Cluster { .. });
-        for index in 0..count {
-            let port = ports.take()?;
-            let mut args = node_args(&dir, &data, index, port, persistence);
-            let source =
-                (cluster || topology.can_fail_over()).then(|| source_address(index, &mut args));
-            let (bus, bus_link) = if cluster {
-                let (bus, link) = bus_port(topology, &data, index, seed, ports, &mut args).await?;
-                (Some(bus), Some(link))
-            } else {
-                (None, None)
-            };
-            let announce = if cluster || topology.can_fail_over() {
-                // A cluster's replicas are attached after `--cluster create`.
-                let primary = nodes.first().and_then(|n: &Node| n.announce.as_ref());
-                let primary = primary.filter(|_| !cluster).map(|link| link.port);
-                let link =
-                    replication_link(topology, port, index, seed, primary, &mut args).await?;
-                Some(link)
-            } else {
-                None
-            };
-            nodes.push(Node {
-                port,
-                bus,
-                bus_link,
-                source,
-                announce,
-                proc: None,
-                args,
-            });
-        }
         let preload = match persistence {
-            crate::config::Persistence::None => None,
-            crate::config::Persistence::AofEverysec | crate::config::Persistence::AofAlways => {
+            Persistence::None => None,
+            Persistence::AofEverysec | Persistence::AofAlways => {
                 Some(super::lazy_aof::install(&dir)?)
             }
         };
         let mut deployment = Self {
-            nodes,
+            nodes: Vec::with_capacity(topology.node_count()),
             sentinels: Vec::new(),
             primary: 0,
             dir,
             data,
             preload,
+            server: server.server().to_path_buf(),
+            identity: server.identity(),
         };
-        for index in 0..count {
-            deployment.start_node(procs, index)?;
+        let plan = NodePlan {
+            topology,
+            persistence,
+            seed,
+        };
+        for index in 0..topology.node_count() {
+            deployment.add_node(&plan, index, procs, ports).await?;
         }
         if topology.can_fail_over() {
             deployment.wait_replicas_synced(topology.replicas()).await?;
@@ -415,10 +392,83 @@ impl Deployment {
         if let Topology::Sentinel { sentinels, .. } = topology {
             deployment.start_sentinels(procs, ports, *sentinels).await?;
         }
-        if let Some((shards, replicas)) = topology.cluster_shape() {
-            deployment.create_cluster(procs, shards, replicas).await?;
+        if let Some((_, replicas)) = topology.cluster_shape() {
+            deployment.create_cluster(replicas).await?;
         }
         Ok(deployment)
+    }
+
+    /// Plans node `index` (its ports, its proxies, its arguments; the
+    /// nodes before it are up) and starts it. When a port was taken before
+    /// the node bound it (by a server of another run), plans it again on
+    /// the next ports of the walk; a port from `--base-port` that is taken
+    /// stops the run, naming it.
+    async fn add_node(
+        &mut self,
+        plan: &NodePlan<'_>,
+        index: usize,
+        procs: &mut Processes,
+        ports: &mut Ports,
+    ) -> Result<(), ChaosError> {
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let node = self.plan_node(plan, index, ports).await?;
+            self.nodes.push(node);
+            match self.start_node(procs, index).await {
+                Err(ChaosError::PortTaken { .. })
+                    if ports.may_move() && attempts < PORT_ATTEMPTS =>
+                {
+                    // Its proxies idle on until the run ends; nobody
+                    // learns their ports.
+                    self.nodes.pop();
+                }
+                started => return started,
+            }
+        }
+    }
+
+    /// Node `index`'s ports, proxies and arguments.
+    async fn plan_node(
+        &self,
+        plan: &NodePlan<'_>,
+        index: usize,
+        ports: &mut Ports,
+    ) -> Result<Node, ChaosError> {
+        let NodePlan {
+            topology,
+            persistence,
+            seed,
+        } = *plan;
+        let cluster = matches!(topology, Topology::Cluster { .. });
+        let port = ports.take()?;
+        let mut args = node_args(&self.dir, &self.data, index, port, persistence);
+        let source =
+            (cluster || topology.can_fail_over()).then(|| source_address(index, &mut args));
+        let (bus, bus_link) = if cluster {
+            let (bus, link) = bus_port(topology, &self.data, index, seed, ports, &mut args).await?;
+            (Some(bus), Some(link))
+        } else {
+            (None, None)
+        };
+        let announce = if cluster || topology.can_fail_over() {
+            // A cluster's replicas are attached once the cluster is made.
+            let primary = self.nodes.first().and_then(|n: &Node| n.announce.as_ref());
+            let primary = primary.filter(|_| !cluster).map(|link| link.port);
+            let link = replication_link(topology, port, index, seed, primary, &mut args).await?;
+            Some(link)
+        } else {
+            None
+        };
+        Ok(Node {
+            port,
+            bus,
+            bus_link,
+            source,
+            announce,
+            proc: None,
+            args,
+        })
     }
 
     /// Cuts node `index` off the cluster bus (`cut`), or heals it: what
@@ -528,15 +578,7 @@ impl Deployment {
         ports: &mut Ports,
         count: usize,
     ) -> Result<(), ChaosError> {
-        let quorum = count / 2 + 1;
         for index in 0..count {
-            let port = ports.take()?;
-            let peers = super::proxy::start(port, 0)
-                .await
-                .map_err(|source| ChaosError::Io {
-                    what: "starting a sentinel's proxy".to_owned(),
-                    source,
-                })?;
             let source = sentinel_source(index);
             // A partition of a node leaves the sentinels' links to it
             // alone: the simulator's sentinels watch no node, and real
@@ -548,44 +590,16 @@ impl Deployment {
                     });
                 }
             }
-            let config = self.data.join(format!("sentinel-{index}.conf"));
-            let text = format!(
-                "port {port}\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\nlogfile \"{log}\"\n\
-                 dir \"{dir}\"\nbind-source-addr {source}\n\
-                 sentinel announce-ip 127.0.0.1\nsentinel announce-port {announce}\n\
-                 sentinel monitor {MASTER} 127.0.0.1 {primary} {quorum}\n\
-                 sentinel down-after-milliseconds {MASTER} 1000\n\
-                 sentinel failover-timeout {MASTER} 3000\n\
-                 sentinel parallel-syncs {MASTER} 1\n",
-                log = self.dir.join(format!("sentinel-{index}.log")).display(),
-                dir = self.data.display(),
-                primary = self.nodes[0].reached_at(),
-                announce = peers.port,
-            );
-            std::fs::write(&config, text).map_err(|source| ChaosError::Io {
-                what: config.display().to_string(),
-                source,
-            })?;
-            let name = format!("sentinel-{index}");
-            let log = self.dir.join(format!("{name}.stderr"));
-            procs.spawn(
-                &name,
-                "redis-sentinel",
-                &[config.display().to_string()],
-                false,
-                &log,
-            )?;
-            if !wait_listening(port, Duration::from_secs(10)) {
-                return Err(ChaosError::Start {
-                    what: name,
-                    why: std::fs::read_to_string(&log).unwrap_or_default(),
-                });
-            }
-            self.sentinels.push(Sentinel {
-                port,
-                source,
-                peers,
-            });
+            let mut attempts = 0;
+            let sentinel = loop {
+                attempts += 1;
+                match self.start_sentinel(procs, ports, index, count).await {
+                    Err(ChaosError::PortTaken { .. })
+                        if ports.may_move() && attempts < PORT_ATTEMPTS => {}
+                    started => break started?,
+                }
+            };
+            self.sentinels.push(sentinel);
         }
         // Every sentinel must see the replicas and the others before a
         // failover can elect a leader.
@@ -619,168 +633,79 @@ impl Deployment {
         Ok(())
     }
 
-    /// Makes node `replica` a replica of `primary` (node id `id`, shard
-    /// `shard`): it meets the primary on the bus, then `CLUSTER REPLICATE`
-    /// until it has learnt the primary's id.
-    async fn attach_replica(
+    /// Starts sentinel `index` of `count` on a port from `ports`, with the
+    /// proxy through which the others reach it.
+    async fn start_sentinel(
         &self,
-        replica: usize,
-        primary: usize,
-        id: &str,
-        shard: usize,
-    ) -> Result<(), ChaosError> {
-        self.meet(replica, primary).await?;
-        let mut r = self.admin(replica).await?;
-        for _ in 0..200 {
-            let done: redis::RedisResult<redis::Value> = redis::cmd("CLUSTER")
-                .arg("REPLICATE")
-                .arg(id)
-                .query_async(&mut r)
-                .await;
-            if done.is_ok() {
-                return Ok(());
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        Err(ChaosError::Start {
-            what: format!("redis-{replica}"),
-            why: format!("could not become a replica of shard {shard}"),
+        procs: &mut Processes,
+        ports: &mut Ports,
+        index: usize,
+        count: usize,
+    ) -> Result<Sentinel, ChaosError> {
+        let port = ports.take()?;
+        let peers = super::proxy::start(port, 0)
+            .await
+            .map_err(|source| ChaosError::Io {
+                what: "starting a sentinel's proxy".to_owned(),
+                source,
+            })?;
+        let source = sentinel_source(index);
+        let name = format!("sentinel-{index}");
+        let config = self.data.join(format!("{name}.conf"));
+        let text = format!(
+            "port {port}\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\nlogfile \"{log}\"\n\
+             dir \"{dir}\"\nbind-source-addr {source}\n\
+             sentinel announce-ip 127.0.0.1\nsentinel announce-port {announce}\n\
+             sentinel monitor {MASTER} 127.0.0.1 {primary} {quorum}\n\
+             sentinel down-after-milliseconds {MASTER} 1000\n\
+             sentinel failover-timeout {MASTER} 3000\n\
+             sentinel parallel-syncs {MASTER} 1\n",
+            log = self.dir.join(format!("{name}.log")).display(),
+            dir = self.data.display(),
+            primary = self.nodes[0].reached_at(),
+            announce = peers.port,
+            quorum = count / 2 + 1,
+        );
+        std::fs::write(&config, text).map_err(|source| ChaosError::Io {
+            what: config.display().to_string(),
+            source,
+        })?;
+        let output = Output::new(&self.dir, &name);
+        let args = [config.display().to_string(), "--sentinel".to_owned()];
+        let program = program(&self.server)?;
+        let (id, _) = procs.spawn(&name, program, &args, false, &output.stderr)?;
+        let said = await_started(procs, id, port, name.clone(), &output).await?;
+        super::flavour::check_started(&name, self.identity, said)?;
+        Ok(Sentinel {
+            port,
+            source,
+            peers,
         })
     }
 
-    async fn create_cluster(
-        &mut self,
-        procs: &mut Processes,
-        shards: usize,
-        replicas: usize,
-    ) -> Result<(), ChaosError> {
-        // `redis-cli --cluster create` orders primaries first; here shard
-        // `s` is node `s × (1 + replicas)` and its replicas follow it, so
-        // the primaries get their slots first and each replica is then
-        // attached to its shard's primary by hand.
-        let primaries: Vec<usize> = (0..shards).map(|s| s * (1 + replicas)).collect();
-        if shards < 3 {
-            self.assign_slots(&primaries).await?;
-        } else {
-            self.cluster_create(procs, &primaries).await?;
-        }
-        self.attach_and_wait(&primaries, replicas).await
-    }
-
-    /// What `redis-cli --cluster create` does, by hand, for fewer than the
-    /// three primaries it insists on: each primary gets a config epoch of
-    /// its own and the slot range redis-cli would give it
-    /// (`redis::cluster::initial_ranges`, the simulator's), and meets the
-    /// first.
-    async fn assign_slots(&self, primaries: &[usize]) -> Result<(), ChaosError> {
-        let ranges = crate::redis::cluster::initial_ranges(primaries.len());
-        for (shard, (&primary, &(first, last))) in primaries.iter().zip(&ranges).enumerate() {
-            let mut conn = self.admin(primary).await?;
-            let _: redis::Value = redis::cmd("CLUSTER")
-                .arg("SET-CONFIG-EPOCH")
-                .arg(shard + 1)
-                .query_async(&mut conn)
-                .await
-                .map_err(|e| start_error("CLUSTER SET-CONFIG-EPOCH", &e))?;
-            let _: redis::Value = redis::cmd("CLUSTER")
-                .arg("ADDSLOTSRANGE")
-                .arg(first)
-                .arg(last)
-                .query_async(&mut conn)
-                .await
-                .map_err(|e| start_error("CLUSTER ADDSLOTSRANGE", &e))?;
-        }
-        let Some((&first, others)) = primaries.split_first() else {
-            return Ok(());
-        };
-        for &primary in others {
-            self.meet(primary, first).await?;
-        }
-        Ok(())
-    }
-
-    /// Node `index` meets node `other` on the cluster bus, at the port
-    /// `other` is reached at (its bus proxy).
-    async fn meet(&self, index: usize, other: usize) -> Result<(), ChaosError> {
-        let mut conn = self.admin(index).await?;
-        let _: redis::Value = redis::cmd("CLUSTER")
-            .arg("MEET")
-            .arg("127.0.0.1")
-            .arg(self.nodes[other].port)
-            .arg(self.nodes[other].bus_reached_at())
-            .query_async(&mut conn)
+    /// Makes the nodes one cluster as `redis-cli --cluster create` would
+    /// (`servers::cluster::create`: shard `s` is node `s × (1 +
+    /// replicas)`, its replicas follow it), each node met at the bus port
+    /// it announces (its proxy), then waits for every node to see the
+    /// cluster ok and its replication up. The making blocks on each
+    /// node's answer: it runs beside the runtime, whose bus proxies carry
+    /// the nodes' meeting.
+    async fn create_cluster(&self, replicas: usize) -> Result<(), ChaosError> {
+        let members: Vec<Member> = self
+            .nodes
+            .iter()
+            .map(|node| Member {
+                port: node.port,
+                bus: node.bus_reached_at(),
+            })
+            .collect();
+        tokio::task::spawn_blocking(move || servers::cluster::create(&members, replicas))
             .await
-            .map_err(|e| start_error("CLUSTER MEET", &e))?;
-        Ok(())
-    }
-
-    /// `redis-cli --cluster create` of `primaries`, without replicas.
-    async fn cluster_create(
-        &self,
-        procs: &mut Processes,
-        primaries: &[usize],
-    ) -> Result<(), ChaosError> {
-        let mut args: Vec<String> = vec!["--cluster".into(), "create".into()];
-        args.extend(
-            primaries
-                .iter()
-                .map(|&n| format!("127.0.0.1:{}", self.nodes[n].port)),
-        );
-        args.extend([
-            "--cluster-replicas".into(),
-            "0".into(),
-            "--cluster-yes".into(),
-        ]);
-        let log = self.dir.join("cluster-create.log");
-        let (id, _) = procs.spawn(
-            "redis-cli --cluster create",
-            "redis-cli",
-            &args,
-            false,
-            &log,
-        )?;
-        let mut waited = 0;
-        let status = loop {
-            if let Some(status) = procs.exited(id) {
-                break status;
-            }
-            waited += 1;
-            if waited > 600 {
-                return Err(ChaosError::Start {
-                    what: "redis-cli --cluster create".to_owned(),
-                    why: "it did not finish in 30 s".to_owned(),
-                });
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
-        if !status.success() {
-            return Err(ChaosError::Start {
-                what: "redis-cli --cluster create".to_owned(),
-                why: std::fs::read_to_string(&log).unwrap_or_default(),
-            });
-        }
-        Ok(())
-    }
-
-    /// Attaches each primary's `replicas` (the nodes after it), then waits
-    /// for every node to see the cluster ok and its replication up.
-    async fn attach_and_wait(
-        &self,
-        primaries: &[usize],
-        replicas: usize,
-    ) -> Result<(), ChaosError> {
-        for (shard, &primary) in primaries.iter().enumerate() {
-            let mut conn = self.admin(primary).await?;
-            let id: String = redis::cmd("CLUSTER")
-                .arg("MYID")
-                .query_async(&mut conn)
-                .await
-                .map_err(|e| start_error("CLUSTER MYID", &e))?;
-            for offset in 1..=replicas {
-                self.attach_replica(primary + offset, primary, &id, shard)
-                    .await?;
-            }
-        }
+            .map_err(|error| ChaosError::Internal(format!("making the cluster: {error}")))?
+            .map_err(|error| ChaosError::Start {
+                what: "the cluster".to_owned(),
+                why: error.to_string(),
+            })?;
         // Wait for every node to say the cluster is ok and for the
         // replicas to sync.
         for index in 0..self.nodes.len() {
@@ -813,6 +738,21 @@ impl Deployment {
         }
         Ok(())
     }
+}
+
+/// The server binary, as the program `Processes` starts.
+fn program(server: &Path) -> Result<&str, ChaosError> {
+    server
+        .to_str()
+        .ok_or_else(|| ChaosError::Internal(format!("{} is not UTF-8", server.display())))
+}
+
+/// What the plan of every node of a deployment shares.
+#[derive(Debug, Clone, Copy)]
+struct NodePlan<'a> {
+    topology: &'a Topology,
+    persistence: Persistence,
+    seed: u64,
 }
 
 fn start_error(what: &str, error: &redis::RedisError) -> ChaosError {

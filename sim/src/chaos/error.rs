@@ -23,11 +23,35 @@ pub enum ChaosError {
         /// Why.
         why: &'static str,
     },
-    /// A binary the run needs is not installed.
+    /// A scenario's `[server] flavour` has no binary to run it.
     #[error(
-        "`{0}` is not on PATH: install Redis (Debian: apt-get install redis-server redis-sentinel redis-tools)"
+        "{file}:{line}:{column}: [server] flavour `{flavour}` cannot run on real processes: {why}"
     )]
-    MissingBinary(&'static str),
+    NoServer {
+        /// The scenario file.
+        file: String,
+        /// Where the flavour is written.
+        line: usize,
+        /// Its column.
+        column: usize,
+        /// The flavour's name.
+        flavour: &'static str,
+        /// Why, and how to get one.
+        why: String,
+    },
+    /// A started process is not the server its flavour wants.
+    #[error("{what} answers as {found}, but the run started it as {expected}")]
+    WrongServer {
+        /// Which process.
+        what: String,
+        /// The server its binary said it is.
+        expected: String,
+        /// What its `INFO server` says.
+        found: String,
+    },
+    /// No server binary to run (the message says how to get one).
+    #[error(transparent)]
+    MissingBinary(#[from] servers::FindError),
     /// A port the run was told to use is taken.
     #[error("port {port} is already in use: {source}")]
     PortTaken {
@@ -67,4 +91,17 @@ pub enum ChaosError {
     /// A harness bug.
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+impl From<servers::PortError> for ChaosError {
+    fn from(error: servers::PortError) -> Self {
+        match error {
+            servers::PortError::Taken { port, source } => Self::PortTaken { port, source },
+            servers::PortError::Exhausted { base } => Self::PortsExhausted { base },
+            other => Self::Io {
+                what: other.to_string(),
+                source: std::io::Error::from(std::io::ErrorKind::AddrInUse),
+            },
+        }
+    }
 }

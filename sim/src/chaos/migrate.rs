@@ -312,110 +312,25 @@ pub(super) async fn finish(
 
 #[cfg(test)]
 mod tests {
-    use std::{
-        path::PathBuf,
-        process::{Child, Command, Stdio},
-        sync::{Arc, Mutex},
-    };
+    use std::sync::{Arc, Mutex};
 
     use super::*;
-    use crate::chaos::procs::{Ports, wait_listening};
 
-    /// Three cluster-enabled `redis-server`s that `redis-cli --cluster
-    /// create` made one cluster, each owning a third of the slots; killed
-    /// on drop. Ports from `SIM_CHAOS_TEST_BASE_PORT` up when it is set,
-    /// else from the kernel.
-    struct TestCluster {
-        children: Vec<Child>,
-        /// Client ports, by index.
-        ports: Vec<u16>,
-        dir: PathBuf,
-    }
-
-    impl Drop for TestCluster {
-        fn drop(&mut self) {
-            for child in &mut self.children {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
-    }
-
-    impl TestCluster {
-        async fn start() -> Self {
-            let base = std::env::var("SIM_CHAOS_TEST_BASE_PORT")
-                .ok()
-                .and_then(|port| port.parse().ok());
-            let mut ports = Ports::new(base);
-            let mut cluster = Self {
-                children: Vec::new(),
-                ports: Vec::new(),
-                dir: std::env::temp_dir().join(format!("sim-migrate-{}", std::process::id())),
-            };
-            let _ = std::fs::remove_dir_all(&cluster.dir);
-            for index in 0..3 {
-                let (port, bus) = (ports.take().unwrap(), ports.take().unwrap());
-                let dir = cluster.dir.join(index.to_string());
-                std::fs::create_dir_all(&dir).unwrap();
-                let child = Command::new("redis-server")
-                    .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                    .args([
-                        "--cluster-enabled",
-                        "yes",
-                        "--cluster-port",
-                        &bus.to_string(),
-                    ])
-                    .args(["--save", "", "--appendonly", "no", "--dir"])
-                    .arg(&dir)
-                    .stdout(Stdio::null())
-                    .spawn()
-                    .expect("redis-server on PATH");
-                cluster.children.push(child);
-                cluster.ports.push(port);
-                assert!(
-                    wait_listening(port, Duration::from_secs(10)),
-                    "node {index}"
-                );
-            }
-            let create = Command::new("redis-cli")
-                .args(["--cluster", "create"])
-                .args(cluster.ports.iter().map(|port| format!("127.0.0.1:{port}")))
-                .args(["--cluster-replicas", "0", "--cluster-yes"])
-                .stdout(Stdio::null())
-                .status()
-                .expect("redis-cli on PATH");
-            assert!(create.success());
-            for _ in 0..500 {
-                if cluster.agrees().await {
-                    return cluster;
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            panic!("the cluster never came up");
-        }
-
-        /// Whether every node says the cluster is up.
-        async fn agrees(&self) -> bool {
-            for &port in &self.ports {
-                let Ok(mut conn) = admin(port).await else {
-                    return false;
-                };
-                let info: String = redis::cmd("CLUSTER")
-                    .arg("INFO")
-                    .query_async(&mut conn)
-                    .await
-                    .unwrap_or_default();
-                if !info.contains("cluster_state:ok") {
-                    return false;
-                }
-            }
-            true
-        }
-
-        fn running(&self) -> Vec<(u16, bool)> {
-            self.ports.iter().map(|&port| (port, true)).collect()
-        }
+    /// Three primaries without replicas (the `servers` crate's cluster, as
+    /// `redis-cli --cluster create` makes one), each owning a third of the
+    /// slots; killed on drop. Its client ports, by index, and each node
+    /// as running.
+    async fn test_cluster() -> (servers::Cluster, Vec<u16>, Vec<(u16, bool)>) {
+        let cluster = tokio::task::spawn_blocking(|| {
+            let binaries = servers::Binaries::on_path().unwrap_or_else(|error| panic!("{error}"));
+            servers::Cluster::start(&binaries, &servers::cluster::ClusterSetup::new(3, 0))
+                .unwrap_or_else(|error| panic!("{error}"))
+        })
+        .await
+        .expect("the cluster's start");
+        let ports: Vec<u16> = cluster.nodes().iter().map(|node| node.port()).collect();
+        let running = ports.iter().map(|&port| (port, true)).collect();
+        (cluster, ports, running)
     }
 
     /// `GET key` on `port` as a plain client sends it (no `ASKING`).
@@ -426,14 +341,14 @@ mod tests {
 
     #[tokio::test]
     async fn a_migrated_slots_keys_end_on_the_target_and_are_read_there() {
-        let cluster = TestCluster::start().await;
-        let names = lock_core::scripts::KeyNames::new("lock", crate::client::KEY);
+        let (_cluster, ports, running) = test_cluster().await;
+        let names = crate::client::key_names();
         let slot = lock_core::internal::cluster::slot_of(&names.lock);
         // The namespace's fence floor of the lock's slot moves with it.
-        let floor = lock_core::internal::cluster_fence_floor("lock", &names.lock);
-        let nodes = cluster_nodes(&cluster.running(), &[]).await.unwrap();
+        let floor = lock_core::internal::cluster_fence_floor(crate::client::NAMESPACE, &names.lock);
+        let nodes = cluster_nodes(&running, &[]).await.unwrap();
         let owner = nodes.iter().find(|n| n.owns(slot)).unwrap().port;
-        let from = cluster.ports.iter().position(|&p| p == owner).unwrap();
+        let from = ports.iter().position(|&p| p == owner).unwrap();
         let mut conn = admin(owner).await.unwrap();
         for (key, value) in [(&names.lock, "token"), (&floor, "17")] {
             redis::cmd("SET")
@@ -447,17 +362,10 @@ mod tests {
         let heard = Arc::clone(&moved);
         let record = move |key, from, to| heard.lock().unwrap().push((key, from, to));
         let duration = Duration::from_millis(300);
-        let migration = begin_among(
-            &cluster.running(),
-            &[],
-            &names.lock,
-            1,
-            duration,
-            record.clone(),
-        )
-        .await
-        .unwrap()
-        .expect("another shard to move to");
+        let migration = begin_among(&running, &[], &names.lock, 1, duration, record.clone())
+            .await
+            .unwrap()
+            .expect("another shard to move to");
         tokio::time::sleep(duration / 2).await;
         finish(migration, record).await.unwrap();
         let moved = moved.lock().unwrap().clone();
@@ -473,14 +381,14 @@ mod tests {
             "{moved:?}"
         );
         // The target serves the slot: a plain GET reads the keys there.
-        let target = cluster.ports[to];
+        let target = ports[to];
         assert_eq!(
             get(target, &names.lock).await.unwrap().as_deref(),
             Some("token")
         );
         assert_eq!(get(target, &floor).await.unwrap().as_deref(), Some("17"));
         // The source sends clients there, and so does the third node.
-        for port in cluster.ports.iter().filter(|&&p| p != target) {
+        for port in ports.iter().filter(|&&p| p != target) {
             let error = get(*port, &names.lock).await.unwrap_err();
             assert_eq!(error.code(), Some("MOVED"), "{error}");
             assert!(

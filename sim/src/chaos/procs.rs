@@ -1,5 +1,6 @@
-//! The processes a real run starts, and the guarantee that none outlives
-//! it.
+//! The processes a real run starts, how a server among them proves it is
+//! up (answering as itself: the `servers` crate's check), and the
+//! guarantee that none outlives the run.
 //!
 //! Every child is started through `sim chaos-exec`, which asks the kernel
 //! to kill it when the controller's thread dies (`PR_SET_PDEATHSIG`) and
@@ -8,17 +9,26 @@
 //! started when it is dropped: at the normal end, on an error, and while
 //! a panic unwinds. A `SIGKILL` of the controller itself leaves the
 //! kernel's death signal to do the same.
+//!
+//! The controller runs one current-thread runtime: whatever it awaits
+//! while a run lasts must not block that thread (a blocked runtime stops
+//! every proxy, the oracle and the fault clock at once, a fault no
+//! schedule drew). So a kill during a run is awaited ([`Processes::kill`]
+//! polls for the child's exit), as is a server's readiness (`await_started`
+//! looks at it from a blocking thread); only [`Processes::kill_all`], after the runtime
+//! is done, waits by blocking.
 
 use std::{
-    net::{Ipv4Addr, TcpListener},
     os::unix::process::CommandExt,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
-    sync::atomic::{AtomicU32, Ordering},
     time::Duration,
 };
 
 use rustix::process::{Pid, Signal};
+/// The loopback ports a run's servers take: the `servers` crate's walk
+/// below the kernel's ephemeral range, or `--base-port` and up.
+pub use servers::Ports;
 
 use super::error::ChaosError;
 
@@ -113,8 +123,12 @@ impl Processes {
                 .open(path)
                 .and_then(|mut file| writeln!(file, "{}", child.id()));
             if let Err(source) = written {
+                // Killed now, reaped by `kill_all` (outside the runtime).
                 let _ = child.kill();
-                let _ = child.wait();
+                self.started.push(Started {
+                    name: name.to_owned(),
+                    child,
+                });
                 return Err(ChaosError::Io {
                     what: path.display().to_string(),
                     source,
@@ -136,11 +150,18 @@ impl Processes {
         }
     }
 
-    /// Kills `id`'s group and reaps it.
-    pub fn kill(&mut self, id: ProcId) {
+    /// Kills `id`'s group and reaps it, without blocking the runtime: the
+    /// child's exit is polled every millisecond (a `SIGKILL`ed process
+    /// exits within a few), so that what comes next (a restart on the
+    /// same port) finds it gone.
+    pub async fn kill(&mut self, id: ProcId) {
         self.signal(id, Signal::KILL);
-        if let Some(started) = self.started.get_mut(id.0) {
-            let _ = started.child.wait();
+        let Some(started) = self.started.get_mut(id.0) else {
+            return;
+        };
+        // `try_wait` fails only for a child already reaped: gone either way.
+        while let Ok(None) = started.child.try_wait() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
         }
     }
 
@@ -156,6 +177,11 @@ impl Processes {
         self.started.get(id.0).map_or("?", |s| s.name.as_str())
     }
 
+    /// `id`'s process id (the leader of its group).
+    pub fn pid_of(&self, id: ProcId) -> Option<u32> {
+        self.started.get(id.0).map(|started| started.child.id())
+    }
+
     /// The pids of every process started, for a test that checks they are
     /// gone.
     pub fn pids(&self) -> Vec<u32> {
@@ -168,7 +194,8 @@ impl Processes {
             .and_then(|started| Pid::from_raw(started.child.id() as i32))
     }
 
-    /// Kills every group and reaps every child.
+    /// Kills every group and reaps every child, blocking until they are
+    /// gone: for the end of a run, outside its runtime, and for `Drop`.
     pub fn kill_all(&mut self) {
         for index in 0..self.started.len() {
             self.signal(ProcId(index), Signal::KILL);
@@ -215,136 +242,77 @@ pub fn exec_child(program: &str, args: &[String]) -> std::io::Error {
     Command::new(program).args(args).exec()
 }
 
-/// Finds `program` on `PATH`.
-pub fn find_program(program: &str) -> Option<PathBuf> {
-    if program.contains('/') {
-        return Path::new(program).is_file().then(|| PathBuf::from(program));
-    }
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join(program))
-            .find(|path| path.is_file())
-    })
+/// How long a server or sentinel may take to answer as itself.
+const STARTUP: Duration = Duration::from_secs(10);
+
+/// Where a started process's output goes: the log its arguments name
+/// (`DIR/NAME.log`; appended to across restarts) and its stderr
+/// (`DIR/NAME.stderr`), and how much of the log was there before.
+pub(super) struct Output {
+    log: PathBuf,
+    /// Its stderr.
+    pub stderr: PathBuf,
+    seen: u64,
 }
 
-/// Hands out loopback ports: from a fixed base when the user asked for
-/// one (each must be free, or the run stops with an error naming it), or
-/// else free ports below the kernel's ephemeral range.
-///
-/// Not a bind to port 0: that port comes from the ephemeral range, and it
-/// is free only until the listener that found it closes; a server started
-/// on it a moment later can find it taken by any connection opened
-/// meanwhile, whose local port the kernel draws from the same range (the
-/// proxies' own connections upstream, a cluster's bus links: seen as
-/// `port … is already in use` in a cluster run). No connection is ever
-/// given a port below that range. The `Ports` of one process share one walk
-/// over those ports, from an offset drawn from the process id with a
-/// stride that visits every one of them once: two `Ports` in one process
-/// (tests running side by side) never hand out the same port, runs in
-/// parallel processes start far apart, and a port found taken (by a run
-/// beside it) is skipped.
-#[derive(Debug)]
-pub struct Ports {
-    base: Option<u16>,
-    next: u16,
-}
-
-/// The lowest port handed out without a base.
-const LOW: u16 = 16_384;
-
-/// A stride coprime with any span of ports below 2^16 that is not a
-/// multiple of its factors (7919 is prime): the walk visits every port of
-/// the span before it repeats.
-const STRIDE: u32 = 7_919;
-
-/// The next step of this process's walk ([`Ports`]): shared, so that each
-/// step is handed to one `Ports` only. Each `Ports` handing out its own
-/// walk from step 0 let two tests of one process draw the same ports, each
-/// port free when drawn and then bound by both (`ports_without_a_base…` and
-/// a migration test failed so under load).
-static WALK: AtomicU32 = AtomicU32::new(0);
-
-impl Ports {
-    /// Ports from `base` up, or below the ephemeral range.
-    pub fn new(base: Option<u16>) -> Self {
-        Self { base, next: 0 }
+impl Output {
+    /// The output of `name`, whose files are in `dir`.
+    pub(super) fn new(dir: &Path, name: &str) -> Self {
+        let log = dir.join(format!("{name}.log"));
+        let seen = std::fs::metadata(&log).map_or(0, |meta| meta.len());
+        Self {
+            log,
+            stderr: dir.join(format!("{name}.stderr")),
+            seen,
+        }
     }
 
-    /// One free port.
-    pub fn take(&mut self) -> Result<u16, ChaosError> {
-        if let Some(base) = self.base {
-            let port = base
-                .checked_add(self.next)
-                .ok_or(ChaosError::PortsExhausted { base })?;
-            self.next += 1;
-            TcpListener::bind((Ipv4Addr::LOCALHOST, port))
-                .map_err(|source| ChaosError::PortTaken { port, source })?;
-            return Ok(port);
+    /// What this start wrote: its part of the log, then its stderr.
+    fn text(&self) -> String {
+        let log = std::fs::read(&self.log).unwrap_or_default();
+        let start = usize::try_from(self.seen).map_or(log.len(), |seen| seen.min(log.len()));
+        String::from_utf8_lossy(&log[start..]).into_owned()
+            + &std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+}
+
+/// Waits until the process `id`, started as `name` on `port`, answers as
+/// itself. A process that lost its port to another is
+/// [`ChaosError::PortTaken`] (its start may move to the next port);
+/// anything else names its last line of output.
+pub(super) async fn await_started(
+    procs: &mut Processes,
+    id: ProcId,
+    port: u16,
+    name: String,
+    output: &Output,
+) -> Result<Option<servers::Identity>, ChaosError> {
+    let pid = procs
+        .pid_of(id)
+        .ok_or_else(|| ChaosError::Internal(format!("{name} has no pid")))?;
+    let deadline = tokio::time::Instant::now() + STARTUP;
+    // The servers crate's readiness (`INFO server` names this pid), looked
+    // at from a blocking thread, and waited for on the runtime's timer: the
+    // controller's runtime never blocks.
+    while procs.exited(id).is_none() && tokio::time::Instant::now() < deadline {
+        let answers = tokio::task::spawn_blocking(move || servers::answers_as_itself(port, pid))
+            .await
+            .map_err(|error| ChaosError::Internal(format!("{name}'s readiness check: {error}")))?;
+        if let Some(identity) = answers {
+            return Ok(identity);
         }
-        let high = ephemeral_low();
-        let span = u32::from(high.saturating_sub(LOW)).max(1);
-        let offset = std::process::id().wrapping_mul(2_654_435_761) % span;
-        while u32::from(self.next) < span {
-            self.next += 1;
-            let step = WALK.fetch_add(1, Ordering::Relaxed) % span;
-            let port = LOW + ((offset + step * STRIDE) % span) as u16;
-            if TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok() {
-                return Ok(port);
-            }
-        }
-        Err(ChaosError::Io {
-            what: format!("finding a free loopback port in {LOW}..{high}"),
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let text = output.text();
+    if servers::port_taken(&text) {
+        return Err(ChaosError::PortTaken {
+            port,
             source: std::io::Error::from(std::io::ErrorKind::AddrInUse),
-        })
+        });
     }
-}
-
-/// The first port of the kernel's ephemeral range (Linux:
-/// `net.ipv4.ip_local_port_range`, 32768 unless changed), never below
-/// [`LOW`] + 1024.
-fn ephemeral_low() -> u16 {
-    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|range| range.split_whitespace().next()?.parse().ok())
-        .unwrap_or(32_768u16)
-        .max(LOW + 1_024)
-}
-
-/// Waits up to `limit` for `port` to accept a connection.
-pub fn wait_listening(port: u16, limit: Duration) -> bool {
-    let deadline = std::time::Instant::now() + limit;
-    while std::time::Instant::now() < deadline {
-        if std::net::TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_ok() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ports_without_a_base_are_free_and_below_the_ephemeral_range() {
-        let mut ports = Ports::new(None);
-        let mut held = Vec::new();
-        for _ in 0..32 {
-            let port = ports.take().expect("a free port");
-            assert!(
-                (LOW..ephemeral_low()).contains(&port),
-                "{port} is not below the ephemeral range"
-            );
-            // Free when handed out; held from here on, as a server would.
-            held.push((
-                port,
-                TcpListener::bind((Ipv4Addr::LOCALHOST, port)).expect("free"),
-            ));
-        }
-        let mut seen: Vec<u16> = held.iter().map(|(port, _)| *port).collect();
-        seen.sort_unstable();
-        seen.dedup();
-        assert_eq!(seen.len(), held.len(), "a port handed out twice");
-    }
+    let last = text.lines().last().unwrap_or("no output").to_owned();
+    Err(ChaosError::Start {
+        what: name,
+        why: last,
+    })
 }

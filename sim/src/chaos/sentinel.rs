@@ -308,6 +308,15 @@ mod tests {
                 dir: std::env::temp_dir(),
                 data: std::env::temp_dir(),
                 preload: None,
+                server: std::path::PathBuf::new(),
+                identity: servers::Identity {
+                    family: servers::Family::Redis,
+                    version: servers::Version {
+                        major: 7,
+                        minor: 0,
+                        patch: 15,
+                    },
+                },
             };
             let peers = deployment.sentinels[1].peers.port;
             let adoption = Adoption {

@@ -13,6 +13,7 @@ pub mod dead_waiter;
 pub mod family;
 mod hold;
 mod progress;
+mod quorum;
 mod safety;
 mod timeline;
 
@@ -94,6 +95,7 @@ fn check_with_slack(
         progress::orphans(scenario, history, &holds, &mut verdict);
     }
     progress::availability(scenario, schedule, history, &holds, &mut verdict);
+    quorum::quorum_availability(scenario, schedule, &holds, &mut verdict);
     progress::facts(scenario, history, &holds, &mut verdict);
     verdict.violations.sort_by_key(|v| (v.at, v.property));
     verdict

@@ -3,14 +3,12 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
-use lock_core::scripts::KeyNames;
-
 use super::{
     hold::{Hold, TICK_SLACK},
     timeline::{fault_spans, grant_times, oracle_timeline, short, stale_writes, stopped_intervals},
 };
 use crate::{
-    client::{KEY, lock_options},
+    client::lock_options,
     config::{Property, Scenario},
     history::{History, Op, Phase, Process},
     net::BASE_LATENCY,
@@ -184,7 +182,7 @@ pub(super) fn facts(scenario: &Scenario, history: &History, holds: &[Hold], verd
     }
     .to_string();
     let grants = grant_times(holds);
-    let names = KeyNames::new("lock", KEY);
+    let names = crate::client::key_names();
     let mut register = Vec::new();
     // The node the lock key last moved to by MIGRATE, while no grant or
     // renewal has written it since.
@@ -290,7 +288,7 @@ fn client_of_token(token: &str) -> Option<usize> {
 }
 
 /// Sorted, merged intervals.
-fn merged(mut intervals: Vec<(Duration, Duration)>) -> Vec<(Duration, Duration)> {
+pub(super) fn merged(mut intervals: Vec<(Duration, Duration)>) -> Vec<(Duration, Duration)> {
     intervals.sort();
     let mut out: Vec<(Duration, Duration)> = Vec::new();
     for (start, end) in intervals {
@@ -303,7 +301,7 @@ fn merged(mut intervals: Vec<(Duration, Duration)>) -> Vec<(Duration, Duration)>
 }
 
 /// `from..to` minus `excused`, as sorted stretches.
-fn uncovered(
+pub(super) fn uncovered(
     from: Duration,
     to: Duration,
     excused: &[(Duration, Duration)],

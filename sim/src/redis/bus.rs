@@ -1,4 +1,5 @@
-//! The cluster bus, as far as pub/sub needs it.
+//! The reach of a node's `PUBLISH`: its own subscribers, and in a cluster
+//! the cluster bus, as far as pub/sub needs it.
 //!
 //! In a Redis Cluster, `PUBLISH` on one node reaches the subscribers of
 //! every node: the node delivers to its own subscribers and relays the
@@ -10,14 +11,9 @@
 
 use std::rc::Rc;
 
-use redis_protocol::resp2::types::OwnedFrame as Frame;
 use turmoil::net::UdpSocket;
 
-use super::{
-    cluster::ClusterHandle,
-    frame::bulk,
-    node::{Node, NodeHandle, PORT},
-};
+use super::node::{Node, NodeHandle, PORT};
 use crate::net::redis_host;
 
 /// The bus port: Redis's default, the client port + 10000.
@@ -40,17 +36,14 @@ fn decode(datagram: &[u8]) -> Option<(&[u8], &[u8])> {
     (length <= rest.len()).then(|| rest.split_at(length))
 }
 
-/// `PUBLISH` on node `from` of `cluster`: its own subscribers get the
-/// message at once, every other node's when the bus relays it; answers
-/// how many of `from`'s own got it (what Redis answers in a cluster).
-pub(super) fn publish(
-    from: &Node,
-    cluster: &ClusterHandle,
-    channel: &[u8],
-    message: &[u8],
-) -> usize {
-    let local = deliver(from, channel, message);
-    relay(from, cluster.node_count(), channel, message);
+/// `PUBLISH` on node `from`: its own subscribers get the message at once;
+/// in a cluster, every other node's when the bus relays it. Answers how
+/// many of `from`'s own got it (what Redis answers in a cluster too).
+pub(super) fn publish(from: &Node, channel: &[u8], message: &[u8]) -> usize {
+    let local = from.subscribers.deliver(channel, message);
+    if let Some(cluster) = &from.cluster {
+        relay(from, cluster.node_count(), channel, message);
+    }
     local
 }
 
@@ -76,27 +69,17 @@ pub(crate) async fn serve(node: NodeHandle) -> turmoil::Result {
     loop {
         let (read, _) = socket.recv_from(&mut buffer).await?;
         if let Some((channel, message)) = decode(&buffer[..read]) {
-            deliver(&node.0.borrow(), channel, message);
+            node.0.borrow().subscribers.deliver(channel, message);
         }
     }
 }
 
-/// Pushes a message to `node`'s subscribers of `channel`; answers how
-/// many got it.
-pub(crate) fn deliver(node: &Node, channel: &[u8], message: &[u8]) -> usize {
-    let Some(subscribers) = node.subscribers.get(channel) else {
-        return 0;
-    };
-    let frame = Frame::Array(vec![bulk(b"message"), bulk(channel), bulk(message)]);
-    subscribers
-        .values()
-        .filter(|push| push.send(frame.clone()).is_ok())
-        .count()
-}
-
 #[cfg(test)]
 mod tests {
+    use redis_protocol::resp2::types::OwnedFrame as Frame;
+
     use super::*;
+    use crate::redis::{cluster::ClusterHandle, frame::bulk};
 
     #[test]
     fn a_relayed_message_decodes_to_what_was_published() {
@@ -113,23 +96,21 @@ mod tests {
     fn publish_answers_for_the_node_own_subscribers() {
         // Other nodes hear it over the bus (tests/cluster.rs); the reply
         // counts this node's subscribers, as Redis does in a cluster.
-        let (cluster, nodes) = ClusterHandle::with_nodes(3, 1);
+        let (_cluster, nodes) = ClusterHandle::with_nodes(3, 1);
         let (push, mut pushes) = tokio::sync::mpsc::unbounded_channel();
         nodes[3]
             .0
             .borrow_mut()
             .subscribers
-            .entry(b"channel".to_vec())
-            .or_default()
-            .insert(1, push);
+            .subscribe(1, &push, &[b"channel".to_vec()]);
         assert_eq!(
-            publish(&nodes[0].0.borrow(), &cluster, b"channel", b"released"),
+            publish(&nodes[0].0.borrow(), b"channel", b"released"),
             0,
             "none on redis-0"
         );
         assert!(pushes.try_recv().is_err(), "not delivered in place");
         assert_eq!(
-            publish(&nodes[3].0.borrow(), &cluster, b"channel", b"again"),
+            publish(&nodes[3].0.borrow(), b"channel", b"again"),
             1,
             "one on redis-3"
         );

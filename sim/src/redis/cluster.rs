@@ -48,7 +48,7 @@
 //!
 //! This file holds the table the world changes and the nodes read, and
 //! knows no node: what a node answers from its view of the table is in
-//! [`cluster_reply`](super::cluster_reply), the bus in [`bus`](super::bus).
+//! [`cmd::cluster`](super::cmd::cluster), the bus in [`bus`](super::bus).
 
 use std::{
     cell::{Ref, RefCell},
@@ -100,22 +100,11 @@ pub struct ClusterHandle(Rc<RefCell<ClusterState>>);
 
 /// The slot ranges `redis-cli --cluster create` gives `shards` primaries:
 /// 16384 / shards each, rounded as it rounds them (3 shards: 0-5460,
-/// 5461-10922, 10923-16383).
+/// 5461-10922, 10923-16383). The rule the real clusters of the tests and
+/// of `sim chaos` are made by (`servers::cluster::slot_ranges`), so that
+/// both sides split the slots alike.
 pub fn initial_ranges(shards: usize) -> Vec<(u16, u16)> {
-    let per_shard = f64::from(SLOTS) / shards as f64;
-    let mut ranges = Vec::with_capacity(shards);
-    let (mut first, mut cursor) = (0_u16, 0.0_f64);
-    for shard in 0..shards {
-        let mut last = (cursor + per_shard - 1.0).round() as u16;
-        if last >= SLOTS || shard == shards - 1 {
-            last = SLOTS - 1;
-        }
-        last = last.max(first);
-        ranges.push((first, last));
-        first = last + 1;
-        cursor += per_shard;
-    }
-    ranges
+    servers::cluster::slot_ranges(shards)
 }
 
 /// The cluster node id of node `index`: 40 hex digits, fixed per name.

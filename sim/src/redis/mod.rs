@@ -4,8 +4,10 @@
 //! write), and BUSY stretches.
 //!
 //! The shape follows mini-redis: [`frame`] frames bytes into commands
-//! (check-then-parse with the `redis-protocol` crate), [`conn`] dispatches
-//! them, [`db`] holds the keyspace, [`scripts`] runs lock-core's Lua in Lua 5.1,
+//! (check-then-parse with the `redis-protocol` crate), [`conn`] is the one
+//! connection loop (a node's and a sentinel's), [`cmd`] parses and applies
+//! each command, one family a file, [`db`] holds the keyspace and its
+//! expiry and nothing else, [`scripts`] runs lock-core's Lua in Lua 5.1,
 //! [`replication`] moves writes from a primary to its replicas.
 //!
 //! Everything the world controls from outside (role, clock, BUSY) and
@@ -15,19 +17,22 @@
 //! an `.await`.
 //!
 //! Imports run one way. [`node`] holds the node's state and the
-//! transitions its siblings share, and imports none of them; [`cluster`]
-//! holds the slot table and knows no node; the files that run a node
-//! ([`conn`], [`replication`], [`bus`], [`cluster_reply`]) import those two.
+//! transitions its siblings share, and imports none of them but the
+//! storage it keeps ([`db`], the subscriptions of [`cmd::pubsub`]);
+//! [`cluster`] holds the slot table and knows no node; the files that run
+//! a node ([`conn`], [`cmd`], [`replication`], [`bus`]) import those.
 //! This file only declares the modules, re-exports the node's types, and
 //! holds the glue that needs them all: [`serve`], and joining nodes to a
 //! cluster ([`ClusterHandle::attach`]).
 
 pub mod bus;
 pub mod cluster;
-pub mod cluster_reply;
+pub mod cmd;
 pub mod conn;
 pub mod db;
+pub mod flavour;
 pub mod frame;
+pub mod keyspace;
 pub mod node;
 pub mod replication;
 pub mod scripts;
@@ -37,8 +42,9 @@ use std::{rc::Rc, time::Duration};
 
 use crate::net::redis_host;
 
+pub use flavour::Flavour;
 pub use node::{
-    CLOCK_BASE_UNIX_MS, DeposedAcks, Flavour, Node, NodeConfig, NodeHandle, PORT, Redirects, Role,
+    CLOCK_BASE_UNIX_MS, DeposedAcks, Node, NodeConfig, NodeHandle, PORT, Redirects, Role,
 };
 
 use cluster::ClusterHandle;
@@ -93,7 +99,7 @@ pub async fn serve(node: NodeHandle) -> turmoil::Result {
     }
     loop {
         let (stream, _) = listener.accept().await?;
-        tokio::task::spawn_local(conn::handle(node.clone(), stream));
+        tokio::task::spawn_local(conn::serve(node.clone(), stream));
     }
 }
 

@@ -17,12 +17,13 @@ use std::{
     time::Duration,
 };
 
-use redis_protocol::resp2::types::OwnedFrame as Frame;
 use tokio::sync::{Notify, mpsc::UnboundedSender};
 
 use super::{
     cluster::ClusterHandle,
-    db::{self, Db, Effect, NodeTime},
+    cmd::pubsub::Subscribers,
+    db::{Db, Effect, NodeTime},
+    flavour::Flavour,
 };
 use crate::{clock::ClockControl, config::DurationRange, rng::Rng};
 
@@ -65,48 +66,6 @@ impl NodeConfig {
     }
 }
 
-/// The server a simulated node presents as.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Flavour {
-    /// Redis 7.0 (`redis_version:7.0.15`): the lock sends its scripts and
-    /// `SET … NX … GET`. `SET … IFEQ` is a syntax error, as on Redis 7.0.
-    #[default]
-    Redis7,
-    /// Valkey 8.1 (`valkey_version:8.1.8`, `redis_version:7.2.4`): `SET …
-    /// IFEQ` too, so the lock renews natively, and `WAITAOF`, which
-    /// acknowledges the local AOF before it is fsynced (see
-    /// [`Flavour::acks_unsynced_aof`]).
-    Valkey81,
-    /// Valkey 9.0 (`valkey_version:9.0.0`): Valkey 8.1's commands and
-    /// `DELIFEQ key value`. Modelled on its documentation: no Valkey 9 is
-    /// reachable to compare with.
-    Valkey90,
-    /// Redis 8.4 (`redis_version:8.4.0`): `SET … IFEQ`, `WAITAOF` (which
-    /// waits for the fsync), and `DELEX key IFEQ value`. Modelled on its
-    /// documentation: no Redis 8.4 is reachable to compare with.
-    Redis84,
-}
-
-impl Flavour {
-    /// Whether `WAITAOF` counts the local AOF once it is written rather
-    /// than once it is fsynced, under `appendfsync everysec`.
-    ///
-    /// Valkey's `flushAppendOnlyFile`, on a pass with nothing left to
-    /// write, advances the fsynced offset to the write offset unless an
-    /// fsync is due, whether or not the last writes were fsynced; Redis
-    /// fixed the same code in 8.0 (redis/redis#13793), Valkey had not in
-    /// 8.1 nor, by a public report, in 9.1. Measured here on Valkey 8.1.8:
-    /// a `WAITAOF 1 0` pipelined behind a `SET` answers `[1, 0]` within
-    /// 0.3–103 ms (its next event-loop pass; the cron's is 100 ms away at
-    /// most), strace shows the reply written before the background
-    /// `fdatasync` of the `SET` returned, and with a machine crash made
-    /// real (the chaos mode's `lazy_aof`) the acknowledged key was gone
-    /// after the restart in 15 of 30 tries.
-    pub fn acks_unsynced_aof(self) -> bool {
-        matches!(self, Self::Valkey81 | Self::Valkey90)
-    }
-}
-
 /// A node's role.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Role {
@@ -134,8 +93,8 @@ pub struct Node {
     pub(super) acked: BTreeMap<u64, u64>,
     /// Replica link id → where its stream goes.
     pub(super) streams: BTreeMap<u64, UnboundedSender<(u64, Vec<Effect>)>>,
-    /// Channel → connection id → push sender.
-    pub(super) subscribers: BTreeMap<Vec<u8>, BTreeMap<u64, UnboundedSender<Frame>>>,
+    /// Its connections' subscriptions.
+    pub(super) subscribers: Subscribers,
     pub(super) next_id: u64,
     pub(super) lag: Option<DurationRange>,
     pub(super) rng: Rng,
@@ -248,7 +207,7 @@ impl NodeHandle {
             offset: 0,
             acked: BTreeMap::new(),
             streams: BTreeMap::new(),
-            subscribers: BTreeMap::new(),
+            subscribers: Subscribers::default(),
             next_id: 0,
             lag: config.replication_lag,
             rng: Rng::new(config.seed),
@@ -431,130 +390,6 @@ impl NodeHandle {
         node.busy_until = node.busy_until.max(until);
     }
 
-    /// Memory pressure under a `volatile-*` eviction policy: evicts one key
-    /// by `volatile-ttl` (see [`Db::evict_volatile_ttl`]) at true time
-    /// `now`. A primary replicates the eviction as a `DEL`, as Redis does,
-    /// so its replicas lose the key too. Returns the key and, for a string,
-    /// its value.
-    pub fn evict(&self, now: Duration) -> Option<(Vec<u8>, Option<Vec<u8>>)> {
-        let mut node = self.0.borrow_mut();
-        let time = node.time_at(now);
-        let (key, value) = node.db.evict_volatile_ttl(time)?;
-        node.touch();
-        if node.role == Role::Primary {
-            node.propagate(vec![Effect::Del { key: key.clone() }]);
-        }
-        let value = match value {
-            db::Value::Str(bytes) => Some(bytes),
-            db::Value::List(_) | db::Value::ZSet(_) => None,
-        };
-        Some((key, value))
-    }
-
-    /// Redis's active expiry, run at true time `now`: deletes every key the
-    /// node's clock has passed, and a primary replicates each deletion as a
-    /// `DEL`. Redis does this in the background within about 100 ms of an
-    /// expiry, as the node's cron does here (a primary's, every 100 ms);
-    /// the world runs it before a backward clock step too, so that a key
-    /// which expired does not come back to life when the clock reads an
-    /// earlier time (lazy expiry alone would revive it).
-    pub fn expire_due(&self, now: Duration) {
-        let mut node = self.0.borrow_mut();
-        let time = node.time_at(now);
-        let due = node.db.expire_due(time);
-        if due.is_empty() {
-            return;
-        }
-        node.touch();
-        if node.role == Role::Primary {
-            node.propagate(due.into_iter().map(|key| Effect::Del { key }).collect());
-        }
-    }
-
-    /// Whether `key` is live on this node at true time `now`.
-    pub fn has_key(&self, key: &[u8], now: Duration) -> bool {
-        let node = self.0.borrow();
-        let time = node.time_at(now);
-        node.db.exists(key, time)
-    }
-
-    /// How many live keys of `slot` the node holds at true time `now`.
-    pub fn keys_in_slot(&self, slot: u16, now: Duration) -> usize {
-        let node = self.0.borrow();
-        let time = node.time_at(now);
-        node.db.count_in_slot(slot, time)
-    }
-
-    /// `MIGRATE` of the first live key of `slot` (in key order) from this
-    /// node to `target` at true time `now`; returns the key moved, `None`
-    /// when the slot has no live key here.
-    pub fn migrate_one(&self, slot: u16, target: &Self, now: Duration) -> Option<Vec<u8>> {
-        let key = {
-            let source = self.0.borrow();
-            let time = source.time_at(now);
-            source.db.first_key_in_slot(slot, time)?
-        };
-        self.migrate(&key, target, now).then_some(key)
-    }
-
-    /// `MIGRATE` of `key` from this node to `target` at true time `now`:
-    /// the target restores it with the ttl it had left (on the target's
-    /// clock, as `RESTORE` does), then this node deletes it; each
-    /// replicates its side. False when the key is not live here (Redis
-    /// answers `NOKEY`).
-    pub fn migrate(&self, key: &[u8], target: &Self, now: Duration) -> bool {
-        let (value, pttl) = {
-            let mut source = self.0.borrow_mut();
-            let time = source.time_at(now);
-            let Some((value, pttl)) = source.db.dump(key, time) else {
-                return false;
-            };
-            source.db.del(key, time);
-            source.touch();
-            if source.role == Role::Primary {
-                source.propagate(vec![Effect::Del { key: key.to_vec() }]);
-            }
-            (value, pttl)
-        };
-        let mut destination = target.0.borrow_mut();
-        let time = destination.time_at(now);
-        let effects = destination
-            .db
-            .restore(key, value, pttl.map(|ms| time.ms + ms));
-        destination.touch();
-        if destination.role == Role::Primary {
-            destination.propagate(effects);
-        }
-        true
-    }
-
-    /// The oracle: the string at `key` and its remaining ttl (ms) on the
-    /// node's own clock at true time `now`, if the key is live.
-    pub fn peek(&self, key: &str, now: Duration) -> Option<(String, Option<u64>)> {
-        let node = self.0.borrow();
-        let time = node.time_at(now);
-        let value = node.db.get(key.as_bytes(), time).ok().flatten()?;
-        let pttl = node.db.pttl(key.as_bytes(), time);
-        Some((
-            String::from_utf8_lossy(value).into_owned(),
-            u64::try_from(pttl).ok(),
-        ))
-    }
-
-    /// The true time at which `key`, live at true time `now`, expires on
-    /// this node's clock (as its clock runs at `now`), if it has an expiry.
-    pub fn expires_at_true(&self, key: &str, now: Duration) -> Option<Duration> {
-        let node = self.0.borrow();
-        let time = node.time_at(now);
-        let pttl = node.db.pttl(key.as_bytes(), time);
-        if pttl < 0 {
-            return None;
-        }
-        let at_ms = time.ms + pttl;
-        let local_ns = i128::from(at_ms - CLOCK_BASE_UNIX_MS) * 1_000_000;
-        Some(node.clock.true_time_of(local_ns))
-    }
-
     /// A pass of the server's event loop (a client's read, or a cron
     /// tick), after the last pass wrote its writes to the AOF: on a flavour
     /// that [acknowledges unsynced writes](Flavour::acks_unsynced_aof), the
@@ -661,19 +496,30 @@ impl Node {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn node(replica_of: Option<&str>) -> NodeHandle {
-        NodeHandle::new(NodeConfig {
-            index: 0,
+impl NodeHandle {
+    /// `redis-0` as the unit tests build it: a primary, or a replica of
+    /// `replica_of`, without lag or persistence, seeded with 1.
+    pub(super) fn for_tests(replica_of: Option<&str>) -> Self {
+        Self::new(NodeConfig {
             replica_of: replica_of.map(str::to_owned),
-            replication_lag: None,
-            seed: 1,
-            flavour: Flavour::default(),
-            persistence: crate::config::Persistence::None,
+            ..NodeConfig::standalone(Flavour::default(), crate::config::Persistence::None)
         })
     }
+
+    /// Stores the string `key` with `px` ms of ttl from the node's clock
+    /// at true time zero, as a write does, without streaming it.
+    pub(super) fn set_for_tests(&self, key: &str, value: &str, px: Option<i64>) {
+        let mut state = self.0.borrow_mut();
+        let time = state.time_at(Duration::ZERO);
+        state
+            .db
+            .set(key.as_bytes(), value.as_bytes(), px.map(|px| time.ms + px));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
 
     fn with_persistence(persistence: crate::config::Persistence) -> NodeHandle {
         NodeHandle::new(NodeConfig::standalone(Flavour::Valkey81, persistence))
@@ -681,7 +527,7 @@ mod tests {
 
     /// A primary's write, as a command does it.
     fn write(node: &NodeHandle, key: &str) {
-        set(node, key, "v", None);
+        node.set_for_tests(key, "v", None);
         node.0.borrow_mut().propagate(vec![Effect::Del {
             key: b"marker".to_vec(),
         }]);
@@ -737,68 +583,6 @@ mod tests {
         }
     }
 
-    fn set(node: &NodeHandle, key: &str, value: &str, px: Option<i64>) {
-        let mut state = node.0.borrow_mut();
-        let time = state.time_at(Duration::ZERO);
-        state
-            .db
-            .set(key.as_bytes(), value.as_bytes(), px.map(|px| time.ms + px));
-    }
-
-    #[test]
-    fn a_primary_replicates_an_eviction_as_a_del() {
-        let primary = node(None);
-        let (link, mut stream) = tokio::sync::mpsc::unbounded_channel();
-        primary.0.borrow_mut().streams.insert(1, link);
-        set(&primary, "lock", "owner", Some(1_000));
-        set(&primary, "counter", "7", None);
-        assert_eq!(
-            primary.evict(Duration::from_millis(10)),
-            Some((b"lock".to_vec(), Some(b"owner".to_vec())))
-        );
-        assert_eq!(
-            stream.try_recv().ok(),
-            Some((
-                1,
-                vec![Effect::Del {
-                    key: b"lock".to_vec()
-                }]
-            ))
-        );
-        assert_eq!(primary.evict(Duration::from_millis(10)), None);
-        assert!(primary.peek("counter", Duration::from_millis(10)).is_some());
-    }
-
-    #[test]
-    fn a_replica_evicts_alone() {
-        let replica = node(Some("redis-1"));
-        set(&replica, "lock", "owner", Some(1_000));
-        assert!(replica.evict(Duration::ZERO).is_some());
-        assert_eq!(replica.offset(), 0, "nothing streamed, nothing counted");
-    }
-
-    #[test]
-    fn active_expiry_before_a_step_back_replicates_its_deletions() {
-        let primary = node(None);
-        let (link, mut stream) = tokio::sync::mpsc::unbounded_channel();
-        primary.0.borrow_mut().streams.insert(1, link);
-        set(&primary, "gone", "v", Some(100));
-        set(&primary, "live", "v", Some(1_000));
-        primary.expire_due(Duration::from_millis(200));
-        let (_, effects) = stream.try_recv().expect("a DEL streamed");
-        assert_eq!(
-            effects,
-            vec![Effect::Del {
-                key: b"gone".to_vec()
-            }]
-        );
-        primary
-            .clock()
-            .jump(Duration::from_millis(200), -150_000_000);
-        assert!(primary.peek("gone", Duration::from_millis(200)).is_none());
-        assert!(primary.peek("live", Duration::from_millis(200)).is_some());
-    }
-
     /// Runs `node`'s expiry cron in a turmoil host for `span` of
     /// simulated time.
     fn run_cron(node: &NodeHandle, span: Duration) {
@@ -813,11 +597,11 @@ mod tests {
 
     #[test]
     fn a_primarys_cron_expires_its_keys_and_replicates_each_deletion() {
-        let primary = node(None);
+        let primary = NodeHandle::for_tests(None);
         let (link, mut stream) = tokio::sync::mpsc::unbounded_channel();
         primary.0.borrow_mut().streams.insert(1, link);
-        set(&primary, "gone", "v", Some(150));
-        set(&primary, "live", "v", Some(1_000));
+        primary.set_for_tests("gone", "v", Some(150));
+        primary.set_for_tests("live", "v", Some(1_000));
         run_cron(&primary, Duration::from_millis(350));
         // Within a cron period (100 ms) of its expiry, as Redis's `hz 10`.
         let (_, effects) = stream.try_recv().expect("a DEL streamed");
@@ -835,8 +619,8 @@ mod tests {
     #[test]
     fn a_replicas_cron_deletes_nothing() {
         // A replica waits for its primary's DEL (reads hide the key).
-        let replica = node(Some("redis-1"));
-        set(&replica, "gone", "v", Some(150));
+        let replica = NodeHandle::for_tests(Some("redis-1"));
+        replica.set_for_tests("gone", "v", Some(150));
         run_cron(&replica, Duration::from_millis(350));
         assert!(replica.0.borrow().db.contains_stored(b"gone"));
         assert!(replica.peek("gone", Duration::from_millis(350)).is_none());
@@ -844,7 +628,7 @@ mod tests {
 
     #[test]
     fn a_deposed_primary_serves_until_its_demotion_closes_its_clients() {
-        let old = node(None);
+        let old = NodeHandle::for_tests(None);
         old.depose();
         assert!(old.is_deposed());
         assert_eq!(old.role(), Role::Primary, "still a primary to its clients");
@@ -862,7 +646,7 @@ mod tests {
             generation,
             "its clients are cut off"
         );
-        let again = node(Some("redis-0"));
+        let again = NodeHandle::for_tests(Some("redis-0"));
         again.0.borrow_mut().deposed = true;
         again.promote();
         assert!(!again.is_deposed(), "a promotion ends a deposition");

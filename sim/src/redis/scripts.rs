@@ -39,7 +39,8 @@ use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
 use redis_protocol::resp2::types::OwnedFrame as Frame;
 
 use super::{
-    db::{Db, Effect, NodeTime, is_write},
+    cmd::data::{self, READONLY, is_write},
+    db::{Db, Effect, NodeTime},
     frame::error,
 };
 
@@ -49,9 +50,6 @@ pub fn known(sha1: &str) -> Option<scripts::Script> {
         .into_iter()
         .find(|script| script.sha1.eq_ignore_ascii_case(sha1))
 }
-
-/// The error a script meets when a write hits a replica.
-pub const READONLY: &str = "READONLY You can't write against a read only replica.";
 
 /// What Lua's redis library says of an argument that is neither a string
 /// nor a number.
@@ -228,7 +226,7 @@ fn execute(call: &mut Call, args: &[Vec<u8>]) -> Frame {
         }
         return Frame::Integer((call.publish)(&args[1], &args[2]));
     }
-    match call.db.execute(args, call.now) {
+    match data::execute(&mut call.db, args, call.now) {
         Some((reply, effects)) => {
             call.effects.extend(effects);
             reply

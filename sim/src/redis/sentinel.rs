@@ -18,17 +18,15 @@
 //! GET-MASTER-ADDR-BY-NAME`, `PING`, `ROLE`, `SUBSCRIBE`/`UNSUBSCRIBE`,
 //! and `CLIENT` (the handshake's `SETINFO`).
 
-use std::{cell::RefCell, collections::BTreeMap, rc::Rc, time::Duration};
+use std::{cell::RefCell, rc::Rc, time::Duration};
 
 use redis_protocol::resp2::types::OwnedFrame as Frame;
-use tokio::{
-    io::{AsyncReadExt, AsyncWriteExt},
-    sync::{Notify, mpsc},
-};
-use turmoil::net::TcpStream;
+use tokio::sync::Notify;
 
 use super::{
-    frame::{bulk, error, next_command, ok, to_bytes},
+    cmd::pubsub::{Push, Subscribers},
+    conn::{self, Server, Session},
+    frame::{bulk, error, ok},
     node::PORT,
 };
 use crate::{clock, net::redis_host};
@@ -54,8 +52,8 @@ struct Sentinel {
     master: usize,
     /// A failover it adopts later: (true time, new master).
     pending: Option<(Duration, usize)>,
-    /// Channel → connection id → push sender.
-    subscribers: BTreeMap<Vec<u8>, BTreeMap<u64, mpsc::UnboundedSender<Frame>>>,
+    /// Its connections' subscriptions.
+    subscribers: Subscribers,
     next_id: u64,
     /// Wakes the host when the world hands it a failover to adopt later.
     pending_changed: Rc<Notify>,
@@ -70,7 +68,7 @@ impl Default for SentinelHandle {
         Self(Rc::new(RefCell::new(Sentinel {
             master: 0,
             pending: None,
-            subscribers: BTreeMap::new(),
+            subscribers: Subscribers::default(),
             next_id: 0,
             pending_changed: Rc::default(),
         })))
@@ -110,7 +108,10 @@ impl SentinelHandle {
             redis_host(old),
             redis_host(master)
         );
-        publish(self, SWITCH_MASTER, payload.as_bytes());
+        self.0
+            .borrow()
+            .subscribers
+            .deliver(SWITCH_MASTER, payload.as_bytes());
     }
 
     /// Adopts the pending failover once its time comes, forever.
@@ -139,18 +140,6 @@ impl SentinelHandle {
     }
 }
 
-fn publish(sentinel: &SentinelHandle, channel: &[u8], message: &[u8]) -> usize {
-    let state = sentinel.0.borrow();
-    let Some(subscribers) = state.subscribers.get(channel) else {
-        return 0;
-    };
-    let frame = Frame::Array(vec![bulk(b"message"), bulk(channel), bulk(message)]);
-    subscribers
-        .values()
-        .filter(|push| push.send(frame.clone()).is_ok())
-        .count()
-}
-
 /// Runs one sentinel's host: adopts failovers when due and serves
 /// connections. A sentinel keeps its view across a restart (it persists
 /// its configuration, as real sentinels rewrite theirs).
@@ -159,71 +148,31 @@ pub async fn serve(sentinel: SentinelHandle) -> turmoil::Result {
     tokio::task::spawn_local(sentinel.clone().adopt_pending());
     loop {
         let (stream, _) = listener.accept().await?;
-        tokio::task::spawn_local(handle(sentinel.clone(), stream));
+        tokio::task::spawn_local(conn::serve(sentinel.clone(), stream));
     }
 }
 
-/// Serves one connection until it closes.
-async fn handle(sentinel: SentinelHandle, stream: TcpStream) {
-    let id = {
-        let mut state = sentinel.0.borrow_mut();
+impl Server for SentinelHandle {
+    const READ_CHUNK: usize = 1024;
+
+    fn open(&self) -> u64 {
+        let mut state = self.0.borrow_mut();
         state.next_id += 1;
         state.next_id
-    };
-    let (mut reader, mut writer) = stream.into_split();
-    let (push, mut pushes) = mpsc::unbounded_channel::<Frame>();
-    let mut buffer = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 1024];
-    'connection: loop {
-        tokio::select! {
-            biased;
-            Some(frame) = pushes.recv() => {
-                if writer.write_all(&to_bytes(&frame)).await.is_err() {
-                    break;
-                }
-            }
-            read = reader.read(&mut chunk) => {
-                let Ok(read) = read else { break };
-                if read == 0 {
-                    break;
-                }
-                buffer.extend_from_slice(&chunk[..read]);
-                loop {
-                    let args = match next_command(&mut buffer) {
-                        Ok(Some(args)) => args,
-                        Ok(None) => break,
-                        Err(problem) => {
-                            // As Redis does: the error, then the connection closes.
-                            let _ = writer.write_all(&to_bytes(&error(&problem))).await;
-                            break 'connection;
-                        }
-                    };
-                    for reply in dispatch(&sentinel, id, &push, &args) {
-                        if writer.write_all(&to_bytes(&reply)).await.is_err() {
-                            break 'connection;
-                        }
-                    }
-                }
-            }
-        }
     }
-    let mut state = sentinel.0.borrow_mut();
-    for subscribers in state.subscribers.values_mut() {
-        subscribers.remove(&id);
+
+    async fn dispatch(&self, session: &mut Session, push: &Push, args: &[Vec<u8>]) -> Vec<Frame> {
+        dispatch(self, session.id, push, args)
     }
-    state
-        .subscribers
-        .retain(|_, subscribers| !subscribers.is_empty());
+
+    fn close(&self, id: u64) {
+        self.0.borrow_mut().subscribers.close(id);
+    }
 }
 
 /// Runs one command and returns its reply frames (SUBSCRIBE answers one
 /// per channel).
-fn dispatch(
-    sentinel: &SentinelHandle,
-    id: u64,
-    push: &mpsc::UnboundedSender<Frame>,
-    args: &[Vec<u8>],
-) -> Vec<Frame> {
+fn dispatch(sentinel: &SentinelHandle, id: u64, push: &Push, args: &[Vec<u8>]) -> Vec<Frame> {
     let name = args[0].to_ascii_uppercase();
     match name.as_slice() {
         b"PING" => vec![Frame::SimpleString(b"PONG".to_vec())],
@@ -248,65 +197,23 @@ fn dispatch(
                 bulk(PORT.to_string().as_bytes()),
             ])]
         }
-        b"SUBSCRIBE" if args.len() >= 2 => args[1..]
-            .iter()
-            .map(|channel| {
-                sentinel
-                    .0
-                    .borrow_mut()
-                    .subscribers
-                    .entry(channel.clone())
-                    .or_default()
-                    .insert(id, push.clone());
-                Frame::Array(vec![
-                    bulk(b"subscribe"),
-                    bulk(channel),
-                    Frame::Integer(subscription_count(sentinel, id)),
-                ])
-            })
-            .collect(),
-        b"UNSUBSCRIBE" => {
-            let channels: Vec<Vec<u8>> = if args.len() == 1 {
-                let state = sentinel.0.borrow();
-                state
-                    .subscribers
-                    .iter()
-                    .filter(|(_, subscribers)| subscribers.contains_key(&id))
-                    .map(|(channel, _)| channel.clone())
-                    .collect()
-            } else {
-                args[1..].to_vec()
-            };
-            channels
-                .iter()
-                .map(|channel| {
-                    if let Some(subscribers) = sentinel.0.borrow_mut().subscribers.get_mut(channel)
-                    {
-                        subscribers.remove(&id);
-                    }
-                    Frame::Array(vec![
-                        bulk(b"unsubscribe"),
-                        bulk(channel),
-                        Frame::Integer(subscription_count(sentinel, id)),
-                    ])
-                })
-                .collect()
+        b"SUBSCRIBE" if args.len() >= 2 => {
+            sentinel
+                .0
+                .borrow_mut()
+                .subscribers
+                .subscribe(id, push, &args[1..])
         }
+        b"UNSUBSCRIBE" => sentinel
+            .0
+            .borrow_mut()
+            .subscribers
+            .unsubscribe(id, &args[1..]),
         _ => vec![error(&format!(
             "ERR unknown command '{}' for a sentinel",
             String::from_utf8_lossy(&args[0])
         ))],
     }
-}
-
-fn subscription_count(sentinel: &SentinelHandle, id: u64) -> i64 {
-    sentinel
-        .0
-        .borrow()
-        .subscribers
-        .values()
-        .filter(|subscribers| subscribers.contains_key(&id))
-        .count() as i64
 }
 
 #[cfg(test)]
@@ -320,7 +227,7 @@ mod tests {
     #[test]
     fn a_sentinel_names_its_master_and_announces_a_switch() {
         let sentinel = SentinelHandle::default();
-        let (push, mut pushes) = mpsc::unbounded_channel();
+        let (push, mut pushes) = tokio::sync::mpsc::unbounded_channel();
         let ask = args(&["SENTINEL", "get-master-addr-by-name", MASTER_NAME]);
         assert_eq!(
             dispatch(&sentinel, 1, &push, &ask),

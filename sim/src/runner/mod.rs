@@ -1,14 +1,21 @@
-//! Running scenarios across seeds, in parallel: the engine behind
-//! `sim run` and `bench`'s `compare`.
+//! Running scenarios across seeds: the one engine behind `sim run`, `sim
+//! chaos` and `bench`'s `compare`.
 //!
-//! [`map_seeds`] runs seeds of one scenario on worker threads and hands
-//! back what a caller extracts from each outcome, in seed order. [`run`]
-//! runs every seed of a set of scenarios (or a [`Shard`] of them), folds
+//! [`drive`] runs each seed of a set of scenarios to an outcome in a
+//! [`Mode`] (the simulated world, [`Simulated`], or real processes), folds
 //! the verdicts into one [`Summary`] per scenario, and for each scenario
-//! that saw a violation shrinks its first failing seed and writes the
-//! timeline report. [`merge`] combines the summaries of the shards of one
-//! run into what the whole run gives.
+//! that saw a violation writes the timeline report of its first failing
+//! seed, shrunk where the mode can shrink. [`run`] is `drive` in the
+//! simulated world for a set of scenarios (or a [`Shard`] of them);
+//! [`map_seeds`] runs seeds of one scenario on worker threads and hands
+//! back what a caller extracts from each outcome, in seed order. [`merge`]
+//! combines the summaries of the shards of one run into what the whole run
+//! gives. [`junit`] writes a run's results as JUnit XML. [`cli`] is what
+//! the command line does with them.
 
+pub mod cli;
+pub mod junit;
+mod real;
 mod seeds;
 mod summary;
 
@@ -16,18 +23,21 @@ use std::{
     path::{Path, PathBuf},
     sync::{
         Mutex, PoisonError,
-        atomic::{AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
     },
     time::{Duration, Instant},
 };
 
+pub use real::Real;
 pub use seeds::{Shard, counts, seed_meets};
 pub use summary::{MergeError, RunFile, Summary, merge, table};
 
 use crate::{
-    config::Scenario,
+    config::{Property, Scenario},
     outcome::SeedOutcome,
-    report, shrink,
+    report,
+    schedule::draw_schedule,
+    shrink,
     world::{self, WorldOptions},
 };
 
@@ -88,6 +98,8 @@ pub enum Progress<'a> {
     SeedDone {
         /// The scenario's name.
         scenario: &'a str,
+        /// What it gave.
+        outcome: &'a SeedOutcome,
     },
     /// Every seed of `scenario` finished.
     ScenarioDone {
@@ -125,7 +137,7 @@ pub fn map_seeds<T: Send>(
 ) -> Vec<T> {
     let tasks: Vec<(usize, u64)> = seeds.iter().copied().enumerate().collect();
     let mut results: Vec<(usize, T)> = parallel(&tasks, jobs, |&(position, seed)| {
-        let schedule = world::draw_schedule(scenario, seed);
+        let schedule = draw_schedule(scenario, seed);
         (
             position,
             extract(world::run_with(scenario, seed, &schedule, options)),
@@ -166,93 +178,229 @@ pub fn seeds_of(scenario: &Scenario, options: &RunOptions) -> Vec<u64> {
     }
 }
 
-/// Runs every seed of every job (the shard's share of them), folds the
-/// verdicts into summaries, and shrinks and reports each scenario's first
-/// failing seed.
-pub fn run(jobs: &[Job], options: &RunOptions, progress: &(dyn Fn(Progress<'_>) + Sync)) -> Run {
-    // Wall-clock time is reported, never used by the simulation itself.
-    let started = Instant::now();
-    let tasks: Vec<(usize, u64)> = jobs
-        .iter()
-        .enumerate()
-        .flat_map(|(index, job)| {
-            seeds_of(&job.scenario, options)
-                .into_iter()
-                .map(move |seed| (index, seed))
-        })
-        .collect();
-    progress(Progress::Started { total: tasks.len() });
-    let mut summaries: Vec<Summary> = jobs
-        .iter()
-        .map(|job| Summary::new(&job.file, &job.scenario, options.shard))
-        .collect();
-    let remaining: Vec<AtomicUsize> = jobs
-        .iter()
-        .enumerate()
-        .map(|(index, _)| AtomicUsize::new(tasks.iter().filter(|(s, _)| *s == index).count()))
-        .collect();
-    let scenario_started: Vec<Mutex<Option<Instant>>> =
-        jobs.iter().map(|_| Mutex::new(None)).collect();
-    let wall_ms: Vec<Mutex<u128>> = jobs.iter().map(|_| Mutex::new(0)).collect();
-    let verdicts = parallel(&tasks, options.jobs, |&(index, seed)| {
-        let job = &jobs[index];
-        scenario_started[index]
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get_or_insert_with(Instant::now);
-        let schedule = world::draw_schedule(&job.scenario, seed);
-        let outcome = world::run_with(&job.scenario, seed, &schedule, options.world);
-        progress(Progress::SeedDone {
-            scenario: &job.scenario.name,
-        });
-        if remaining[index].fetch_sub(1, Ordering::AcqRel) == 1 {
-            let began = *scenario_started[index]
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            *wall_ms[index]
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner) =
-                began.map_or(0, |began| began.elapsed().as_millis());
-            progress(Progress::ScenarioDone {
-                scenario: &job.scenario.name,
-                seeds: seeds_of(&job.scenario, options).len() as u64,
-            });
-        }
-        (index, seed, outcome.verdict)
-    });
-    let mut verdicts = verdicts;
-    // Fold in seed order, so the summary does not depend on thread timing.
-    verdicts.sort_by_key(|(index, seed, _)| (*index, *seed));
-    for (index, seed, verdict) in verdicts {
-        summaries[index].add(&jobs[index].scenario, seed, &verdict);
+/// How one seed runs to an outcome: in the simulated world
+/// ([`Simulated`]) or on real processes (`sim chaos`'s mode, which the
+/// `chaos` tree provides). Everything after the outcome (folding the
+/// verdicts, shrinking where the mode can, the reports) is [`drive`]'s, the
+/// same for both.
+pub trait Mode: Sync {
+    /// Why a seed could not run at all (never: [`Simulated`]).
+    type Error: std::fmt::Display + Send;
+
+    /// Runs seed `seed` of `scenario` to its outcome.
+    fn run_seed(&self, scenario: &Scenario, seed: u64) -> Result<SeedOutcome, Self::Error>;
+
+    /// How many seeds run at once.
+    fn workers(&self) -> usize;
+
+    /// The outcome the report of a failing seed shows, for `property`: the
+    /// simulator shrinks the schedule (a replay is exact); a real run
+    /// cannot be run again alike, and is shown as it went.
+    fn shrink(&self, scenario: &Scenario, outcome: SeedOutcome, property: Property) -> SeedOutcome;
+
+    /// The report file's name (without directory) for `seed` of `scenario`.
+    fn report_name(&self, scenario: &Scenario, seed: u64) -> String;
+}
+
+/// The simulated world as a [`Mode`]: deterministic, in parallel, shrunk.
+#[derive(Debug, Clone, Copy)]
+pub struct Simulated {
+    /// How each world runs.
+    pub world: WorldOptions,
+    /// Worker threads.
+    pub jobs: usize,
+}
+
+impl Mode for Simulated {
+    type Error = std::convert::Infallible;
+
+    fn run_seed(&self, scenario: &Scenario, seed: u64) -> Result<SeedOutcome, Self::Error> {
+        let schedule = draw_schedule(scenario, seed);
+        Ok(world::run_with(scenario, seed, &schedule, self.world))
     }
-    for ((summary, job), wall) in summaries.iter_mut().zip(jobs).zip(&wall_ms) {
-        summary.wall_ms = *wall.lock().unwrap_or_else(PoisonError::into_inner);
-        summary.met = summary.meets(job.scenario.expect);
-        if let Some(dir) = &options.report_dir {
-            shrink_and_report(&job.scenario, summary, options.world, dir);
-        }
+
+    fn workers(&self) -> usize {
+        self.jobs
     }
-    Run {
-        summaries,
-        wall: started.elapsed(),
+
+    fn shrink(&self, scenario: &Scenario, outcome: SeedOutcome, property: Property) -> SeedOutcome {
+        shrink::shrink_with(scenario, &outcome, property, self.world)
+    }
+
+    fn report_name(&self, scenario: &Scenario, seed: u64) -> String {
+        format!("{}-{seed}.html", scenario.name)
     }
 }
 
-/// For a scenario that saw a violation: re-runs its first failing seed (or
-/// its first violating one, for a safe scenario that broke another
-/// property), shrinks the schedule, and writes the timeline report.
-fn shrink_and_report(
+/// Runs every seed of every job (the shard's share of them) in the
+/// simulated world, folds the verdicts into summaries, and shrinks and
+/// reports each scenario's first failing seed.
+pub fn run(jobs: &[Job], options: &RunOptions, progress: &(dyn Fn(Progress<'_>) + Sync)) -> Run {
+    let mode = Simulated {
+        world: options.world,
+        jobs: options.jobs,
+    };
+    let seeds: Vec<Vec<u64>> = jobs
+        .iter()
+        .map(|job| seeds_of(&job.scenario, options))
+        .collect();
+    match drive(
+        jobs,
+        &seeds,
+        options.shard,
+        &mode,
+        options.report_dir.as_deref(),
+        progress,
+    ) {
+        Ok(run) => run,
+        Err(never) => match never.error {},
+    }
+}
+
+/// A seed that could not run, and which.
+#[derive(Debug)]
+pub struct SeedError<E> {
+    /// The scenario's name.
+    pub scenario: String,
+    /// The seed.
+    pub seed: u64,
+    /// Why.
+    pub error: E,
+}
+
+impl<E: std::fmt::Display> std::fmt::Display for SeedError<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} seed {}: {}", self.scenario, self.seed, self.error)
+    }
+}
+
+/// The outcomes a scenario's report may come from: its lowest failing
+/// seed's and its lowest violating seed's (kept as they finish, in any
+/// order, so that no seed runs twice).
+#[derive(Default)]
+struct Kept {
+    failing: Option<SeedOutcome>,
+    violating: Option<SeedOutcome>,
+}
+
+impl Kept {
+    fn offer(&mut self, scenario: &Scenario, outcome: &SeedOutcome) {
+        let lower =
+            |kept: &Option<SeedOutcome>| kept.as_ref().is_none_or(|k| outcome.seed < k.seed);
+        if counts(scenario, &outcome.verdict) && lower(&self.failing) {
+            self.failing = Some(outcome.clone());
+        }
+        if !outcome.verdict.violations.is_empty() && lower(&self.violating) {
+            self.violating = Some(outcome.clone());
+        }
+    }
+}
+
+/// Runs `seeds[i]` of `jobs[i]` in `mode`, folds each scenario's verdicts
+/// into its [`Summary`] in seed order, and, with a `report_dir`, writes the
+/// report of each scenario's first failing seed (else its first
+/// violating one), shrunk where `mode` shrinks. Stops at the first seed
+/// that cannot run.
+pub fn drive<M: Mode>(
+    jobs: &[Job],
+    seeds: &[Vec<u64>],
+    shard: Shard,
+    mode: &M,
+    report_dir: Option<&Path>,
+    progress: &(dyn Fn(Progress<'_>) + Sync),
+) -> Result<Run, SeedError<M::Error>> {
+    // Wall-clock time is reported, never used by the simulation itself.
+    let started = Instant::now();
+    let tasks: Vec<(usize, u64)> = seeds
+        .iter()
+        .enumerate()
+        .flat_map(|(index, seeds)| seeds.iter().map(move |seed| (index, *seed)))
+        .collect();
+    progress(Progress::Started { total: tasks.len() });
+    let remaining: Vec<AtomicUsize> = seeds.iter().map(|s| AtomicUsize::new(s.len())).collect();
+    let scenario_started: Vec<Mutex<Option<Instant>>> =
+        jobs.iter().map(|_| Mutex::new(None)).collect();
+    let wall_ms: Vec<Mutex<u128>> = jobs.iter().map(|_| Mutex::new(0)).collect();
+    let kept: Vec<Mutex<Kept>> = jobs.iter().map(|_| Mutex::default()).collect();
+    let failed = AtomicBool::new(false);
+    let results = parallel(&tasks, mode.workers(), |&(index, seed)| {
+        if failed.load(Ordering::Acquire) {
+            return None;
+        }
+        let job = &jobs[index];
+        lock(&scenario_started[index]).get_or_insert_with(Instant::now);
+        let outcome = match mode.run_seed(&job.scenario, seed) {
+            Ok(outcome) => outcome,
+            Err(error) => {
+                failed.store(true, Ordering::Release);
+                return Some(Err(SeedError {
+                    scenario: job.scenario.name.clone(),
+                    seed,
+                    error,
+                }));
+            }
+        };
+        progress(Progress::SeedDone {
+            scenario: &job.scenario.name,
+            outcome: &outcome,
+        });
+        lock(&kept[index]).offer(&job.scenario, &outcome);
+        if remaining[index].fetch_sub(1, Ordering::AcqRel) == 1 {
+            let began = *lock(&scenario_started[index]);
+            *lock(&wall_ms[index]) = began.map_or(0, |began| began.elapsed().as_millis());
+            progress(Progress::ScenarioDone {
+                scenario: &job.scenario.name,
+                seeds: seeds[index].len() as u64,
+            });
+        }
+        Some(Ok((index, seed, outcome.verdict)))
+    });
+    let mut verdicts = Vec::with_capacity(results.len());
+    for result in results.into_iter().flatten() {
+        verdicts.push(result?);
+    }
+    // Fold in seed order, so the summary does not depend on thread timing.
+    verdicts.sort_by_key(|(index, seed, _)| (*index, *seed));
+    let mut summaries: Vec<Summary> = jobs
+        .iter()
+        .map(|job| Summary::new(&job.file, &job.scenario, shard))
+        .collect();
+    for (index, seed, verdict) in verdicts {
+        summaries[index].add(&jobs[index].scenario, seed, &verdict);
+    }
+    for (((summary, job), wall), kept) in summaries.iter_mut().zip(jobs).zip(&wall_ms).zip(kept) {
+        summary.wall_ms = *lock(wall);
+        summary.met = summary.meets(job.scenario.expect);
+        if let Some(dir) = report_dir {
+            let kept = kept.into_inner().unwrap_or_else(PoisonError::into_inner);
+            shrink_and_report(&job.scenario, summary, kept, mode, dir);
+        }
+    }
+    Ok(Run {
+        summaries,
+        wall: started.elapsed(),
+    })
+}
+
+/// Locks `mutex`; a poisoned one still holds what was written before the
+/// panic, which the fold reports.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// For a scenario that saw a violation: its first failing seed's outcome
+/// (or its first violating one's, for a safe scenario that broke another
+/// property), shrunk where `mode` shrinks, as a timeline report.
+fn shrink_and_report<M: Mode>(
     scenario: &Scenario,
     summary: &mut Summary,
-    options: WorldOptions,
+    kept: Kept,
+    mode: &M,
     dir: &Path,
 ) {
-    let Some(seed) = summary.first_failing_seed.or(summary.first_violating_seed) else {
+    let Some(outcome) = kept.failing.or(kept.violating) else {
         return;
     };
-    let schedule = world::draw_schedule(scenario, seed);
-    let outcome = world::run_with(scenario, seed, &schedule, options);
     let Some(property) = scenario
         .property
         .filter(|p| outcome.verdict.violated().contains(p))
@@ -260,9 +408,10 @@ fn shrink_and_report(
     else {
         return;
     };
-    let shrunk = shrink::shrink_with(scenario, &outcome, property, options);
+    let seed = outcome.seed;
+    let shrunk = mode.shrink(scenario, outcome, property);
     let html = report::render_html(scenario, &shrunk, Some(&shrunk.schedule));
-    let path = dir.join(format!("{}-{seed}.html", scenario.name));
+    let path = dir.join(mode.report_name(scenario, seed));
     match std::fs::create_dir_all(dir).and_then(|()| std::fs::write(&path, html)) {
         Ok(()) => summary.report = Some(path.display().to_string()),
         Err(error) => eprintln!("warning: cannot write {}: {error}", path.display()),

@@ -1,22 +1,35 @@
 //! The `[mix]` table of a scenario file: a fault mix each seed draws
 //! (swarm testing), read and written back.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use toml::Spanned;
 
 use super::{
     names::{FAULT_KINDS, kind_name},
+    schema_names::FaultKindName,
     text::{Locator, ScenarioError, duration_text, quoted},
 };
 use crate::config::{LockConfig, MixSpec, Topology};
 
-#[derive(Deserialize)]
+/// A fault mix: each seed draws its own subset and rates of these kinds.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub(super) struct RawMix {
+pub(crate) struct RawMix {
+    /// The fault kinds to draw from (each must apply to the topology).
+    #[schemars(with = "Vec<FaultKindName>")]
     kinds: Vec<Spanned<String>>,
+    /// Episodes per seed: a count ("6") or a range ("4..12"), 1 to 1000.
+    #[schemars(with = "String")]
     episodes: Spanned<String>,
+    /// The largest clock-drift rate, between 0 and 0.5.
+    #[schemars(with = "Option<f64>")]
     drift: Option<Spanned<f64>>,
+    /// The largest clock jump (a duration: "2s").
+    #[schemars(with = "Option<String>")]
     jump: Option<Spanned<String>>,
+    /// The chance (0 to 1) that an episode is a pair.
+    #[schemars(with = "Option<f64>")]
     pairs: Option<Spanned<f64>>,
 }
 

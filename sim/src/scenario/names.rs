@@ -80,7 +80,7 @@ fn any_topology(_: &Topology) -> bool {
     true
 }
 
-/// Every fault kind, in the order the README lists them.
+/// Every fault kind, in the order `docs/scenarios.md` lists them.
 pub const FAULT_KINDS: [FaultKindInfo; 13] = [
     FaultKindInfo {
         kind: FaultKind::Pause,
@@ -254,7 +254,7 @@ pub fn kind_name(kind: FaultKind) -> &'static str {
 
 /// Every property: its name in scenario files and reports, and what it
 /// means.
-pub const PROPERTIES: [(&str, Property, &str); 13] = [
+pub const PROPERTIES: [(&str, Property, &str); 14] = [
     (
         "lease-exclusion",
         Property::LeaseExclusion,
@@ -299,6 +299,11 @@ pub const PROPERTIES: [(&str, Property, &str); 13] = [
         "availability",
         Property::Availability,
         "L2: outside faults (a slot migration is not one) and 2 x ttl + 1 s after each, the lock is never unheld for longer than 2 x ttl + 1 s",
+    ),
+    (
+        "quorum-availability",
+        Property::QuorumAvailability,
+        "L3 (Redlock): while fewer than a majority of the nodes are under a fault, and outside client and storage faults (and 2 x ttl + 1 s after each), the lock is never unheld for longer than ttl / 2, from the start on",
     ),
     (
         "writer-exclusion",
@@ -355,10 +360,11 @@ pub const TOPOLOGY_KINDS: [(&str, &[&str]); 5] = [
 ];
 
 /// The server flavours by name (`[server] flavour`).
-pub const FLAVOURS: [(&str, ServerFlavour); 4] = [
+pub const FLAVOURS: [(&str, ServerFlavour); 5] = [
     ("redis-7.0", ServerFlavour::Redis70),
+    ("redis-8.2", ServerFlavour::Redis82),
     ("valkey-8.1", ServerFlavour::Valkey81),
-    ("valkey-9.0", ServerFlavour::Valkey90),
+    ("valkey-9.1", ServerFlavour::Valkey91),
     ("redis-8.4", ServerFlavour::Redis84),
 ];
 

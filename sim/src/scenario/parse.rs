@@ -1,15 +1,15 @@
 //! Reading scenario files. Parsing is two steps: serde + toml read the raw
-//! file (unknown keys are rejected there, with their position); then each
-//! value is checked against the rest and against the rules in
+//! file ([`raw`]; unknown keys are rejected there, with their position);
+//! then each value is checked against the rest and against the rules in
 //! [`names`](super::names) (ranges ordered, targets that exist in the
 //! topology, parameters the fault kind takes, renewals inside the ttl),
 //! keeping the position of the offending value.
 
 use std::{path::Path, time::Duration};
 
-use serde::Deserialize;
 use toml::Spanned;
 
+use self::raw::{RawFault, RawLock, RawScenario, RawServer, RawTopology, RawWorkload};
 use super::{
     mix,
     names::{
@@ -34,94 +34,6 @@ pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
         message: format!("cannot read the file: {error}"),
     })?;
     parse_scenario(&label, &text)
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawScenario {
-    name: Spanned<String>,
-    description: String,
-    seeds: Option<Spanned<u64>>,
-    duration: Spanned<String>,
-    expect: Spanned<String>,
-    property: Option<Spanned<String>>,
-    #[serde(default)]
-    topology: Option<Spanned<RawTopology>>,
-    #[serde(default)]
-    server: Option<RawServer>,
-    lock: Spanned<RawLock>,
-    #[serde(default)]
-    clients: Option<RawClients>,
-    #[serde(default)]
-    workload: Option<Spanned<RawWorkload>>,
-    #[serde(default)]
-    fault: Vec<Spanned<RawFault>>,
-    mix: Option<Spanned<mix::RawMix>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawTopology {
-    kind: Spanned<String>,
-    replicas: Option<Spanned<usize>>,
-    nodes: Option<Spanned<usize>>,
-    replication_lag: Option<Spanned<String>>,
-    sentinels: Option<Spanned<usize>>,
-    sentinel_lag: Option<Spanned<String>>,
-    shards: Option<Spanned<usize>>,
-    node_timeout: Option<Spanned<String>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawServer {
-    flavour: Option<Spanned<String>>,
-    persistence: Option<Spanned<String>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawLock {
-    ttl: Spanned<String>,
-    renew_every: Option<Spanned<String>>,
-    drift_factor: Option<Spanned<f64>>,
-    fencing: Option<Spanned<String>>,
-    wait_replicas: Option<Spanned<u32>>,
-    wait_aof: Option<Spanned<Vec<u32>>>,
-    wait: Option<Spanned<String>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawClients {
-    count: Option<Spanned<usize>>,
-    hold: Option<Spanned<String>>,
-    think: Option<Spanned<String>>,
-    unfenced_register: Option<bool>,
-    locks: Option<Spanned<usize>>,
-    drop_guard: Option<Spanned<f64>>,
-    cancel: Option<Spanned<f64>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawWorkload {
-    kind: Spanned<String>,
-    permits: Option<Spanned<u32>>,
-    read_share: Option<Spanned<f64>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawFault {
-    kind: Spanned<String>,
-    at: Spanned<String>,
-    target: Option<Spanned<String>>,
-    duration: Option<Spanned<String>>,
-    every: Option<Spanned<String>>,
-    rate: Option<Spanned<f64>>,
-    offset: Option<Spanned<String>>,
-    delay: Option<Spanned<String>>,
 }
 
 /// A probability key (`drop_guard`, `cancel`): 0 when absent.
@@ -337,7 +249,7 @@ fn check_wait_aof(
     if server.flavour == ServerFlavour::Redis70 {
         return Err(locator.error(
             spanned.span(),
-            "wait_aof needs a [server] flavour with WAITAOF (valkey-8.1, valkey-9.0, redis-8.4): Redis 7.0 has none",
+            "wait_aof needs a [server] flavour with WAITAOF (redis-8.2, valkey-8.1, valkey-9.1, redis-8.4): Redis 7.0 has none",
         ));
     }
     if local == 1 && server.persistence == Persistence::None {
@@ -848,5 +760,6 @@ fn parse_target(
     }
 }
 
+pub(crate) mod raw;
 #[cfg(test)]
 mod tests;

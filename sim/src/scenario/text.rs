@@ -32,6 +32,15 @@ impl fmt::Display for ScenarioError {
 
 impl std::error::Error for ScenarioError {}
 
+/// The line and column (both 1-based, the column in characters) of byte
+/// `offset` of `text`; an offset past the end is the end.
+pub(crate) fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
 /// Turns byte offsets into line:col errors for one file.
 pub(super) struct Locator<'a> {
     pub(super) file: &'a str,
@@ -40,10 +49,7 @@ pub(super) struct Locator<'a> {
 
 impl Locator<'_> {
     pub(super) fn error(&self, span: Range<usize>, message: impl Into<String>) -> ScenarioError {
-        let offset = span.start.min(self.text.len());
-        let before = &self.text[..offset];
-        let line = before.matches('\n').count() + 1;
-        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        let (line, column) = line_column(self.text, span.start);
         ScenarioError {
             file: self.file.to_owned(),
             line,

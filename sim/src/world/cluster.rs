@@ -1,7 +1,7 @@
 //! The Redis Cluster faults: a shard failover and a slot migration, and
 //! where the lock key's authoritative copy lives (the oracle's node).
 
-use std::{cmp::Reverse, collections::BTreeSet, time::Duration};
+use std::{collections::BTreeSet, time::Duration};
 
 use lock_core::internal::cluster::slot_of;
 
@@ -61,24 +61,10 @@ impl World<'_> {
         let shard = cluster.shard_of(node);
         let old = cluster.primary_of(shard);
         let members = cluster.members(shard);
-        let unreachable = self.unreachable_nodes();
-        let Some(new) = members
-            .iter()
-            .copied()
-            .filter(|&n| {
-                // A replica cut off from the rest cannot win an election.
-                n != old
-                    && !self.nodes[n].is_deposed()
-                    && !unreachable.contains(&n)
-                    && self.sim.is_host_running(redis_host(n).as_str())
-            })
-            .max_by_key(|&n| (self.nodes[n].offset(), Reverse(n)))
-        else {
+        let Some(new) = self.failover_winner(old, members.iter().copied()) else {
             return;
         };
-        let old_owner = self.nodes[old]
-            .peek(&self.lock_key, now)
-            .map(|(owner, _)| owner);
+        let old_owner = self.lock_owner_on(old, now);
         self.nodes[new].promote();
         for &other in &members {
             if other != new && other != old && !self.nodes[other].is_deposed() {
@@ -93,15 +79,7 @@ impl World<'_> {
             self.nodes[old].demote_keeping_clients(redis_host(new));
         }
         self.follow_lock_slot();
-        let new_owner = self.nodes[new]
-            .peek(&self.lock_key, now)
-            .map(|(owner, _)| owner);
-        self.record(Op::Failover {
-            old_primary: old,
-            new_primary: new,
-            old_owner,
-            new_owner,
-        });
+        self.record_failover(old, new, old_owner, now);
     }
 
     /// The end of a shard failover's stale window: the deposed primary

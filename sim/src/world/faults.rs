@@ -1,10 +1,10 @@
-//! Injecting faults: drawing a seed's concrete schedule from a scenario's
-//! ranges, and making each fault begin and end in the world at its exact
+//! Injecting faults: making each fault of a seed's concrete schedule
+//! (`crate::schedule` draws it) begin and end in the world at its exact
 //! sim time.
 
 use std::{cmp::Reverse, time::Duration};
 
-use super::{BASE_LATENCY, TICK, World};
+use super::{BASE_LATENCY, World};
 
 /// How long after promoting a replica Sentinel re-points the other
 /// replicas at it: the promoted replica's next `INFO` (every second during
@@ -15,11 +15,10 @@ const SENTINEL_RECONF_DELAY: Duration = Duration::from_secs(1);
 use crate::{
     client::{client_host, redis_host},
     clock::ClockControl,
-    config::{FaultKind, FaultTarget, Scenario, SignedDuration, Target, Topology},
+    config::{FaultKind, FaultTarget, SignedDuration, Topology},
     history::{Op, Phase, Process},
     outcome::ConcreteFault,
     redis::{NodeHandle, Role},
-    rng::Rng,
     scenario::names::fault_kind,
     storage,
 };
@@ -33,48 +32,6 @@ fn takes_node_away(fault: &ConcreteFault) -> bool {
         FaultKind::Restart => fault.duration.is_some(),
         _ => false,
     }
-}
-
-/// Draws the fault schedule of `seed` from the scenario's ranges.
-pub fn draw_schedule(scenario: &Scenario, seed: u64) -> Vec<ConcreteFault> {
-    let mut schedule = Vec::new();
-    for (index, spec) in scenario.faults.iter().enumerate() {
-        let mut rng = Rng::fork(seed, 0xFA17 + index as u64);
-        let mut at = rng.duration(spec.at);
-        loop {
-            if at >= scenario.duration {
-                break;
-            }
-            let target = match spec.target {
-                Target::Client(n) => FaultTarget::Client(n),
-                Target::AnyClient => {
-                    let count = scenario.clients.count.max(1) as u64;
-                    FaultTarget::Client(rng.between(0, count - 1) as usize)
-                }
-                Target::Primary => FaultTarget::Primary,
-                Target::Redis(n) => FaultTarget::Redis(n),
-                Target::Storage => FaultTarget::Storage,
-            };
-            schedule.push(ConcreteFault {
-                kind: spec.kind,
-                at,
-                target,
-                duration: spec.duration.map(|range| rng.duration(range)),
-                rate: spec.rate,
-                offset: spec.offset,
-                delay: spec.delay.map(|range| rng.duration(range)),
-            });
-            match spec.every {
-                Some(every) => at += rng.duration(every).max(TICK),
-                None => break,
-            }
-        }
-    }
-    if let Some(mix) = &scenario.mix {
-        schedule.extend(super::mix::draw(scenario, mix, seed));
-    }
-    schedule.sort_by_key(|fault| fault.at);
-    schedule
 }
 
 impl World<'_> {
@@ -405,25 +362,10 @@ impl World<'_> {
     fn failover(&mut self, index: usize, stale_window: Option<Duration>) {
         let now = self.now();
         let old = self.discovery.primary();
-        let unreachable = self.unreachable_nodes();
-        // Like Sentinel, promote the live replica that applied the most of
-        // the old primary's stream (ties: the lowest index). A primary
-        // deposed by an earlier failover is no replica: its stream diverged.
-        let Some(new) = (0..self.nodes.len())
-            .filter(|&n| {
-                // Sentinel cannot promote a replica it cannot reach.
-                n != old
-                    && !self.nodes[n].is_deposed()
-                    && !unreachable.contains(&n)
-                    && self.sim.is_host_running(redis_host(n).as_str())
-            })
-            .max_by_key(|&n| (self.nodes[n].offset(), Reverse(n)))
-        else {
+        let Some(new) = self.failover_winner(old, 0..self.nodes.len()) else {
             return;
         };
-        let old_owner = self.nodes[old]
-            .peek(&self.lock_key, now)
-            .map(|(owner, _)| owner);
+        let old_owner = self.lock_owner_on(old, now);
         let old_host = redis_host(old);
         if stale_window.is_some() {
             self.nodes[old].depose();
@@ -445,15 +387,56 @@ impl World<'_> {
         }
         self.discovery.set_primary(new);
         self.announce(new);
-        let new_owner = self.nodes[new]
-            .peek(&self.lock_key, now)
-            .map(|(owner, _)| owner);
+        self.record_failover(old, new, old_owner, now);
+    }
+
+    /// The node a failover of `old` promotes among `candidates`, as
+    /// Sentinel and a cluster's replicas elect one: the live replica that
+    /// applied the most of the old primary's stream (ties: the lowest
+    /// index). A primary deposed by an earlier failover is no replica (its
+    /// stream diverged), and a replica cut off from the rest cannot win an
+    /// election. `None`: no candidate qualifies.
+    pub(super) fn failover_winner(
+        &mut self,
+        old: usize,
+        candidates: impl IntoIterator<Item = usize>,
+    ) -> Option<usize> {
+        let unreachable = self.unreachable_nodes();
+        candidates
+            .into_iter()
+            .filter(|&n| {
+                n != old
+                    && !self.nodes[n].is_deposed()
+                    && !unreachable.contains(&n)
+                    && self.sim.is_host_running(redis_host(n).as_str())
+            })
+            .max_by_key(|&n| (self.nodes[n].offset(), Reverse(n)))
+    }
+
+    /// Records failover from `old` to `new` at true time `now`, with the
+    /// lock's owner on `old` before it (`old_owner`) and on `new` now.
+    pub(super) fn record_failover(
+        &mut self,
+        old: usize,
+        new: usize,
+        old_owner: Option<String>,
+        now: Duration,
+    ) {
+        let new_owner = self.lock_owner_on(new, now);
         self.record(Op::Failover {
             old_primary: old,
             new_primary: new,
             old_owner,
             new_owner,
         });
+    }
+
+    /// The owner token of the lock key on node `node` at true time `now`,
+    /// if the key is live there (what a failover's record names).
+    pub(super) fn lock_owner_on(&self, node: usize, now: Duration) -> Option<String> {
+        self.nodes[node]
+            .peek(&self.lock_key, now)
+            .map(|(owner, _)| owner)
     }
 
     /// Points every replica still following `old` at `new`. A deposed

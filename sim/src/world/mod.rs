@@ -12,7 +12,6 @@
 mod adoption;
 mod cluster;
 mod faults;
-mod mix;
 mod oracle;
 
 use std::{
@@ -21,11 +20,11 @@ use std::{
     time::{Duration, UNIX_EPOCH},
 };
 
-use lock_core::{internal::cluster::slot_of, scripts::KeyNames};
+use lock_core::internal::cluster::slot_of;
 
 use crate::{
     checker,
-    client::{self, ClientSetup, Deadlines, Discovery, KEY, client_host, redis_host},
+    client::{self, ClientSetup, Deadlines, Discovery, client_host, redis_host},
     clock::ClockControl,
     config::{FaultTarget, Scenario, Topology},
     freeze::FreezeSwitch,
@@ -41,12 +40,8 @@ use crate::{
     storage,
 };
 
+pub use crate::{clock::TICK, schedule::draw_schedule};
 pub use adoption::{Adoption, SentinelDraws};
-pub use faults::draw_schedule;
-
-/// The simulation's time step. Timers resolve to it, so it must be far
-/// below the smallest drift margin in use (ttl × drift_factor + 2 ms).
-pub const TICK: Duration = Duration::from_millis(1);
 
 pub use crate::net::BASE_LATENCY;
 
@@ -192,7 +187,8 @@ fn add_nodes(
             flavour: match scenario.server.flavour {
                 crate::config::ServerFlavour::Redis70 => crate::redis::Flavour::Redis7,
                 crate::config::ServerFlavour::Valkey81 => crate::redis::Flavour::Valkey81,
-                crate::config::ServerFlavour::Valkey90 => crate::redis::Flavour::Valkey90,
+                crate::config::ServerFlavour::Valkey91 => crate::redis::Flavour::Valkey91,
+                crate::config::ServerFlavour::Redis82 => crate::redis::Flavour::Redis82,
                 crate::config::ServerFlavour::Redis84 => crate::redis::Flavour::Redis84,
             },
             persistence: scenario.server.persistence,
@@ -363,7 +359,7 @@ impl World<'_> {
             .cluster_shape()
             .map(|(shards, replicas)| ClusterHandle::new(shards, replicas));
         let nodes = add_nodes(&mut sim, &mut hosts, scenario, seed, cluster.as_ref());
-        let lock_key = KeyNames::new("lock", KEY).lock;
+        let lock_key = client::key_names().lock;
         if let Some(cluster) = &cluster {
             cluster.attach(&nodes);
             discovery.set_primary(cluster.owner(slot_of(&lock_key)));
@@ -524,7 +520,7 @@ impl World<'_> {
             }
         }
         if self.nodes.iter().any(|node| node.native_releases() > 0) {
-            // A release went as DELIFEQ (Valkey 9.0) or DELEX … IFEQ (Redis 8.4).
+            // A release went as DELIFEQ (Valkey 9.1) or DELEX … IFEQ (Redis 8.4).
             facts.insert("native-release".to_owned());
         }
         if self.nodes.iter().any(|node| node.batched_calls() > 0) {

@@ -502,11 +502,138 @@ fn a_busy_replica_follows_the_new_primary_once_its_script_ends() {
     assert_eq!(first["new_primary"], 1, "{history}");
     assert_eq!(second["new_primary"], 2, "{history}");
     // Had redis-2 stayed the dead primary's replica, it would hold nothing
-    // written since the first failover, 2.5 s before: no key (the owner
-    // then long expired). Following redis-1, it holds the owner of the
-    // moment (holds of 400-600 ms; a grant within the 1-2 ms replication
-    // lag of the failover is a chance of about 1 in 250).
+    // written since the first failover, 5 s before: no key (the first
+    // hold's expired at about 5 s). Following redis-1, it holds the owner
+    // of the moment: the file's one client holds from about 4.2 s to
+    // 8.2 s, its key written to redis-1 after redis-2's script ended (and
+    // its 5 s ttl outlives the failover however late it completes).
     assert!(second["old_owner"].is_string(), "{history}");
     assert_eq!(second["new_owner"], second["old_owner"], "{history}");
     assert_all_gone(&dir, Duration::from_secs(2));
+}
+
+/// `tiny-pause.toml` with `[server] flavour = flavour`, written into `dir`.
+fn tiny_pause_as(dir: &Path, flavour: &str) -> PathBuf {
+    let text = std::fs::read_to_string(tests_dir().join("tiny-pause.toml")).expect("the test file");
+    // A file name may hold dots, a scenario name not.
+    let name = flavour.replace('.', "_");
+    let text = text.replace(
+        "name = \"tiny-pause\"",
+        &format!("name = \"tiny-pause-{name}\""),
+    ) + &format!("\n[server]\nflavour = \"{flavour}\"\n");
+    let file = dir.join(format!("tiny-pause-{flavour}.toml"));
+    std::fs::write(&file, text).expect("write the scenario");
+    file
+}
+
+/// A `--servers` directory in `dir` where `flavour`'s server is `binary`,
+/// as `scripts/servers.sh` lays one out.
+fn servers_dir(dir: &Path, flavour: &str, binary: &Path) -> PathBuf {
+    let servers = dir.join("servers");
+    let path = servers.join(flavour).join("path");
+    std::fs::create_dir_all(&path).expect("a servers directory");
+    std::os::unix::fs::symlink(binary, path.join("redis-server")).expect("link the server");
+    servers
+}
+
+/// The server this pass of the matrix runs (`VALKEY_SERVER_BIN` in a
+/// Valkey pass, else the fixtures' `redis-server`), and its flavour name.
+fn this_passes_server() -> (PathBuf, String) {
+    let binaries = match std::env::var("VALKEY_SERVER_BIN") {
+        Ok(binary) => servers::Binaries::at(binary),
+        Err(_) => servers::Binaries::on_path(),
+    }
+    .unwrap_or_else(|error| panic!("{error}"));
+    let identity = binaries.identity();
+    let family = match identity.family {
+        servers::Family::Redis => "redis",
+        servers::Family::Valkey => "valkey",
+    };
+    let flavour = format!(
+        "{family}-{}.{}",
+        identity.version.major, identity.version.minor
+    );
+    (binaries.server().to_path_buf(), flavour)
+}
+
+#[test]
+fn a_file_runs_on_its_flavours_server_and_names_its_version() {
+    let dir = scratch("flavour");
+    let (binary, flavour) = this_passes_server();
+    let file = tiny_pause_as(&dir, &flavour);
+    let servers = servers_dir(&dir, &flavour, &binary);
+    let empty = dir.join("empty-path");
+    std::fs::create_dir_all(&empty).expect("a directory");
+    // Nothing on PATH: the server can only come from --servers.
+    let output = chaos(&dir, &[file.to_str().expect("a utf-8 path"), "--runs", "1"])
+        .arg("--servers")
+        .arg(&servers)
+        .env("PATH", &empty)
+        .output()
+        .expect("sim runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}{}", stderr(&output));
+    let version = servers::Binaries::at(&binary)
+        .expect("the server")
+        .identity();
+    assert!(
+        stdout.contains(&format!(
+            "tiny-pause-{}: {version} (",
+            flavour.replace('.', "_")
+        )),
+        "the summary names {version}:\n{stdout}"
+    );
+    assert_all_gone(&dir, Duration::from_secs(2));
+}
+
+#[test]
+fn a_flavour_without_its_server_is_refused_by_name_and_place() {
+    let dir = scratch("no-flavour");
+    let file = tiny_pause_as(&dir, "valkey-9.1");
+    let output = chaos(&dir, &[file.to_str().expect("a utf-8 path")])
+        .arg("--servers")
+        .arg(dir.join("no-servers-here"))
+        .output()
+        .expect("sim runs");
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    // Line 21 of the written file: tiny-pause.toml's 18 lines, a blank
+    // line, `[server]`, then the flavour.
+    assert!(
+        text.contains("tiny-pause-valkey-9.1.toml:21:1: [server] flavour `valkey-9.1` cannot run on real processes: no valkey-9.1 server in"),
+        "{text}"
+    );
+    assert!(text.contains("scripts/servers.sh valkey-9.1"), "{text}");
+    assert!(
+        pids(&dir).is_empty(),
+        "a refused run started {:?}",
+        pids(&dir)
+    );
+}
+
+#[test]
+fn a_flavours_directory_holding_another_server_is_refused() {
+    let dir = scratch("wrong-flavour");
+    let (binary, flavour) = this_passes_server();
+    // A flavour this pass's server is not.
+    let other = if flavour == "valkey-9.1" {
+        "redis-8.2"
+    } else {
+        "valkey-9.1"
+    };
+    let file = tiny_pause_as(&dir, other);
+    let servers = servers_dir(&dir, other, &binary);
+    let output = chaos(&dir, &[file.to_str().expect("a utf-8 path")])
+        .arg("--servers")
+        .arg(&servers)
+        .output()
+        .expect("sim runs");
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    assert!(text.contains(&format!(", not {other}")), "{text}");
+    assert!(
+        pids(&dir).is_empty(),
+        "a refused run started {:?}",
+        pids(&dir)
+    );
 }

@@ -3,19 +3,14 @@
 //! scripts) go to both, and the replies are compared. This is what holds
 //! the simulation's model of Redis to reality.
 
-use std::{
-    cell::RefCell,
-    net::TcpListener,
-    process::{Child, Command, Stdio},
-    rc::Rc,
-    time::{Duration, Instant},
-};
+use std::{cell::RefCell, rc::Rc, time::Duration};
 
 use lock_core::{
     Fencing,
     scripts::{self, op},
 };
 use redis::Value;
+use servers::{Binaries, Family, Server, Version, Want};
 use sim::redis::{Flavour, NodeConfig, NodeHandle};
 
 #[derive(Debug, Clone)]
@@ -535,6 +530,20 @@ fn valkey_sequences() -> Vec<(&'static str, Vec<Step>)> {
             ],
         ),
         (
+            "DELIFEQ deletes only an equal string (unknown before Valkey 9)",
+            vec![
+                cmd(&["SET", "{d}", "a"]),
+                cmd(&["DELIFEQ", "{d}", "b"]),
+                cmd(&["EXISTS", "{d}"]),
+                cmd(&["DELIFEQ", "{d}", "a"]),
+                cmd(&["EXISTS", "{d}"]),
+                cmd(&["DELIFEQ", "{d}", "a"]),
+                cmd(&["LPUSH", "{dw}", "x"]),
+                cmd(&["DELIFEQ", "{dw}", "x"]),
+                cmd(&["DELIFEQ", "{d}"]),
+            ],
+        ),
+        (
             "WAITAOF without an AOF: counts, and the refusals of numlocal",
             vec![
                 cmd(&["SET", "k", "a"]),
@@ -664,73 +673,21 @@ fn sim_replies(steps: &[Step], flavour: Flavour) -> Vec<String> {
     replies.take()
 }
 
-struct RealRedis {
-    port: u16,
-    child: Child,
+/// A real server from `binaries`, for one comparison.
+fn start_server(binaries: &Binaries) -> Server {
+    Server::start(binaries)
+        .unwrap_or_else(|error| panic!("the differential test needs a real server: {error}"))
 }
-
-impl Drop for RealRedis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_real_redis() -> RealRedis {
-    let binary = std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".into());
-    start_server(&binary)
-}
-
-fn start_server(binary: &str) -> RealRedis {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let dir = std::env::temp_dir().join(format!("redis-lock-diff-{port}"));
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    let child = Command::new(binary)
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .arg("--dir")
-        .arg(&dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|error| {
-            panic!(
-                "the differential test needs a real redis-server ({error}): \
-                 `apt-get install redis-server` (scripts/test.sh does), or set REDIS_SERVER_BIN"
-            )
-        });
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "redis-server did not start");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    RealRedis { port, child }
-}
-
-/// The two comparisons start their servers one at a time: a free port
-/// picked by one could otherwise be taken by the other's server before it
-/// binds it.
-static ONE_SERVER_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 #[test]
 fn simulated_redis_answers_like_redis_server() {
-    let _serial = ONE_SERVER_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let real = start_real_redis();
+    // The tests' server (REDIS_SERVER_BIN, else PATH), which must be Redis.
+    let binaries = Binaries::for_tests()
+        .and_then(|found| found.expecting(Want::family(Family::Redis)))
+        .unwrap_or_else(|error| panic!("the differential test needs a real Redis: {error}"));
+    let real = start_server(&binaries);
     for (name, steps) in sequences() {
-        let expected = real_replies(real.port, &steps);
+        let expected = real_replies(real.port(), &steps);
         let actual = sim_replies(&steps, Flavour::Redis7);
         assert_eq!(
             actual, expected,
@@ -739,46 +696,39 @@ fn simulated_redis_answers_like_redis_server() {
     }
 }
 
-/// Where a Valkey 8.1+ server binary is: `VALKEY_SERVER_BIN`, else a
-/// `valkey-server` or `redis-server` on `PATH` that says it is Valkey
-/// (`scripts/valkey.sh` prints a directory whose `redis-server` is).
-fn valkey_binary() -> Option<String> {
-    let is_valkey = |binary: &str| {
-        let Ok(out) = Command::new(binary).arg("--version").output() else {
-            return false;
+/// Where a Valkey 8.1+ server is: `VALKEY_SERVER_BIN`, else a
+/// `redis-server` or `valkey-server` on `PATH` that says it is Valkey 8.1
+/// or later (`scripts/valkey.sh` prints a directory whose `redis-server`
+/// is).
+fn valkey_binaries() -> Option<Binaries> {
+    let valkey_81 = |identity: &servers::Identity| {
+        let since = Version {
+            major: 8,
+            minor: 1,
+            patch: 0,
         };
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let Some(version) = text.strip_prefix("Valkey server v=") else {
-            return false;
-        };
-        let mut parts = version
-            .split(['.', ' '])
-            .map(|part| part.parse::<u32>().ok());
-        matches!(
-            (parts.next().flatten(), parts.next().flatten()),
-            (Some(major), Some(minor)) if (major, minor) >= (8, 1)
-        )
+        identity.family == Family::Valkey && identity.version >= since
     };
     if let Ok(binary) = std::env::var("VALKEY_SERVER_BIN") {
+        let found = Binaries::at(&binary).unwrap_or_else(|error| panic!("{error}"));
         assert!(
-            is_valkey(&binary),
-            "VALKEY_SERVER_BIN={binary} is not a Valkey 8.1+ server"
+            valkey_81(&found.identity()),
+            "VALKEY_SERVER_BIN={binary} is {}, not a Valkey 8.1+ server",
+            found.identity()
         );
-        return Some(binary);
+        return Some(found);
     }
-    ["valkey-server", "redis-server"]
-        .into_iter()
-        .find(|binary| is_valkey(binary))
-        .map(str::to_owned)
+    Binaries::on_path_where(valkey_81)
 }
 
-/// The simulated node presenting as Valkey 8.1 answers `SET … IFEQ` as a
-/// real Valkey 8.1 does. Runs where a Valkey binary is found; without one
+/// The simulated node presenting as Valkey 8.1 (or 9.1, when the real
+/// server is a Valkey 9) answers `SET … IFEQ` and `DELIFEQ` as the real
+/// one does. Runs where a Valkey binary is found; without one
 /// it says so and passes, unless `LOCK_REQUIRE_VALKEY=1` (CI's setting
 /// where Valkey must be there), which fails it.
 #[test]
 fn simulated_valkey_answers_like_valkey_server() {
-    let Some(binary) = valkey_binary() else {
+    let Some(binaries) = valkey_binaries() else {
         assert_ne!(
             std::env::var("LOCK_REQUIRE_VALKEY").as_deref(),
             Ok("1"),
@@ -791,16 +741,23 @@ fn simulated_valkey_answers_like_valkey_server() {
         );
         return;
     };
-    let _serial = ONE_SERVER_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let real = start_server(&binary);
+    // The simulated flavour of the real server's release: Valkey 9 answers
+    // `DELIFEQ`, Valkey 8.1 knows no such command, and both sides must agree.
+    let identity = binaries.identity();
+    let (flavour, label) = if identity.version.major >= 9 {
+        (Flavour::Valkey91, "Valkey 9.1")
+    } else {
+        (Flavour::Valkey81, "Valkey 8.1")
+    };
+    let real = start_server(&binaries);
     for (name, steps) in valkey_sequences() {
-        let expected = real_replies(real.port, &steps);
-        let actual = sim_replies(&steps, Flavour::Valkey81);
+        let expected = real_replies(real.port(), &steps);
+        let actual = sim_replies(&steps, flavour);
         assert_eq!(
-            actual, expected,
-            "sequence {name:?} differs (left: sim as Valkey 8.1, right: {binary})"
+            actual,
+            expected,
+            "sequence {name:?} differs (left: sim as {label}, right: {identity} at {})",
+            binaries.server().display()
         );
     }
 }

@@ -9,74 +9,31 @@
 //! always` fsyncs after every write, so nothing is held.
 
 use std::{
-    net::TcpListener,
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
-/// One server process on `port` over `dir`, killed (`SIGKILL`) on drop.
-struct Server(Child);
+use servers::{Binaries, Launch, Server};
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+/// A server with an AOF fsynced as `appendfsync` says, `library`
+/// preloaded when given.
+fn start(appendfsync: &str, library: Option<&Path>) -> Server {
+    let binaries = Binaries::for_tests()
+        .unwrap_or_else(|error| panic!("the lazy_aof test needs a real redis-server: {error}"));
+    let mut launch = Launch::server(&binaries);
+    if let Some(library) = library {
+        launch = launch.env("LD_PRELOAD", library);
     }
+    let args = ["--appendonly", "yes", "--appendfsync", appendfsync];
+    Server::launch(&launch, None, &args).unwrap_or_else(|error| panic!("{error}"))
 }
 
-fn start(dir: &Path, port: u16, appendfsync: &str, preload: Option<&Path>) -> Server {
-    let binary = std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".into());
-    let mut command = Command::new(&binary);
-    command
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args([
-            "--save",
-            "",
-            "--appendonly",
-            "yes",
-            "--appendfsync",
-            appendfsync,
-        ])
-        .arg("--dir")
-        .arg(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    if let Some(library) = preload {
-        command.env("LD_PRELOAD", library);
-    }
-    let child = command.spawn().unwrap_or_else(|error| {
-        panic!(
-            "the lazy_aof test needs a real redis-server ({error}): \
-             `apt-get install redis-server` (scripts/test.sh does), or set REDIS_SERVER_BIN"
-        )
+/// Waits until `server` answers `PING`: listening is not enough, a server
+/// loading its AOF answers LOADING.
+fn wait_loaded(server: &Server) {
+    servers::wait_for("the server loads its AOF", Duration::from_secs(10), || {
+        server.try_query::<String>(&["PING"]).ok()
     });
-    let server = Server(child);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    // Listening is not enough: a server loading its AOF answers LOADING.
-    while ping(port).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "{binary} did not start on {port}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    server
-}
-
-fn connect(port: u16) -> redis::RedisResult<redis::Connection> {
-    redis::Client::open(format!("redis://127.0.0.1:{port}/"))?.get_connection()
-}
-
-fn ping(port: u16) -> redis::RedisResult<()> {
-    redis::cmd("PING").query(&mut connect(port)?)
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free port")
-        .port()
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -92,25 +49,15 @@ fn scratch(name: &str) -> PathBuf {
 fn keys_after_a_kill(name: &str, appendfsync: &str, preloaded: bool) -> i64 {
     let dir = scratch(name);
     let library = sim::chaos::lazy_aof::install(&dir).expect("the library is written");
-    let preload = preloaded.then_some(library.as_path());
-    let port = free_port();
-    let server = start(&dir, port, appendfsync, preload);
-    let mut conn = connect(port).expect("a connection");
-    let _: () = redis::cmd("SET")
-        .arg("lock")
-        .arg("a")
-        .query(&mut conn)
-        .expect("SET");
-    let _: () = redis::cmd("SET")
-        .arg("fence")
-        .arg("1")
-        .query(&mut conn)
-        .expect("SET");
-    drop(server);
-    let _server = start(&dir, port, appendfsync, preload);
-    redis::cmd("DBSIZE")
-        .query(&mut connect(port).expect("a connection after the restart"))
-        .expect("DBSIZE")
+    let mut server = start(appendfsync, preloaded.then_some(library.as_path()));
+    wait_loaded(&server);
+    let _: () = server.query(&["SET", "lock", "a"]);
+    let _: () = server.query(&["SET", "fence", "1"]);
+    // SIGKILL, then the same arguments (the library preloaded again) on
+    // the same directory, as a machine that crashed comes back.
+    server.restart_keeping_data();
+    wait_loaded(&server);
+    server.query(&["DBSIZE"])
 }
 
 #[test]

@@ -9,7 +9,7 @@
 //! simulator, turmoil, tokio, redis-rs and the embedded Lua again (CI builds
 //! them with release code generation). Run one file's tests with a filter
 //! on its module name: `cargo test -p sim --test sim_it differential::`.
-//! `tests/cli.rs` stays a binary of its own: it only runs the `sim` binary,
+//! `tests/cli/` stays a binary of its own: it only runs the `sim` binary,
 //! and CI builds it first to start the scenario suite early.
 #![warn(clippy::too_many_lines)]
 
@@ -23,6 +23,7 @@ mod differential_cluster;
 mod equivalence;
 mod eviction;
 mod fair_dead_waiter;
+mod independent;
 mod lazy_aof;
 mod overlap;
 mod resp_fuzz;
@@ -33,3 +34,4 @@ mod sentinel;
 mod sharding;
 mod skip_idle;
 mod unsafe_setups;
+mod wakeups;

@@ -18,7 +18,7 @@ use std::{
 use proptest::prelude::*;
 use redis_protocol::resp2::types::OwnedFrame as Frame;
 use sim::redis::{
-    NodeConfig, NodeHandle, PORT, conn,
+    NodeConfig, NodeHandle, PORT, cmd,
     db::{Db, NodeTime},
     frame::{Command, next_command, next_frame, to_bytes},
     scripts,
@@ -366,7 +366,7 @@ fn dispatch_all(node: &NodeHandle, commands: &[Vec<Vec<u8>>]) -> Vec<Option<Vec<
         for args in commands {
             let reply = tokio::time::timeout(
                 Duration::from_secs(3_600),
-                conn::dispatch(node, 1, &push, args),
+                cmd::dispatch(node, 1, &push, args),
             )
             .await
             .ok();
@@ -439,7 +439,7 @@ proptest! {
         writable in any::<bool>(),
     ) {
         let mut db = Db::default();
-        db.execute(&[b"LPUSH".to_vec(), b"list".to_vec(), b"x".to_vec()], NodeTime { ms: 0, us: 0 });
+        cmd::data::execute(&mut db, &[b"LPUSH".to_vec(), b"list".to_vec(), b"x".to_vec()], NodeTime { ms: 0, us: 0 });
         let now = NodeTime { ms: now_ms, us: now_ms.saturating_mul(1_000) };
         for call in calls {
             // EVAL|EVALSHA, script, numkeys, then keys and arguments.

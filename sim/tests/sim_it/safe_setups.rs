@@ -198,7 +198,7 @@ fn a_replayed_schedule_hashes_the_same() {
 }
 
 /// A Redlock node's release (unannounced: nobody subscribes there) goes as
-/// `DELIFEQ` on Valkey 9.0 and `DELEX … IFEQ` on Redis 8.4, chosen from
+/// `DELIFEQ` on Valkey 9.1 and `DELEX … IFEQ` on Redis 8.4, chosen from
 /// `INFO server` at connect time, and releases as the script does: a
 /// fault-free run breaks nothing, no-orphans included (every released key
 /// is gone). Older servers keep the script.
@@ -206,7 +206,7 @@ fn a_replayed_schedule_hashes_the_same() {
 fn redlock_releases_natively_on_valkey_9_and_redis_8_4() {
     use sim::config::ServerFlavour;
     for (flavour, native) in [
-        (ServerFlavour::Valkey90, true),
+        (ServerFlavour::Valkey91, true),
         (ServerFlavour::Redis84, true),
         (ServerFlavour::Valkey81, false),
         (ServerFlavour::Redis70, false),

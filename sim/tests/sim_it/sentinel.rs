@@ -106,55 +106,54 @@ fn wait_closes_the_stale_window_when_every_replica_moves_at_the_promotion() {
 #[test]
 fn under_sentinel_the_replica_not_yet_re_pointed_lets_a_wait_pass_on_the_old_primary() {
     // Sentinel re-points the other replica a second after the promotion;
-    // until then it acknowledges the old primary's `WAIT`s. The earlier of
-    // the two holds was granted there inside that second, and the new
-    // primary never had it.
+    // until then it acknowledges the old primary's `WAIT`s. A hold granted
+    // there inside that second, which the new primary never had, overlaps
+    // a hold the new primary grants. (Other seeds break lease exclusion
+    // later, by clients still talking to the deposed primary: the search
+    // looks for this sequence, not for the first violation.)
     let scenario = load("sentinel-stale-primary-wait");
-    let outcome = (0..20)
-        .map(|seed| world::run_seed(&scenario, seed))
-        .find(|outcome| {
-            outcome
-                .verdict
-                .violated()
-                .contains(&Property::LeaseExclusion)
-        })
-        .expect("some seed of 20 breaks lease exclusion with WAIT under Sentinel");
-    let entries = &outcome.history.entries;
-    let (failover_at, new_primary) = entries
-        .iter()
-        .find_map(|entry| match &entry.op {
-            Op::Failover { new_primary, .. } => Some((entry.at, *new_primary)),
-            _ => None,
-        })
-        .expect("a failover happened");
-    let violation = outcome
+    let found =
+        (0..200).find(|&seed| wait_passed_on_the_old_primary(&world::run_seed(&scenario, seed)));
+    assert!(
+        found.is_some(),
+        "no seed of 200 breaks lease exclusion through a WAIT passed on the old primary"
+    );
+}
+
+/// Whether `outcome` broke lease exclusion with a hold granted within a
+/// second of the failover that the new primary never held, while the old
+/// primary's `WAIT`s came up short afterwards.
+fn wait_passed_on_the_old_primary(outcome: &sim::outcome::SeedOutcome) -> bool {
+    let Some(violation) = outcome
         .verdict
         .violations
         .iter()
         .find(|v| v.property == Property::LeaseExclusion)
-        .expect("the violation found above");
+    else {
+        return false;
+    };
+    let entries = &outcome.history.entries;
+    let Some((failover_at, new_primary)) = entries.iter().find_map(|entry| match &entry.op {
+        Op::Failover { new_primary, .. } => Some((entry.at, *new_primary)),
+        _ => None,
+    }) else {
+        return false;
+    };
     let first = &entries[violation.evidence[0]];
     let Op::AcquireOk { token, .. } = &first.op else {
         panic!("evidence starts at a grant: {first:?}");
     };
-    assert!(
-        failover_at <= first.at && first.at <= failover_at + common::ms(1_000),
-        "granted at {:?}, the failover at {failover_at:?}",
-        first.at
-    );
+    let in_window = failover_at <= first.at && first.at <= failover_at + common::ms(1_000);
     let on_new = entries.iter().any(|entry| {
         matches!(&entry.op, Op::Oracle { primary, owner: Some(owner), .. }
             if *primary == new_primary && owner == token)
     });
-    assert!(!on_new, "the new primary never held {token}");
-    assert!(
-        outcome
+    in_window
+        && !on_new
+        && outcome
             .verdict
             .facts
-            .contains("wait-short-on-deposed-primary"),
-        "after the second, the old primary's WAITs come up short: {:?}",
-        outcome.verdict.facts
-    );
+            .contains("wait-short-on-deposed-primary")
 }
 
 #[test]

@@ -18,7 +18,8 @@ use crate::redis::{
         dial::{Dialer, NodeAddress},
         endpoint,
         error::ConnectError,
-        node::{CheckTarget, Endpoint, open},
+        first::open_majority,
+        node::{CheckTarget, Endpoint},
         sentinel::{Current, SentinelConnector, SentinelResolver},
         upkeep::Tasks,
     },
@@ -66,10 +67,19 @@ impl Locker {
     /// released on every node. `acquire` returns once a majority granted and
     /// `release` once a majority deleted the key: neither waits for the
     /// slowest node, whose answer the driver takes in the background (a late
-    /// grant joins the lock). Connecting succeeds once a majority answers;
-    /// the other nodes are retried in the background. Read
-    /// [`RedlockMachine`](crate::RedlockMachine) for what its fence guarantees (less than
-    /// a single node's).
+    /// grant joins the lock).
+    ///
+    /// Connecting opens every node at once and returns once every node has
+    /// answered the handshake, or once a majority has and 250 ms have
+    /// passed since: a node that is down or silent does not hold it up
+    /// for the connect timeout. The other attempts go on in the driver,
+    /// and a node that answers later takes part in every grant from then
+    /// on (one that refuses is retried with a backoff). Connecting fails
+    /// once every attempt has ended (each within the connect timeout, 5 s
+    /// by default) with fewer than a majority open
+    /// ([`ConnectError::NoQuorum`]). Read
+    /// [`RedlockMachine`](crate::RedlockMachine) for what its fence
+    /// guarantees (less than a single node's).
     pub async fn connect_redlock(urls: &[&str]) -> Result<Self, ConnectError> {
         LockerBuilder::redlock(urls)?.spawn().await
     }
@@ -80,7 +90,11 @@ impl Locker {
     /// Every connect resolves the primary again and confirms it with
     /// `ROLE`; a `+switch-master` announcement moves the locker to the new
     /// primary at once. Without `wait_replicas`, a failover can still lose
-    /// a lock (see the README's safety table).
+    /// a lock (see the safety table in `docs/safety.md`).
+    ///
+    /// The sentinels are asked in order; one that has not answered within
+    /// 250 ms gets the next asked beside it, so a silent sentinel does not
+    /// hold up connecting while another names the primary.
     pub async fn connect_sentinel(
         sentinel_urls: &[&str],
         master_name: &str,
@@ -98,7 +112,11 @@ impl Locker {
     /// floor and counter in every slot), following
     /// `MOVED`, `ASK` and `TRYAGAIN` within the lock's deadlines. `WAIT`
     /// goes to the lock's own shard. Without `wait_replicas`, a shard
-    /// failover can lose a lock (see the README's safety table).
+    /// failover can lose a lock (see the safety table in `docs/safety.md`).
+    ///
+    /// The slot table is read from the first seed that answers, asked in
+    /// order; a seed that has not answered within 250 ms gets the next
+    /// asked beside it, so a silent seed does not hold up connecting.
     pub async fn connect_cluster(seed_urls: &[&str]) -> Result<Self, ConnectError> {
         LockerBuilder::cluster(seed_urls)?.spawn().await
     }
@@ -600,10 +618,13 @@ impl LockerBuilder {
     }
 
     #[doc(hidden)]
-    /// Opens the first connection (for Redlock, one per node, of which a
-    /// majority must succeed) and returns the locker with its driver, which
+    /// Opens the first connection (for Redlock, one per node at once,
+    /// returning once a majority has opened and the others have had 250 ms
+    /// more: the driver finishes their attempts) and returns the locker
+    /// with its driver, which
     /// must be polled for any lock to make progress: it carries redis-rs's
-    /// connection tasks, the watchdog and the wake-ups.
+    /// connection tasks, the attempts still out, the watchdog and the
+    /// wake-ups.
     pub async fn connect(self) -> Result<(Locker, Driver), ConnectError> {
         self.open(Tasks::Inline).await
     }
@@ -662,39 +683,22 @@ impl LockerBuilder {
             }
             None => None,
         };
-        let opened = futures_util::future::join_all(
-            self.endpoints
-                .iter()
-                .map(|endpoint| open(endpoint.clone(), self.connect_timeout, 0)),
-        )
-        .await;
         let total = self.endpoints.len();
-        let needed = total / 2 + 1;
-        let mut first_error = None;
-        let opened: Vec<_> = opened
-            .into_iter()
-            .map(|result| match result {
-                Ok(opened) => Some(opened),
-                Err(error) => {
-                    first_error.get_or_insert(error);
-                    None
+        // Returns once a majority has opened (for one node, once it has):
+        // the attempts still out go on in the driver.
+        let first = open_majority(&self.endpoints, self.connect_timeout)
+            .await
+            .map_err(|missed| {
+                if self.redlock {
+                    ConnectError::NoQuorum {
+                        connected: missed.connected,
+                        needed: missed.needed,
+                        first: Box::new(missed.first),
+                    }
+                } else {
+                    missed.first
                 }
-            })
-            .collect();
-        let connected = opened.iter().filter(|opened| opened.is_some()).count();
-        if let Some(error) = first_error
-            && connected < needed
-        {
-            return Err(if self.redlock {
-                ConnectError::NoQuorum {
-                    connected,
-                    needed,
-                    first: Box::new(error),
-                }
-            } else {
-                error
-            });
-        }
+            })?;
         let mut session =
             Session::new(self.redlock, total, self.clock, self.entropy, self.observer);
         session.check_targets = check_targets;
@@ -705,7 +709,7 @@ impl LockerBuilder {
             Arc::clone(&session),
             &alive,
             self.endpoints,
-            opened,
+            first,
             tasks,
             self.connect_timeout,
         )

@@ -23,7 +23,8 @@ use super::{
 };
 use crate::redis::{
     connect::{
-        node::{Endpoint, Opened},
+        first::First,
+        node::Endpoint,
         upkeep::{NodeUpkeep, Tasks},
     },
     lock::{session::Session, timer::DeadlineTimer},
@@ -71,14 +72,15 @@ impl std::fmt::Debug for Driver {
 }
 
 impl Driver {
-    /// A driver for `session`, whose nodes are `endpoints` with the first
-    /// connections `opened` (one entry per node; `None` for a node that
-    /// did not answer at connect, which is retried at once).
+    /// A driver for `session`, whose nodes are `endpoints` with their
+    /// `first` connections (one entry per node): an open one is installed,
+    /// an attempt still out goes on here, and a failed one is retried at
+    /// once.
     pub(crate) fn new(
         session: Arc<Session>,
         alive: &Arc<Alive>,
         endpoints: Vec<Endpoint>,
-        opened: Vec<Option<Opened>>,
+        first: Vec<First>,
         tasks: Tasks,
         connect_timeout: Duration,
     ) -> Self {
@@ -89,15 +91,16 @@ impl Driver {
             .map(|endpoint| Subscriber::new(endpoint, connect_timeout));
         let nodes = endpoints
             .into_iter()
-            .zip(opened)
+            .zip(first)
             .enumerate()
-            .map(|(index, (endpoint, opened))| match opened {
-                Some(opened) => {
+            .map(|(index, (endpoint, first))| match first {
+                First::Opened(opened) => {
                     let (live, upkeep) = NodeUpkeep::opened(endpoint, opened, tasks);
                     session.nodes[index].install(live);
                     upkeep
                 }
-                None => NodeUpkeep::reconnecting(endpoint, now),
+                First::Opening(opening) => NodeUpkeep::opening(endpoint, opening),
+                First::Failed => NodeUpkeep::reconnecting(endpoint, now),
             })
             .collect();
         Self {

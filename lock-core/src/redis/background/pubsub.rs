@@ -12,6 +12,17 @@
 //! its backoff timer. To close the gap between a waiter's contended reply
 //! and its subscription, every confirmed subscription wakes its channel's
 //! waiters once.
+//!
+//! A connection to a node that died silently (a crashed host, a cut
+//! network: no FIN, no reset) never ends on its own, and a subscription
+//! sent into it is never confirmed. After a failover away from such a
+//! node, every release is announced on the new primary while the waiters
+//! listen on the dead one: they would wait out their backoff for every
+//! grant, for as long as the kernel keeps the connection (minutes). So a
+//! subscription not confirmed within the connect timeout, or a `PING`
+//! (sent every [`PING_EVERY`] while anyone waits) not answered within it,
+//! drops the connection, and the next one is opened through the endpoint's
+//! connector, which reaches the node that serves now.
 
 use std::{
     collections::BTreeSet,
@@ -33,6 +44,11 @@ use crate::redis::{
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
+/// How often the connection is checked with a `PING` while anyone waits.
+/// A waiter listening on a dead connection misses its wake-ups until the
+/// check fails: at most this plus the connect timeout.
+pub(crate) const PING_EVERY: Duration = Duration::from_secs(1);
+
 /// The driver's pub/sub connection.
 pub(crate) struct Subscriber {
     endpoint: Endpoint,
@@ -46,6 +62,9 @@ pub(crate) struct Subscriber {
     subscribing: FuturesUnordered<BoxFuture<(String, bool)>>,
     /// Unsubscribe calls in flight: whether each worked.
     unsubscribing: FuturesUnordered<BoxFuture<bool>>,
+    /// The next check of the connection: it waits [`PING_EVERY`], then
+    /// sends a `PING`; whether it was answered in time.
+    check: Option<BoxFuture<bool>>,
     /// The subscriptions must be compared with the waiters again (a new
     /// connection, or one being opened).
     needs_sync: bool,
@@ -66,6 +85,7 @@ impl Subscriber {
             opening: None,
             subscribing: FuturesUnordered::new(),
             unsubscribing: FuturesUnordered::new(),
+            check: None,
             needs_sync: true,
             retry_delay: Duration::ZERO,
             was_open: false,
@@ -119,6 +139,7 @@ impl Subscriber {
                     self.reset();
                 }
             }
+            progressed |= self.poll_check(cx);
             if let Some(stream) = &mut self.stream {
                 loop {
                     match Pin::new(&mut *stream).poll_next(cx) {
@@ -161,22 +182,57 @@ impl Subscriber {
             return;
         };
         self.needs_sync = false;
+        let timeout = self.timeout;
         for channel in wanted.difference(&self.subscribed) {
             let mut sink = sink.clone();
             let channel = channel.clone();
             self.subscribing.push(Box::pin(async move {
-                let ok = sink.subscribe(&channel).await.is_ok();
-                (channel, ok)
+                // Unconfirmed in time: the connection is dead (module docs).
+                let confirmed = tokio::time::timeout(timeout, sink.subscribe(&channel)).await;
+                (channel, matches!(confirmed, Ok(Ok(()))))
             }));
         }
         for channel in self.subscribed.difference(&wanted) {
             let mut sink = sink.clone();
             let channel = channel.clone();
-            self.unsubscribing.push(Box::pin(
-                async move { sink.unsubscribe(&channel).await.is_ok() },
-            ));
+            self.unsubscribing.push(Box::pin(async move {
+                let confirmed = tokio::time::timeout(timeout, sink.unsubscribe(&channel)).await;
+                matches!(confirmed, Ok(Ok(())))
+            }));
         }
         self.subscribed = wanted;
+    }
+
+    /// Checks the open connection while anyone waits on it: starts the
+    /// next check, and drops the connection when one went unanswered.
+    /// Returns whether a check ended.
+    fn poll_check(&mut self, cx: &mut Context<'_>) -> bool {
+        let Some(sink) = &self.sink else {
+            self.check = None;
+            return false;
+        };
+        if self.subscribed.is_empty() {
+            // Nobody waits: nothing is missed on a dead connection, and
+            // the next subscription is checked by its confirmation.
+            self.check = None;
+            return false;
+        }
+        let check = self.check.get_or_insert_with(|| {
+            let (mut sink, timeout) = (sink.clone(), self.timeout);
+            Box::pin(async move {
+                tokio::time::sleep(PING_EVERY).await;
+                let answer = tokio::time::timeout(timeout, sink.ping::<redis::Value>()).await;
+                matches!(answer, Ok(Ok(_)))
+            })
+        });
+        let Poll::Ready(answered) = check.as_mut().poll(cx) else {
+            return false;
+        };
+        self.check = None;
+        if !answered {
+            self.reset();
+        }
+        true
     }
 
     /// Opens the connection after `delay`.
@@ -206,6 +262,7 @@ impl Subscriber {
         self.subscribed.clear();
         self.subscribing = FuturesUnordered::new();
         self.unsubscribing = FuturesUnordered::new();
+        self.check = None;
         self.retry_delay = Duration::from_millis(50);
         self.needs_sync = true;
     }

@@ -34,8 +34,8 @@ impl fmt::Display for Severity {
     }
 }
 
-/// The rows of the README's safety table that findings point to, by the
-/// text of their "Fault" column.
+/// The rows of the safety table (`docs/safety.md`) that findings point
+/// to, by the text of their "Fault" column.
 pub(crate) mod row {
     pub(crate) const EVICTION: &str = "Eviction of a held key under memory pressure";
     pub(crate) const RESTART: &str = "Redis restart without persistence";
@@ -44,7 +44,7 @@ pub(crate) mod row {
 }
 
 /// What a finding is about. Each kind has a stable name
-/// ([`FindingKind::name`]) that the README's "Checking your deployment"
+/// ([`FindingKind::name`]) that `docs/operations.md`'s "Checking your deployment"
 /// section and the command line's `--accept` use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[non_exhaustive]
@@ -243,7 +243,7 @@ pub struct Finding {
     /// What was read from the server, e.g. `maxmemory-policy allkeys-lru,
     /// maxmemory 104857600`, or the error that stopped the read.
     pub observed: String,
-    /// The "Fault" column of the README's safety-table row this maps to.
+    /// The "Fault" column of the safety-table row (`docs/safety.md`) this maps to.
     pub safety_row: &'static str,
     /// What to change.
     pub fix: String,
@@ -383,25 +383,26 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_explains_every_kind_and_has_every_row() {
-        let readme = include_str!("../../../../README.md");
-        let section = readme
+    fn the_docs_explain_every_kind_and_have_every_row() {
+        let operations = include_str!("../../../../docs/operations.md");
+        let section = operations
             .split("## Checking your deployment")
             .nth(1)
             .and_then(|rest| rest.split("\n## ").next())
-            .expect("the README has a \"Checking your deployment\" section");
+            .expect("docs/operations.md has a \"Checking your deployment\" section");
         for kind in FindingKind::ALL {
             assert!(
                 section.contains(&format!("`{}`", kind.name())),
-                "the README does not explain {kind}"
+                "docs/operations.md does not explain {kind}"
             );
         }
+        let safety = include_str!("../../../../docs/safety.md");
         for fault in [row::EVICTION, row::RESTART, row::FAILOVER, row::CLOCK_JUMP] {
             // A row's first cell starts with the fault (it may go on to
             // say more, in parentheses).
             assert!(
-                readme.contains(&format!("\n| {fault} |"))
-                    || readme.contains(&format!("\n| {fault} (")),
+                safety.contains(&format!("\n| {fault} |"))
+                    || safety.contains(&format!("\n| {fault} (")),
                 "the safety table has no row {fault:?}"
             );
         }

@@ -12,7 +12,9 @@
 //! so a slow but working network still opens on its first try.
 //!
 //! The delay is Happy Eyeballs' (RFC 8305, section 5: 250 ms is the
-//! recommended connection attempt delay), applied to one address.
+//! recommended connection attempt delay), applied to one address, and
+//! through [`in_turn`] to a list of equivalent nodes (sentinels, cluster
+//! seeds), asked in order as RFC 8305 asks its addresses.
 
 use std::{future::Future, time::Duration};
 
@@ -70,6 +72,61 @@ where
             }
         }
     }
+}
+
+/// Runs `attempt(0)`, `attempt(1)`, ... through `count`, in turn: the
+/// next starts when an attempt fails, or beside those in flight once the
+/// latest has run `delay` without an outcome. Returns the first success,
+/// or, once all `count` have failed, every failure in index order.
+///
+/// Why: a list of equivalent nodes (sentinels, cluster seeds) asked one
+/// after the other waits out the whole timeout of a silent one before it
+/// asks the next, though the next would answer in a round trip. Nodes that
+/// answer or fail quickly are asked exactly as one after the other would
+/// ask them, and a success wins whichever attempt it comes from. Each
+/// attempt bounds itself: nothing here gives up on a silent node.
+pub(crate) async fn in_turn<T, E, F, Fut>(
+    delay: Duration,
+    count: usize,
+    mut attempt: F,
+) -> Result<T, Vec<E>>
+where
+    F: FnMut(usize) -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    let mut failures: Vec<Option<E>> = std::iter::repeat_with(|| None).take(count).collect();
+    let mut in_flight = FuturesUnordered::new();
+    if count > 0 {
+        in_flight.push(numbered(0, attempt(0)));
+    }
+    let mut started = in_flight.len();
+    while !in_flight.is_empty() {
+        let next = tokio::time::sleep(delay);
+        tokio::select! {
+            // Outcomes first: one that is ready wins over a new attempt.
+            biased;
+            Some((index, result)) = in_flight.next() => match result {
+                Ok(value) => return Ok(value),
+                Err(error) => {
+                    failures[index] = Some(error);
+                    if started < count {
+                        in_flight.push(numbered(started, attempt(started)));
+                        started += 1;
+                    }
+                }
+            },
+            () = next, if started < count => {
+                in_flight.push(numbered(started, attempt(started)));
+                started += 1;
+            }
+        }
+    }
+    Err(failures.into_iter().flatten().collect())
+}
+
+/// `attempt`'s outcome with the index it was started under.
+async fn numbered<T>(index: usize, attempt: impl Future<Output = T>) -> (usize, T) {
+    (index, attempt.await)
 }
 
 #[cfg(test)]
@@ -155,5 +212,81 @@ mod tests {
             staggered(ATTEMPT_DELAY, MAX_ATTEMPTS, || async { Err("refused") }).await;
         assert_eq!(result, Err("refused"));
         assert_eq!(begun.elapsed(), Duration::ZERO);
+    }
+
+    /// Node `i` answers `Ok(i)` after `outcomes[i].0` if `.1`, else fails
+    /// with `i` then; `None` is a silent node. Returns the result and when
+    /// each node was asked.
+    async fn ask_in_turn(
+        outcomes: Vec<Option<(Duration, bool)>>,
+    ) -> (Result<usize, Vec<usize>>, Vec<Duration>) {
+        let begun = tokio::time::Instant::now();
+        let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let count = outcomes.len();
+        let result = {
+            let asked = asked.clone();
+            in_turn(ATTEMPT_DELAY, count, move |i| {
+                asked.lock().expect("not poisoned").push(begun.elapsed());
+                let outcome = outcomes[i];
+                async move {
+                    match outcome {
+                        Some((after, ok)) => {
+                            tokio::time::sleep(after).await;
+                            if ok { Ok(i) } else { Err(i) }
+                        }
+                        None => std::future::pending().await,
+                    }
+                }
+            })
+        };
+        let result = tokio::time::timeout(ms(10_000), result)
+            .await
+            .unwrap_or(Err(Vec::new()));
+        let asked = asked.lock().expect("not poisoned").clone();
+        (result, asked)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn in_turn_asks_one_node_when_it_answers() {
+        let (result, asked) = ask_in_turn(vec![Some((ms(5), true)), Some((ms(1), true))]).await;
+        assert_eq!(result, Ok(0));
+        assert_eq!(asked, vec![ms(0)]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn in_turn_asks_the_next_at_once_when_one_fails() {
+        let (result, asked) = ask_in_turn(vec![Some((ms(3), false)), Some((ms(1), true))]).await;
+        assert_eq!(result, Ok(1));
+        assert_eq!(asked, vec![ms(0), ms(3)]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn in_turn_asks_the_next_beside_a_silent_node() {
+        let (result, asked) = ask_in_turn(vec![None, Some((ms(1), true))]).await;
+        assert_eq!(result, Ok(1));
+        assert_eq!(asked, vec![ms(0), ATTEMPT_DELAY]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn in_turn_takes_an_earlier_node_that_answers_late() {
+        // The first answers at 300 ms, before the second (asked at 250 ms)
+        // does at 350 ms.
+        let (result, asked) = ask_in_turn(vec![Some((ms(300), true)), Some((ms(100), true))]).await;
+        assert_eq!(result, Ok(0));
+        assert_eq!(asked, vec![ms(0), ATTEMPT_DELAY]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn in_turn_reports_every_failure_in_the_order_asked() {
+        // The second fails before the first: the failures still come in
+        // the nodes' order.
+        let (result, asked) = ask_in_turn(vec![
+            Some((ms(400), false)),
+            Some((ms(10), false)),
+            Some((ms(1), false)),
+        ])
+        .await;
+        assert_eq!(result, Err(vec![0, 1, 2]));
+        assert_eq!(asked, vec![ms(0), ms(250), ms(260)]);
     }
 }

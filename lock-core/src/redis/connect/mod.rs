@@ -7,8 +7,11 @@ pub(crate) mod connector;
 pub(crate) mod dial;
 pub(crate) mod endpoint;
 pub(crate) mod error;
+pub(crate) mod first;
 pub(crate) mod node;
 pub(crate) mod reply;
+#[cfg(test)]
+pub(crate) mod scripted;
 pub mod sentinel;
 pub mod slots;
 #[cfg(feature = "tls")]

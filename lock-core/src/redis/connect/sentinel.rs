@@ -6,8 +6,11 @@
 //! sentinel in turn with `SENTINEL GET-MASTER-ADDR-BY-NAME`, skipping those
 //! that do not answer or do not know the name, then ask the candidate
 //! `ROLE`: a sentinel's view can be stale, and only a node that says it is
-//! a master may take the lock's writes. Streams come from a [`Dialer`], so
-//! TCP, TLS or a simulated network all work.
+//! a master may take the lock's writes. A sentinel still silent after
+//! 250 ms gets the next one asked beside it (see `attempts::in_turn`), so
+//! a hung sentinel does not hold up a connect while another answers.
+//! Streams come from a [`Dialer`], so TCP, TLS or a simulated network all
+//! work.
 
 use std::{
     fmt, io,
@@ -18,6 +21,7 @@ use std::{
 use redis::{AsyncConnectionConfig, RedisConnectionInfo, Value, aio::MultiplexedConnection};
 
 use super::{
+    attempts::{ATTEMPT_DELAY, in_turn},
     connector::{ConnectFuture, Connector},
     dial::{Dialer, NodeAddress},
     reply::{integer, items, text},
@@ -151,6 +155,11 @@ impl SentinelResolver {
     /// Asks the sentinels in order for the master's address and returns the
     /// first candidate whose `ROLE` says master.
     ///
+    /// A sentinel that fails is followed by the next at once; one that has
+    /// not answered (with its candidate's `ROLE`) within 250 ms gets the
+    /// next asked beside it, so a silent sentinel costs that delay, not
+    /// the timeout, while another names the primary.
+    ///
     /// When none does, the error is the most telling one met: a candidate
     /// that is not a master, then one that is unreachable, then a name no
     /// sentinel knows, then no sentinel answering.
@@ -158,82 +167,106 @@ impl SentinelResolver {
         if self.sentinels.is_empty() {
             return Err(SentinelError::NoSentinels);
         }
-        let name = &self.master_name;
+        let failures = match in_turn(ATTEMPT_DELAY, self.sentinels.len(), |index| {
+            self.ask(dialer, index)
+        })
+        .await
+        {
+            Ok(resolved) => return Ok(resolved),
+            Err(failures) => failures,
+        };
         let mut unreachable = Vec::new();
         let mut unknown = false;
         let mut candidate_error: Option<SentinelError> = None;
-        for (index, sentinel) in self.sentinels.iter().enumerate() {
-            let mut ask = redis::cmd("SENTINEL");
-            ask.arg("GET-MASTER-ADDR-BY-NAME").arg(name);
-            let reply = query(
-                dialer,
-                sentinel,
-                &self.sentinel_settings,
-                &ask,
-                self.timeout,
-            )
-            .await;
-            let address = match reply.map(|reply| master_address(&reply)) {
-                Err(reason) => {
-                    unreachable.push((sentinel.clone(), reason));
-                    continue;
+        // In the sentinels' order, whichever answered first.
+        for failure in failures {
+            match failure {
+                Asked::Unreachable(sentinel, reason) => unreachable.push((sentinel, reason)),
+                Asked::Unknown => unknown = true,
+                Asked::Candidate(error) => {
+                    // Keep the first candidate's error, unless a later one
+                    // is more telling: a node that answered beats one that
+                    // did not.
+                    let keep = matches!(
+                        (&candidate_error, &error),
+                        (None, _)
+                            | (
+                                Some(SentinelError::MasterUnreachable { .. }),
+                                SentinelError::NotAMaster { .. }
+                            )
+                    );
+                    if keep {
+                        candidate_error = Some(error);
+                    }
                 }
-                Ok(Err(reason)) => {
-                    unreachable.push((sentinel.clone(), reason));
-                    continue;
-                }
-                Ok(Ok(None)) => {
-                    unknown = true;
-                    continue;
-                }
-                Ok(Ok(Some(address))) => address,
-            };
-            let role = query(
-                dialer,
-                &address,
-                &self.master_settings,
-                &redis::cmd("ROLE"),
-                self.timeout,
-            )
-            .await;
-            let error = match role.map(|role| role_name(&role)) {
-                Ok(Some(role)) if role == "master" => {
-                    return Ok(Resolved {
-                        master: address,
-                        answered_by: index,
-                    });
-                }
-                Ok(role) => SentinelError::NotAMaster {
-                    name: name.clone(),
-                    address,
-                    role: role.unwrap_or_else(|| "node with an unreadable ROLE".into()),
-                },
-                Err(reason) => SentinelError::MasterUnreachable {
-                    name: name.clone(),
-                    address,
-                    reason,
-                },
-            };
-            // Keep the first candidate's error, unless a later one is
-            // more telling: a node that answered beats one that did not.
-            let keep = matches!(
-                (&candidate_error, &error),
-                (None, _)
-                    | (
-                        Some(SentinelError::MasterUnreachable { .. }),
-                        SentinelError::NotAMaster { .. }
-                    )
-            );
-            if keep {
-                candidate_error = Some(error);
             }
         }
         Err(match (candidate_error, unknown) {
             (Some(error), _) => error,
-            (None, true) => SentinelError::UnknownMaster { name: name.clone() },
+            (None, true) => SentinelError::UnknownMaster {
+                name: self.master_name.clone(),
+            },
             (None, false) => SentinelError::NoSentinelReachable { tried: unreachable },
         })
     }
+
+    /// Asks sentinel `index` for the master's address, then the candidate
+    /// for its `ROLE`.
+    async fn ask(&self, dialer: &dyn Dialer, index: usize) -> Result<Resolved, Asked> {
+        let sentinel = &self.sentinels[index];
+        let name = &self.master_name;
+        let mut ask = redis::cmd("SENTINEL");
+        ask.arg("GET-MASTER-ADDR-BY-NAME").arg(name);
+        let reply = query(
+            dialer,
+            sentinel,
+            &self.sentinel_settings,
+            &ask,
+            self.timeout,
+        )
+        .await;
+        let address = match reply.and_then(|reply| master_address(&reply)) {
+            Err(reason) => return Err(Asked::Unreachable(sentinel.clone(), reason)),
+            Ok(None) => return Err(Asked::Unknown),
+            Ok(Some(address)) => address,
+        };
+        let role = query(
+            dialer,
+            &address,
+            &self.master_settings,
+            &redis::cmd("ROLE"),
+            self.timeout,
+        )
+        .await;
+        Err(Asked::Candidate(match role.map(|role| role_name(&role)) {
+            Ok(Some(role)) if role == "master" => {
+                return Ok(Resolved {
+                    master: address,
+                    answered_by: index,
+                });
+            }
+            Ok(role) => SentinelError::NotAMaster {
+                name: name.clone(),
+                address,
+                role: role.unwrap_or_else(|| "node with an unreadable ROLE".into()),
+            },
+            Err(reason) => SentinelError::MasterUnreachable {
+                name: name.clone(),
+                address,
+                reason,
+            },
+        }))
+    }
+}
+
+/// Why asking one sentinel named no master.
+enum Asked {
+    /// The sentinel did not answer, or answered something unreadable.
+    Unreachable(NodeAddress, String),
+    /// The sentinel does not know the master name.
+    Unknown,
+    /// The candidate it named is not a master, or could not be reached.
+    Candidate(SentinelError),
 }
 
 /// `; first: <address>: <reason>`, or nothing for an empty list.

@@ -9,7 +9,7 @@ use std::{
 };
 
 use super::{
-    error::ConnectError,
+    first::Opening,
     node::{Endpoint, Live, NodeSlot, Opened, open},
 };
 
@@ -62,7 +62,7 @@ pub(crate) struct NodeUpkeep {
     task: Option<ConnTask>,
     /// The generation of `task`.
     generation: u64,
-    connecting: Option<BoxFuture<Result<Opened, ConnectError>>>,
+    connecting: Option<Opening>,
     reconnect_at: Option<Instant>,
     failures: u32,
     /// A connection was open once: the next one opened is a reconnect.
@@ -97,6 +97,21 @@ impl NodeUpkeep {
             was_open: true,
         };
         (opened.live, upkeep)
+    }
+
+    /// The upkeep of a node whose first connection is still `opening`: the
+    /// attempt goes on here, and what it opens is installed as this
+    /// upkeep's own attempts are (a failure retries with the backoff).
+    pub(crate) fn opening(endpoint: Endpoint, opening: Opening) -> Self {
+        Self {
+            endpoint,
+            task: None,
+            generation: 0,
+            connecting: Some(opening),
+            reconnect_at: None,
+            failures: 0,
+            was_open: false,
+        }
     }
 
     /// The upkeep of a node that did not answer at connect: retried at `now`.

@@ -42,7 +42,7 @@ fn spec_op(kind: OpKind, value: &Value) -> Reply {
     }
 }
 
-/// The code-to-failure table of the README's error section.
+/// The code-to-failure table of `docs/operations.md`'s error section.
 fn spec_code(code: &str) -> Option<Failure> {
     Some(match code {
         "READONLY" => Failure::ReadOnly,
@@ -308,7 +308,7 @@ proptest! {
     }
 
     /// Any code and detail classify without panicking, never as an unknown
-    /// outcome; the codes the README names map to their own failure.
+    /// outcome; the codes `docs/operations.md` names map to their own failure.
     #[test]
     fn error_codes_classify(code in prop_oneof![error_code(), text()], detail in prop_oneof![
         error_detail(),

@@ -192,7 +192,7 @@ async fn send_encoded(
     cell: &LockCell,
     asking: bool,
 ) -> Result<(Value, Vec<Value>), redis::RedisError> {
-    let result = exchange(conn, &encoded.call, &encoded.waits.cmds(), asking).await;
+    let result = exchange(conn, &encoded.call, &encoded.after(), asking).await;
     match result {
         Err(error) if encoded.plan == Plan::SetIfEq && codec::refuses_native(&error) => {
             tracing::debug!(%error, "SET IFEQ refused: renewing with the script");
@@ -202,7 +202,7 @@ async fn send_encoded(
             let mut dialect = live.dialect();
             dialect.set_ifeq = false;
             *encoded = codec::encode(&cell.names, &cell.token, command, dialect);
-            exchange(conn, &encoded.call, &encoded.waits.cmds(), asking).await
+            exchange(conn, &encoded.call, &encoded.after(), asking).await
         }
         Err(error) if encoded.plan == Plan::DelIfEq && codec::refuses_native(&error) => {
             tracing::debug!(%error, "native release refused: releasing with the script");
@@ -213,7 +213,7 @@ async fn send_encoded(
             dialect.delifeq = false;
             dialect.delex_ifeq = false;
             *encoded = codec::encode(&cell.names, &cell.token, command, dialect);
-            exchange(conn, &encoded.call, &encoded.waits.cmds(), asking).await
+            exchange(conn, &encoded.call, &encoded.after(), asking).await
         }
         result => result,
     }
@@ -237,6 +237,7 @@ async fn finish(
             call::set_nx_get_reply(conn, value, &cell.names, &cell.token, command).await
         }
     };
+    let waited = encoded.waited(waited);
     if encoded.waits.waitaof_unknown(waited) {
         // A server whose version was not read, without WAITAOF: from now
         // on the connection fails such locks before sending.

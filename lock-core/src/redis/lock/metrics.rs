@@ -9,7 +9,7 @@
 //! once, so recording is an atomic operation on a handle: no key is built,
 //! nothing is allocated, and no lock name ever becomes a label (label sets
 //! are fixed and small, so the series stay bounded however many keys are
-//! locked). The README's "Metrics" section lists every series.
+//! locked). `docs/operations.md`, "Metrics", lists every series.
 
 #[cfg(not(feature = "metrics"))]
 pub(crate) use off::{LockTimes, Metrics};

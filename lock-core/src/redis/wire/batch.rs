@@ -12,10 +12,11 @@
 //! operation opens the batch and yields to the scheduler once, so that
 //! every task that is ready at that moment can join; then it seals the
 //! batch and sends it as one `EVALSHA`. One reply comes back, and each
-//! participant takes its own entry. Two kinds of operation go out as
-//! native commands in the same pipeline instead, where the server has
-//! them: unfenced acquires (`SET NX PX GET`, Redis 7+) and a batch of
-//! renewals alone (`SET IFEQ`, Valkey 8.1+).
+//! participant takes its own entry. Operations with a native command go
+//! out as that command in the same pipeline instead, where the server has
+//! it (see [`native`](super::native)): unfenced acquires (`SET NX PX GET`,
+//! Redis 7+), releases (`DELIFEQ`, Valkey 9+) and renewals (`SET IFEQ`,
+//! Valkey 8.1+).
 //!
 //! Only one participant polls the call (whoever polled it last); when it
 //! completes, that participant hands every other one its reply and wakes
@@ -30,8 +31,8 @@
 //! idles. Instead the participant that completes it wakes half of the
 //! others, and the other half wake once the next call on the node has gone
 //! out, so Redis works on that call while the client handles them. With
-//! two cores this doubles throughput at 64 tasks (the README's performance
-//! section). The completer yields at most twice waiting for that call, then
+//! two cores this doubles throughput at 64 tasks (the performance section
+//! of `docs/evidence.md`). The completer yields at most twice waiting for that call, then
 //! wakes the deferred half itself, so nobody waits on a call that never
 //! comes.
 
@@ -45,17 +46,14 @@ use std::{
     task::{Context, Poll, Waker},
 };
 
-use redis::{RedisError, Value};
-
 use super::{
     call,
-    codec::{self, BatchOp, OpKind},
+    codec::{self, OpKind},
+    item::Item,
+    native,
 };
-use crate::redis::connect::node::{Dialect, Live};
-use crate::{
-    Command, Failure, Reply,
-    scripts::{KeyNames, LockKind},
-};
+use crate::redis::connect::node::Live;
+use crate::{Command, Failure, Reply, scripts::KeyNames};
 
 /// At most this many operations share one script call, so that no single
 /// call blocks the server for long.
@@ -76,13 +74,6 @@ type SendFuture = Pin<Box<dyn Future<Output = Vec<Reply>> + Send>>;
 /// Sends a sealed batch's operations as one call (on the connection the
 /// batch was opened for).
 type SendFn = Box<dyn FnOnce(Vec<Item>) -> SendFuture + Send>;
-
-/// One operation waiting in an open batch.
-struct Item {
-    names: Arc<KeyNames>,
-    token: Arc<str>,
-    command: Command,
-}
 
 enum Phase {
     /// Accepting operations until the sealer seals it.
@@ -407,194 +398,18 @@ fn set_waker(slot: &mut Option<Waker>, cx: &Context<'_>) {
     }
 }
 
-/// Encodes the sealed batch as one `EVALSHA` and starts sending it, with
-/// `wait` after it.
+/// Encodes the sealed batch and starts sending it, with `wait` after it:
+/// as a pipeline of native commands (beside one script call for the
+/// operations that have none) where the server has them (see
+/// [`native`](super::native)), else as one `EVALSHA`.
 fn seal(items: Vec<Item>, live: Live, wait: codec::Waits) -> SendFuture {
-    if renews_natively(&items, live.dialect()) {
-        return Box::pin(renew_natively(live, items, wait));
+    if native::goes_native(&items, live.dialect()) {
+        return Box::pin(native::send(live, items, wait));
     }
-    if items
-        .iter()
-        .any(|item| acquires_natively(item, live.dialect()))
-    {
-        return Box::pin(acquire_natively(live, items, wait));
-    }
-    let ops = ops_at(&items, 0..items.len());
+    let ops = native::ops_at(&items, 0..items.len());
     let kinds: Vec<OpKind> = items.iter().map(|item| OpKind::of(&item.command)).collect();
     let cmd = codec::encode_batch(&ops, live.dialect());
     Box::pin(call::batch(live, cmd, wait, kinds))
-}
-
-/// Whether a sealed batch goes out as a pipeline of native renewals: every
-/// operation a plain lock's renewal, on a server with `SET … IFEQ` (Valkey
-/// 8.1+). Each `SET` does what the script's renew operation does (see
-/// [`codec::encode`]), and costs the server a fraction of it.
-fn renews_natively(items: &[Item], dialect: Dialect) -> bool {
-    dialect.set_ifeq
-        && items.iter().all(|item| {
-            item.names.kind == LockKind::Plain && matches!(item.command, Command::Renew { .. })
-        })
-}
-
-/// Whether `item` goes out as its own `SET lock token NX PX ttl GET` in
-/// the batch's pipeline rather than as an operation of the script call: a
-/// plain lock's unfenced acquire, on a server whose `SET` combines `NX`
-/// and `GET` (Redis 7+). It does what the script's unfenced acquire does,
-/// and costs the server less: inside a script every command pays for the
-/// script's arguments, the call out of Lua and its reply converted back
-/// (`bench/README.md`, "Where the time goes").
-fn acquires_natively(item: &Item, dialect: Dialect) -> bool {
-    dialect.set_nx_get
-        && item.names.kind == LockKind::Plain
-        && matches!(
-            item.command,
-            Command::Acquire {
-                fencing: crate::Fencing::None,
-                ..
-            }
-        )
-}
-
-/// Sends a batch that holds unfenced acquires as one pipeline: each of
-/// them as `SET lock token NX PX ttl GET`, then the other operations as one
-/// script call, then the batch's `WAIT` and `WAITAOF` (which count every
-/// write before them). Each operation takes its own answer. A connection
-/// error fails them all; an error reply fails its own operation only. An
-/// acquire whose `SET` found our own key (a retry after a reply we never
-/// saw) counts as granted only once an owner-checked refresh of its ttl
-/// succeeded, as the lone acquire does; a script call the server no longer
-/// knows (`NOSCRIPT`, after a restart) goes out again on its own once the
-/// scripts are loaded, with the waits behind it.
-async fn acquire_natively(live: Live, items: Vec<Item>, waits: codec::Waits) -> Vec<Reply> {
-    let dialect = live.dialect();
-    let (native, scripted): (Vec<usize>, Vec<usize>) =
-        (0..items.len()).partition(|&index| acquires_natively(&items[index], dialect));
-    let after = waits.cmds();
-    let mut pipe = redis::pipe();
-    for &index in &native {
-        let item = &items[index];
-        pipe.add_command(codec::encode(&item.names, &item.token, &item.command, dialect).call);
-    }
-    // The script call moves into the pipeline; the rare `NOSCRIPT` answer
-    // encodes it again rather than every batch copying it.
-    let script_call = || codec::encode_batch(&ops_at(&items, scripted.iter().copied()), dialect);
-    let script = (!scripted.is_empty()).then(|| {
-        pipe.add_command(script_call());
-        scripted
-            .iter()
-            .map(|&index| OpKind::of(&items[index].command))
-            .collect::<Vec<OpKind>>()
-    });
-    for wait in &after {
-        pipe.add_command(wait.clone());
-    }
-    let count = native.len() + usize::from(script.is_some()) + after.len();
-    let mut conn = live.conn.clone();
-    let values = match conn.send_packed_commands(&pipe, 0, count).await {
-        Ok(values) if values.len() == count => values,
-        Ok(_) => return vec![Reply::Failed(Failure::Protocol); items.len()],
-        Err(error) => return vec![Reply::Failed(codec::failure_of(&error)); items.len()],
-    };
-    let (answers, waited) = values.split_at(native.len() + usize::from(script.is_some()));
-    if waits.waitaof_unknown(waited) {
-        live.refusals.refuse_waitaof();
-    }
-    let mut replies = vec![Reply::Failed(Failure::Protocol); items.len()];
-    for (&index, answer) in native.iter().zip(answers) {
-        let item = &items[index];
-        let reply =
-            call::set_nx_get_reply(&mut conn, answer, &item.names, &item.token, &item.command)
-                .await;
-        replies[index] = waits.apply(reply, waited);
-    }
-    if let Some(kinds) = script {
-        let decoded = match &answers[native.len()] {
-            Value::ServerError(error) if error.code() == "NOSCRIPT" => {
-                call::batch(live, script_call(), waits, kinds).await
-            }
-            value => codec::decode_script(value, &kinds)
-                .into_iter()
-                .map(|reply| waits.apply(reply, waited))
-                .collect(),
-        };
-        for (&index, reply) in scripted.iter().zip(decoded) {
-            replies[index] = reply;
-        }
-    }
-    replies
-}
-
-/// The script operations of `items` at `indices`, in that order.
-fn ops_at(items: &[Item], indices: impl IntoIterator<Item = usize>) -> Vec<BatchOp<'_>> {
-    indices
-        .into_iter()
-        .map(|index| BatchOp {
-            keys: &items[index].names,
-            token: &items[index].token,
-            command: &items[index].command,
-        })
-        .collect()
-}
-
-/// Sends a batch of renewals as one pipeline of `SET lock token IFEQ token
-/// PX ttl`, with the batch's `WAIT` and `WAITAOF` behind them (they count
-/// every `SET` before them), and decodes a reply per renewal. A renewal
-/// whose `SET` the server refused (see [`codec::refuses_native`]: `OOM`
-/// on a full server, a syntax error) changed nothing: those go out again
-/// as one script call, with the waits behind it, and a refusal for good
-/// turns the native command off on the connection.
-async fn renew_natively(live: Live, items: Vec<Item>, waits: codec::Waits) -> Vec<Reply> {
-    let dialect = live.dialect();
-    let after = waits.cmds();
-    let count = items.len() + after.len();
-    let mut pipe = redis::pipe();
-    for item in &items {
-        pipe.add_command(codec::encode(&item.names, &item.token, &item.command, dialect).call);
-    }
-    for wait in after {
-        pipe.add_command(wait);
-    }
-    let mut conn = live.conn.clone();
-    let values = match conn.send_packed_commands(&pipe, 0, count).await {
-        Ok(values) if values.len() == count => values,
-        Ok(_) => return vec![Reply::Failed(Failure::Protocol); items.len()],
-        Err(error) => return vec![Reply::Failed(codec::failure_of(&error)); items.len()],
-    };
-    let (answers, waited) = values.split_at(items.len());
-    if waits.waitaof_unknown(waited) {
-        live.refusals.refuse_waitaof();
-    }
-    let mut replies = Vec::with_capacity(items.len());
-    let mut refused = Vec::new();
-    for (index, answer) in answers.iter().enumerate() {
-        if let Value::ServerError(error) = answer {
-            let error = RedisError::from(error.clone());
-            if codec::refuses_native(&error) {
-                if codec::refuses_for_good(&error) {
-                    live.refusals.refuse_set_ifeq();
-                }
-                refused.push(index);
-            }
-        }
-        replies.push(waits.apply(codec::decode_set_ifeq(answer), waited));
-    }
-    if refused.is_empty() {
-        return replies;
-    }
-    tracing::debug!(
-        refused = refused.len(),
-        "SET IFEQ refused: renewing those with the script"
-    );
-    let mut script = dialect;
-    script.set_ifeq = false;
-    let ops = ops_at(&items, refused.iter().copied());
-    let cmd = codec::encode_batch(&ops, script);
-    let kinds = vec![OpKind::Renew; refused.len()];
-    let again = call::batch(live, cmd, waits, kinds).await;
-    for (index, reply) in refused.into_iter().zip(again) {
-        replies[index] = reply;
-    }
-    replies
 }
 
 #[cfg(test)]

@@ -30,6 +30,7 @@ use tokio::sync::Notify;
 
 use crate::Failure;
 use crate::redis::connect::{
+    attempts::{ATTEMPT_DELAY, in_turn},
     connector::{ConnectFuture, Connector},
     dial::{Dialer, NodeAddress},
     error::ConnectError,
@@ -271,7 +272,12 @@ pub(crate) async fn read_map(
 }
 
 /// Reads the slot table from the first of `candidates` that answers, on a
-/// short connection of its own.
+/// short connection of its own, each bounded by `timeout`.
+///
+/// They are asked in order: a candidate that fails is followed by the next
+/// at once, and one that has not answered within 250 ms gets the next asked
+/// beside it, so a silent seed node costs that delay, not the timeout,
+/// while another answers.
 pub(crate) async fn fetch_map(
     dialer: &dyn Dialer,
     redis: &RedisConnectionInfo,
@@ -279,9 +285,9 @@ pub(crate) async fn fetch_map(
     tls: bool,
     timeout: Duration,
 ) -> Result<SlotMap, ConnectError> {
-    let mut last = String::from("no seed node given");
-    for address in candidates {
-        let attempt = async {
+    let ask = |index: usize| {
+        let address: &NodeAddress = &candidates[index];
+        let attempt = async move {
             let stream = dialer
                 .dial(&address.host, address.port)
                 .await
@@ -298,16 +304,21 @@ pub(crate) async fn fetch_map(
                 () = task => Err("the connection closed".to_owned()),
             }
         };
-        match tokio::time::timeout(timeout, attempt).await {
-            Ok(Ok(map)) if !map.shards().is_empty() => return Ok(map),
-            Ok(Ok(_)) => last = format!("{address}: the slot table is empty"),
-            Ok(Err(error)) => last = format!("{address}: {error}"),
-            Err(_) => last = format!("{address}: no answer within {timeout:?}"),
+        async move {
+            match tokio::time::timeout(timeout, attempt).await {
+                Ok(Ok(map)) if !map.shards().is_empty() => Ok(map),
+                Ok(Ok(_)) => Err(format!("{address}: the slot table is empty")),
+                Ok(Err(error)) => Err(format!("{address}: {error}")),
+                Err(_) => Err(format!("{address}: no answer within {timeout:?}")),
+            }
         }
-    }
-    Err(ConnectError::Cluster(format!(
-        "no node gave the slot table (last: {last})"
-    )))
+    };
+    in_turn(ATTEMPT_DELAY, candidates.len(), ask)
+        .await
+        .map_err(|failures| {
+            let last = failures.last().map_or("no seed node given", String::as_str);
+            ConnectError::Cluster(format!("no node gave the slot table (last: {last})"))
+        })
 }
 
 /// Opens streams to any node of the cluster (for the pub/sub connection:

@@ -292,7 +292,7 @@ fn a_raised_error_keeps_the_writes_before_it() {
     // WRONGTYPE at the floor under pcall, undoes the lock with a DEL, and
     // answers the error for that operation.
     let mut db = Db::default();
-    db.execute(&strs(&["LPUSH", "{f}:fence", "x"]), now(0));
+    data::execute(&mut db, &strs(&["LPUSH", "{f}:fence", "x"]), now(0));
     let (reply, effects, _) =
         run_at_zero(&mut db, true, &["{f}", "{f}:fence"], &["t", "a", "1000"]);
     assert!(matches!(reply, Frame::Error(text) if text.starts_with("WRONGTYPE")));
@@ -371,7 +371,7 @@ fn a_lone_grant_swaps_the_server_time_into_the_floor_in_one_command() {
     assert_eq!(reply, granted(7));
     assert_eq!(effects.len(), 2, "the lock's SET, the floor's: {effects:?}");
     // Behind the floor, the fence is written at once, above it.
-    db.execute(&strs(&["SET", "{ns}:fence-floor", "99"]), now(0));
+    data::execute(&mut db, &strs(&["SET", "{ns}:fence-floor", "99"]), now(0));
     let (reply, effects, _) = run_at_zero(&mut db, true, &["{b}", keys[1]], &["t", "t", "1000"]);
     assert_eq!(reply, granted(100));
     assert_eq!(

@@ -1,14 +1,14 @@
 //! Resolution against scripted nodes on in-memory streams: each node is a
-//! tiny RESP server that answers `SENTINEL` and `ROLE` as told (and `+OK`
-//! to redis-rs's handshake). tests/it/topology_blocks.rs does the same against
+//! tiny RESP server (`connect::scripted`) that answers `SENTINEL` and
+//! `ROLE` as told (and `+OK` to redis-rs's handshake). tests/it/topology_blocks.rs does the same against
 //! a real Sentinel group.
 
 use std::collections::BTreeMap;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+use tokio::io::DuplexStream;
 
 use super::*;
-use crate::redis::{ConnectFuture, RedisStream};
+use crate::redis::{ConnectFuture, RedisStream, connect::scripted};
 
 /// How a scripted node behaves.
 #[derive(Clone)]
@@ -40,56 +40,14 @@ impl Dialer for Scripted {
     }
 }
 
-/// Reads RESP arrays of bulk strings and answers each by its first word.
-async fn serve(mut stream: DuplexStream, script: Script) {
-    let mut buffer = Vec::new();
-    let mut chunk = [0u8; 1024];
-    loop {
-        while let Some((command, used)) = parse_command(&buffer) {
-            buffer.drain(..used);
-            let reply = match (&script, command.as_str()) {
-                (Script::Silent, _) => continue,
-                (Script::Sentinel(reply), "SENTINEL") | (Script::Node(reply), "ROLE") => *reply,
-                _ => "+OK\r\n",
-            };
-            if stream.write_all(reply.as_bytes()).await.is_err() {
-                return;
-            }
-        }
-        match stream.read(&mut chunk).await {
-            Ok(0) | Err(_) => return,
-            Ok(read) => buffer.extend_from_slice(&chunk[..read]),
-        }
-    }
-}
-
-/// The upper-cased command name of the first complete RESP array in
-/// `buffer`, and the bytes it used.
-fn parse_command(buffer: &[u8]) -> Option<(String, usize)> {
-    let line = |at: usize| -> Option<(&[u8], usize)> {
-        let end = buffer[at..].windows(2).position(|w| w == b"\r\n")? + at;
-        Some((&buffer[at..end], end + 2))
-    };
-    let (header, mut at) = line(0)?;
-    let count: usize = std::str::from_utf8(header.strip_prefix(b"*")?)
-        .ok()?
-        .parse()
-        .ok()?;
-    let mut name = None;
-    for _ in 0..count {
-        let (length, next) = line(at)?;
-        let length: usize = std::str::from_utf8(length.strip_prefix(b"$")?)
-            .ok()?
-            .parse()
-            .ok()?;
-        let word = buffer.get(next..next + length)?;
-        name.get_or_insert_with(|| String::from_utf8_lossy(word).to_ascii_uppercase());
-        at = next + length + 2;
-        if buffer.len() < at {
-            return None;
-        }
-    }
-    Some((name?, at))
+/// Answers each command by its first word, as `script` says.
+async fn serve(server: DuplexStream, script: Script) {
+    scripted::serve(server, move |command| match (&script, command) {
+        (Script::Silent, _) => None,
+        (Script::Sentinel(reply), "SENTINEL") | (Script::Node(reply), "ROLE") => Some(*reply),
+        _ => Some("+OK\r\n"),
+    })
+    .await;
 }
 
 const MASTER: &str = "*3\r\n$6\r\nmaster\r\n:0\r\n*0\r\n";
@@ -243,4 +201,26 @@ async fn a_node_that_is_no_sentinel_counts_as_unreachable_with_its_error() {
         panic!("{error:?}");
     };
     assert!(tried[0].1.contains("unknown command"), "{tried:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_silent_sentinel_first_costs_the_attempt_delay_not_the_timeout() {
+    let dialer = scripted(&[
+        (26379, Script::Silent),
+        (26380, Script::Sentinel(NAMES_7001)),
+        (7001, Script::Node(MASTER)),
+    ]);
+    let timeout = Duration::from_secs(10);
+    let begun = tokio::time::Instant::now();
+    let resolved = resolver(&[26379, 26380])
+        .timeout(timeout)
+        .resolve(&dialer)
+        .await;
+    assert_eq!(resolved.map(|r| r.answered_by), Ok(1));
+    // Paused time: the second sentinel is asked exactly one attempt delay
+    // after the first, and everything else takes no time.
+    assert_eq!(
+        begun.elapsed(),
+        crate::redis::connect::attempts::ATTEMPT_DELAY
+    );
 }

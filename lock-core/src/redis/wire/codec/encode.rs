@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use redis::Cmd;
+use redis::{Cmd, Value};
 
 use super::{
     decode::OpKind,
@@ -25,7 +25,8 @@ pub(crate) enum Plan {
     /// `SET lock token IFEQ token PX ttl`: a lone renewal on Valkey 8.1+.
     SetIfEq,
     /// `DELIFEQ lock token` (Valkey 9.0+) or `DELEX lock IFEQ token`
-    /// (Redis 8.4+): an unannounced release.
+    /// (Redis 8.4+): a release, announced by a `PUBLISH` behind it
+    /// ([`Encoded::announce`]) unless the node's releases are quiet.
     DelIfEq,
     /// One operation of the lock script.
     Script(OpKind),
@@ -37,7 +38,38 @@ pub(crate) enum Plan {
 pub(crate) struct Encoded {
     pub(crate) call: Cmd,
     pub(crate) plan: Plan,
+    /// The `PUBLISH` of a native release's wake-up, pipelined right
+    /// behind the call (a release has no waits).
+    pub(crate) announce: Option<Cmd>,
     pub(crate) waits: Waits,
+}
+
+impl Encoded {
+    /// What to pipeline behind the call, in order: the announcement, then
+    /// the waits.
+    pub(crate) fn after(&self) -> Vec<Cmd> {
+        let mut after = self.waits.cmds();
+        if let Some(announce) = &self.announce {
+            after.insert(0, announce.clone());
+        }
+        after
+    }
+
+    /// The waits' answers among the answers to [`after`](Self::after)
+    /// (the announcement's, a count of receivers, is not read).
+    pub(crate) fn waited<'a>(&self, after: &'a [Value]) -> &'a [Value] {
+        after
+            .get(usize::from(self.announce.is_some())..)
+            .unwrap_or_default()
+    }
+}
+
+/// `PUBLISH {ns:key}:released released`: the wake-up the script's
+/// announced release sends (`lock.lua`), for the plain lock's waiters.
+pub(crate) fn announcement(keys: &KeyNames) -> Cmd {
+    let mut publish = Cmd::with_capacity(3, keys.lock.len() + 24);
+    publish.arg("PUBLISH").arg(keys.channel()).arg("released");
+    publish
 }
 
 /// Why `command` cannot go to a server of `dialect` at all: a `WAITAOF`
@@ -71,17 +103,26 @@ pub(crate) fn unsupported(command: &Command, dialect: Dialect) -> Option<Failure
 /// sends the script's renewal in its place ([`refuses_native`](super::decode::refuses_native)): the
 /// outcome is always the script's.
 ///
-/// An unannounced release (a Redlock node's: nobody subscribes there) is
-/// `DELIFEQ lock token` on Valkey 9.0+ and `DELEX lock IFEQ token` on
-/// Redis 8.4+: the script's quiet release compares the stored string with
-/// the token and deletes it on a match, answering 1, else 0; so do both
-/// commands (a key of another type is `WRONGTYPE` for all three). The
-/// announced release stays in the script: it also `PUBLISH`es the wake-up
-/// to the lock's waiters, and only when the key was ours, which no single
-/// native command does (a `PUBLISH` pipelined behind would announce
-/// releases that deleted nothing, and waiting for the answer first costs a
-/// round trip). Neither server runs in the test matrix: the native release
-/// is tested against the simulator's model of them only.
+/// A release is `DELIFEQ lock token` on Valkey 9.0+ and `DELEX lock IFEQ
+/// token` on Redis 8.4+: the script's release compares the stored string
+/// with the token and deletes it on a match, answering 1, else 0; so do
+/// both commands (a key of another type is `WRONGTYPE` for all three). A
+/// Redlock node's release stops there (nobody subscribes to its channel).
+/// Any other release is announced: the `PUBLISH` that wakes the lock's
+/// waiters goes in the same pipeline, right behind the delete
+/// ([`Encoded::announce`]), where the script publishes only when it
+/// deleted our key. The pipeline also announces a release that deleted
+/// nothing: that happens only when the lock was already lost (expired, or
+/// taken over), and then a woken waiter either finds the key free (the
+/// script would have left it to its backoff retry) or is refused once, as
+/// by a contender that came first. Waiting for the delete's answer before
+/// publishing would cost every handoff a round trip, and a script costs
+/// the server more than both commands (`bench/README.md`, "The announced
+/// release on Valkey 9": the handoff and the wake-ups per grant measured
+/// both ways). The two are separate commands, so another client may set
+/// the key between them; it could between the script's `PUBLISH` and the
+/// waiter's retry too. A refused native command (a proxy, a renamed
+/// command, an ACL rule) falls back to the script, as for the renewal.
 ///
 /// A lock of the family ([`KeyNames::kind`] other than plain) is always one
 /// operation of its own script ([`encode_family`]).
@@ -90,7 +131,7 @@ pub(crate) fn encode(keys: &KeyNames, token: &str, command: &Command, dialect: D
         return encode_family(keys, token, command);
     }
     match command {
-        Command::Release if dialect.quiet_release && (dialect.delifeq || dialect.delex_ifeq) => {
+        Command::Release if dialect.delifeq || dialect.delex_ifeq => {
             let mut call = Cmd::with_capacity(4, keys.lock.len() + token.len() + 16);
             if dialect.delifeq {
                 call.arg("DELIFEQ").arg(&keys.lock).arg(token);
@@ -100,6 +141,7 @@ pub(crate) fn encode(keys: &KeyNames, token: &str, command: &Command, dialect: D
             Encoded {
                 call,
                 plan: Plan::DelIfEq,
+                announce: (!dialect.quiet_release).then(|| announcement(keys)),
                 waits: Waits::default(),
             }
         }
@@ -115,6 +157,7 @@ pub(crate) fn encode(keys: &KeyNames, token: &str, command: &Command, dialect: D
             Encoded {
                 call,
                 plan: Plan::SetIfEq,
+                announce: None,
                 waits: Waits::of(command),
             }
         }
@@ -134,6 +177,7 @@ pub(crate) fn encode(keys: &KeyNames, token: &str, command: &Command, dialect: D
             Encoded {
                 call,
                 plan: Plan::SetNxGet,
+                announce: None,
                 waits: Waits::of(command),
             }
         }
@@ -143,6 +187,7 @@ pub(crate) fn encode(keys: &KeyNames, token: &str, command: &Command, dialect: D
             Encoded {
                 call,
                 plan: Plan::Script(OpKind::of(command)),
+                announce: None,
                 waits: Waits::of(command),
             }
         }
@@ -206,6 +251,7 @@ pub(crate) fn encode_family(keys: &KeyNames, token: &str, command: &Command) -> 
     Encoded {
         call,
         plan: Plan::Script(OpKind::of(command)),
+        announce: None,
         waits: Waits::of(command),
     }
 }
@@ -362,7 +408,7 @@ mod tests {
     }
 
     #[test]
-    fn native_release_only_unannounced_and_from_valkey_9_or_redis_8_4() {
+    fn native_release_from_valkey_9_or_redis_8_4_announced_behind_the_delete() {
         let dialect = |info: &str, quiet: bool| {
             let mut dialect = Dialect::from_info(info);
             dialect.quiet_release = quiet;
@@ -371,34 +417,53 @@ mod tests {
         let keys = KeyNames::new("lock", "k");
         let release = |info: &str, quiet: bool| {
             let encoded = encode(&keys, "t", &Command::Release, dialect(info, quiet));
-            (encoded.plan, encoded.call.get_packed_command())
+            (
+                encoded.plan,
+                encoded.call.get_packed_command(),
+                encoded
+                    .after()
+                    .iter()
+                    .map(Cmd::get_packed_command)
+                    .collect::<Vec<_>>(),
+            )
         };
         let valkey9 = "redis_version:7.2.4\r\nvalkey_version:9.0.0\r\n";
         let redis84 = "redis_version:8.4.0\r\n";
+        let delifeq = redis::cmd("DELIFEQ")
+            .arg(&keys.lock)
+            .arg("t")
+            .get_packed_command();
+        let delex = redis::cmd("DELEX")
+            .arg(&keys.lock)
+            .arg("IFEQ")
+            .arg("t")
+            .get_packed_command();
+        // A Redlock node's release: the delete alone.
         assert_eq!(
             release(valkey9, true),
-            (
-                Plan::DelIfEq,
-                redis::cmd("DELIFEQ")
-                    .arg(&keys.lock)
-                    .arg("t")
-                    .get_packed_command()
-            )
+            (Plan::DelIfEq, delifeq.clone(), vec![])
         );
         assert_eq!(
             release(redis84, true),
-            (
-                Plan::DelIfEq,
-                redis::cmd("DELEX")
-                    .arg(&keys.lock)
-                    .arg("IFEQ")
-                    .arg("t")
-                    .get_packed_command()
-            )
+            (Plan::DelIfEq, delex.clone(), vec![])
         );
-        // The announced release publishes: it stays in the script.
-        assert_eq!(release(valkey9, false).0, Plan::Script(OpKind::Release));
-        assert_eq!(release(redis84, false).0, Plan::Script(OpKind::Release));
+        // Any other: the script's wake-up right behind it.
+        let publish = redis::cmd("PUBLISH")
+            .arg("{lock:k}:released")
+            .arg("released")
+            .get_packed_command();
+        assert_eq!(
+            release(valkey9, false),
+            (Plan::DelIfEq, delifeq, vec![publish.clone()])
+        );
+        assert_eq!(
+            release(redis84, false),
+            (Plan::DelIfEq, delex, vec![publish])
+        );
+        // The waits' answers come after the announcement's.
+        let announced = encode(&keys, "t", &Command::Release, dialect(valkey9, false));
+        assert_eq!(announced.waited(&[Value::Int(2)]), &[] as &[Value]);
+        assert_eq!(announced.waited(&[]), &[] as &[Value]);
         // Older servers keep the script.
         for info in [
             "redis_version:7.2.4\r\nvalkey_version:8.1.8\r\n",
@@ -408,11 +473,13 @@ mod tests {
             // still not Redis.
             "redis_version:8.4.0\r\nvalkey_version:8.1.8\r\n",
         ] {
-            assert_eq!(
-                release(info, true).0,
-                Plan::Script(OpKind::Release),
-                "{info}"
-            );
+            for quiet in [true, false] {
+                assert_eq!(
+                    release(info, quiet).0,
+                    Plan::Script(OpKind::Release),
+                    "{info}"
+                );
+            }
         }
         assert_eq!(decode_del_if_eq(&Value::Int(1)), Reply::Released);
         assert_eq!(decode_del_if_eq(&Value::Int(0)), Reply::NotOwner);

@@ -1,20 +1,81 @@
-//! What a cluster node answers from its own view of the slot table
-//! ([`cluster`](super::cluster)): the redirections instead of a command
-//! whose keys are not its own, and the `CLUSTER` subcommands a client reads
-//! the topology with.
+//! The cluster commands: what a cluster node answers from its own view of
+//! the slot table ([`cluster`](crate::redis::cluster)): the connection's
+//! `ASKING` and `READONLY`, the redirections instead of a command whose
+//! keys are not its own, and the `CLUSTER` subcommands a client reads the
+//! topology with.
+
+use std::time::Duration;
 
 use lock_core::internal::cluster::{SLOTS, slot_of};
 use redis_protocol::resp2::types::OwnedFrame as Frame;
 
-use super::{
-    cluster::{
-        CLUSTERDOWN, CROSSSLOT, ClusterHandle, ClusterState, TRYAGAIN, command_keys, node_id,
+use super::data::is_write;
+use crate::{
+    net::redis_host,
+    redis::{
+        cluster::{
+            CLUSTERDOWN, CROSSSLOT, ClusterHandle, ClusterState, TRYAGAIN, command_keys, node_id,
+        },
+        conn::Session,
+        db::NodeTime,
+        frame::{bulk, error, ok},
+        node::{Node, NodeHandle, PORT, Role},
     },
-    db::{self, NodeTime},
-    frame::{bulk, error},
-    node::{Node, PORT, Role},
 };
-use crate::net::redis_host;
+
+/// What `node` answers to command `name` (upper case, arguments `args`)
+/// at true time `now` before any other family sees it: the connection
+/// commands of a cluster (`ASKING`, `READONLY`, `READWRITE`, `CLUSTER`,
+/// `SELECT` of another database), a redirection (counted for the
+/// reports), or, outside a cluster, the refusal of its commands. `None`:
+/// the command runs. `ASKING` holds for the one command after it, whatever
+/// that is.
+pub(super) fn gate(
+    node: &NodeHandle,
+    session: &mut Session,
+    name: &[u8],
+    args: &[Vec<u8>],
+    now: Duration,
+) -> Option<Frame> {
+    let asking = std::mem::take(&mut session.asking);
+    let cluster = node.0.borrow().cluster.clone();
+    let Some(cluster) = &cluster else {
+        return matches!(name, b"CLUSTER" | b"ASKING" | b"READWRITE")
+            .then(|| error("ERR This instance has cluster support disabled"));
+    };
+    match name {
+        b"ASKING" => {
+            session.asking = true;
+            return Some(ok());
+        }
+        b"READONLY" | b"READWRITE" => {
+            session.readonly = name == b"READONLY";
+            return Some(ok());
+        }
+        b"CLUSTER" => return Some(cluster_command(&node.0.borrow(), cluster, args)),
+        b"SELECT" if args.len() == 2 && args[1] != b"0" => {
+            return Some(error("ERR SELECT is not allowed in cluster mode"));
+        }
+        _ => {}
+    }
+    // Redirections come before everything but the arity check (which
+    // `command_keys` leaves to the command).
+    let mut state = node.0.borrow_mut();
+    let time = state.time_at(now);
+    let redirect = redirection(&state, cluster, args, asking, session.readonly, time)?;
+    if let Frame::Error(text) = &redirect {
+        let counts = &mut state.redirects;
+        match text.split(' ').next() {
+            Some("MOVED") => counts.moved += 1,
+            Some("ASK") => counts.ask += 1,
+            Some("TRYAGAIN") => counts.try_again += 1,
+            Some("CROSSSLOT") => counts.cross_slot += 1,
+            Some("CLUSTERDOWN") => counts.cluster_down += 1,
+            _ => {}
+        }
+    }
+    Some(redirect)
+}
 
 fn redirect(kind: &str, slot: u16, node: usize) -> Frame {
     error(&format!("{kind} {slot} {}:{PORT}", redis_host(node)))
@@ -71,7 +132,7 @@ pub(crate) fn redirection(
     }
     let primary = state.view_primary(me, state.shard_of(owner));
     if readonly
-        && !db::is_write(&args[0])
+        && !is_write(&args[0])
         && node.role
             == (Role::Replica {
                 of: redis_host(primary),

@@ -1,6 +1,11 @@
 //! The `sim` binary: bad files give one located error and a non-zero exit;
-//! a good run prints the table, writes JSON, and exits by the expectation.
+//! a good run prints the table, writes JSON, and exits by the expectation;
+//! and what it writes for CI systems and editors (`outputs`), and the
+//! scenario file reference it prints (`reference`).
 #![warn(clippy::too_many_lines)]
+
+mod outputs;
+mod reference;
 
 use std::{path::PathBuf, process::Command};
 

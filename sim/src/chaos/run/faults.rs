@@ -1,0 +1,353 @@
+//! Each fault of a real run's schedule, begun and ended on the real
+//! processes and their proxies.
+
+use std::time::Duration;
+
+use rustix::process::Signal;
+
+use super::{
+    Seed,
+    node_ops::{busy, cluster_owner, evict, lock_key},
+};
+use crate::chaos::{
+    ChaosError,
+    cut::{self, Proxy},
+    deploy::{MASTER, admin},
+    migrate,
+    procs::Processes,
+    wire::ClientCommand,
+};
+use crate::{
+    config::{FaultKind, FaultTarget, Topology},
+    history::{Op, Phase, Process},
+    outcome::ConcreteFault,
+    scenario::names::fault_kind,
+};
+
+impl Seed<'_> {
+    /// Makes the death of node `n` silent to the clients, as a host that
+    /// dies is in the simulator (cut off first, then crashed): their links
+    /// to it hold both directions for good, so an open connection hears
+    /// no FIN from the kill and hangs until the client's own timeout, and
+    /// the client then dials whichever node it is told is primary.
+    ///
+    /// Its replication is held too ([`cut::death_acts`]): what the dying
+    /// node had sent its replicas but the proxy had not yet passed on never
+    /// arrives, as a simulated replica's queue is dropped at the death.
+    pub(super) fn silence(&self, n: usize) {
+        let Some(deployment) = self.deployment.as_ref() else {
+            return;
+        };
+        let acts = cut::death_acts(&deployment.shape(), n);
+        self.act_on_proxies(&acts, false, true, Duration::ZERO);
+    }
+
+    /// Asks the deployment which node is primary now (Sentinel and
+    /// Cluster move it themselves).
+    pub(super) async fn refresh_primary(&mut self) {
+        let topology = self.scenario.topology.clone();
+        let Some(deployment) = self.deployment.as_mut() else {
+            return;
+        };
+        let port = match topology {
+            Topology::Sentinel { .. } => {
+                let mut found = None;
+                for sentinel in deployment.sentinel_ports() {
+                    let Ok(mut conn) = admin(sentinel).await else {
+                        continue;
+                    };
+                    let answer: redis::RedisResult<(String, u16)> = redis::cmd("SENTINEL")
+                        .arg("GET-MASTER-ADDR-BY-NAME")
+                        .arg(MASTER)
+                        .query_async(&mut conn)
+                        .await;
+                    if let Ok((_, port)) = answer {
+                        found = Some(port);
+                        break;
+                    }
+                }
+                found
+            }
+            Topology::Cluster { .. } => cluster_owner(deployment).await.map(|(port, _)| port),
+            _ => None,
+        };
+        if let Some(port) = port
+            && let Some(index) = deployment.nodes.iter().position(|n| n.answers_on(port))
+        {
+            deployment.primary = index;
+        }
+    }
+
+    pub(super) async fn begin(
+        &mut self,
+        index: usize,
+        fault: &ConcreteFault,
+        procs: &mut Processes,
+    ) -> Result<(), ChaosError> {
+        if fault.target == FaultTarget::Primary {
+            self.refresh_primary().await;
+        }
+        let target = self.resolve(fault.target);
+        self.resolved.insert(index, target);
+        self.record_fault(fault, target, Phase::Start);
+        match (fault.kind, target) {
+            (FaultKind::Pause, FaultTarget::Client(n)) => {
+                if let Some(client) = self.clients.get(n) {
+                    procs.signal(client.id, Signal::STOP);
+                }
+            }
+            (FaultKind::Pause, FaultTarget::Redis(n)) => {
+                if let Some(id) = self.deployment()?.nodes[n].proc {
+                    procs.signal(id, Signal::STOP);
+                }
+            }
+            (FaultKind::Crash, FaultTarget::Client(n)) => {
+                if let Some(client) = self.clients.get(n) {
+                    procs.kill(client.id).await;
+                }
+            }
+            (FaultKind::Crash | FaultKind::Restart, FaultTarget::Redis(n)) => {
+                if fault.kind == FaultKind::Crash {
+                    self.silence(n);
+                }
+                let deployment = self.deployment()?;
+                if let Some(id) = deployment.nodes[n].proc.take() {
+                    procs.kill(id).await;
+                }
+                if fault.kind == FaultKind::Restart && fault.duration.is_none() {
+                    deployment.start_node(procs, n).await?;
+                }
+            }
+            (
+                FaultKind::Partition | FaultKind::PartitionOneway | FaultKind::Latency,
+                FaultTarget::Redis(n),
+            ) => {
+                if fault.kind == FaultKind::Partition {
+                    self.cut_off.insert(index, n);
+                }
+                self.cut_server(n, fault, true);
+            }
+            (FaultKind::Partition | FaultKind::PartitionOneway | FaultKind::Latency, _) => {
+                self.cut_links(fault, target);
+            }
+            (FaultKind::ClockDrift | FaultKind::ClockJump, FaultTarget::Client(n)) => {
+                self.move_clock(n, fault).await;
+            }
+            (FaultKind::Busy | FaultKind::Evict, FaultTarget::Redis(n)) => {
+                self.load_node(n, fault, target).await?;
+            }
+            (FaultKind::Failover, FaultTarget::Redis(old))
+                if matches!(self.scenario.topology, Topology::Sentinel { .. }) =>
+            {
+                self.sentinel_failover(old, fault.duration, procs).await?;
+            }
+            (FaultKind::Failover, FaultTarget::Redis(old)) => {
+                self.failover(old, fault.duration, procs).await?;
+            }
+            (FaultKind::ShardFailover, FaultTarget::Redis(_)) => {
+                if let Some(old) = self.shard_failover(fault.duration).await? {
+                    self.bus_cut.insert(index, old);
+                }
+            }
+            (FaultKind::SlotMigration, _) => self.begin_migration(index, fault).await?,
+            (kind, target) => {
+                return Err(ChaosError::Internal(format!(
+                    "{} on {target} reached the controller unrefused",
+                    fault_kind(kind).name
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// A partition (both ways, or one way: a client's requests, a node's
+    /// replies) or latency begins on `target`'s links.
+    pub(super) fn cut_links(&self, fault: &ConcreteFault, target: FaultTarget) {
+        let delay = fault.delay.unwrap_or(Duration::from_millis(100));
+        for link in self.links_of(target) {
+            if fault.kind == FaultKind::Latency {
+                link.set(|mode| mode.delay = delay);
+            } else {
+                let client = matches!(target, FaultTarget::Client(_));
+                link.set(|mode| cut::hold_link(mode, fault.kind, client, true));
+            }
+        }
+    }
+
+    /// A partition (both ways, or one way: what the server sends) or
+    /// latency of node `n` begins (`begin`) or ends, on every proxy that
+    /// carries its traffic ([`cut::server_acts`]): its clients' links, its
+    /// replication and its bus. Latency, as the simulator's, slows only
+    /// the links that have carried traffic when it begins (turmoil sets
+    /// the latency of the links that exist; a link made later keeps the
+    /// base latency); its end clears them all.
+    pub(super) fn cut_server(&self, n: usize, fault: &ConcreteFault, begin: bool) {
+        let Some(deployment) = self.deployment.as_ref() else {
+            return;
+        };
+        let latency = fault.kind == FaultKind::Latency;
+        let delay = fault.delay.unwrap_or(Duration::from_millis(100));
+        let acts = cut::server_acts(&deployment.shape(), n, fault.kind);
+        self.act_on_proxies(&acts, latency, begin, delay);
+    }
+
+    /// Applies `acts` ([`cut::apply`]) to the proxies each names.
+    pub(super) fn act_on_proxies(
+        &self,
+        acts: &[cut::Act],
+        latency: bool,
+        begin: bool,
+        delay: Duration,
+    ) {
+        let Some(deployment) = self.deployment.as_ref() else {
+            return;
+        };
+        for &act in acts {
+            let links = match act.proxy {
+                Proxy::Clients(node) => self.links_of(FaultTarget::Redis(node)),
+                proxy => deployment.node_proxy(proxy).into_iter().cloned().collect(),
+            };
+            for link in links {
+                let seen = link.seen();
+                link.set(|mode| cut::apply(mode, act, latency, begin, delay, &seen));
+            }
+        }
+    }
+
+    /// Client `n`'s clock drifts or jumps forward (a monotonic clock never
+    /// steps back), through its injected clock.
+    pub(super) async fn move_clock(&mut self, n: usize, fault: &ConcreteFault) {
+        if fault.kind == FaultKind::ClockDrift {
+            let rate = fault.rate.unwrap_or_default();
+            self.command(n, ClientCommand::Drift { rate }).await;
+        } else if let Some(offset) = fault.offset
+            && !offset.negative
+        {
+            let ns = offset.magnitude.as_nanos() as i64;
+            self.command(n, ClientCommand::Jump { ns }).await;
+        }
+    }
+
+    /// Node `n` runs a busy script, or evicts the lock key (an instant:
+    /// its end is recorded at once).
+    pub(super) async fn load_node(
+        &mut self,
+        n: usize,
+        fault: &ConcreteFault,
+        target: FaultTarget,
+    ) -> Result<(), ChaosError> {
+        let port = self.deployment()?.nodes[n].port;
+        if fault.kind == FaultKind::Busy {
+            let duration = fault.duration.unwrap_or(Duration::from_millis(100));
+            tokio::spawn(busy(port, duration));
+            return Ok(());
+        }
+        if let Some((key, value)) = evict(port).await {
+            self.recorder.record(
+                Process::Controller,
+                Op::Evicted {
+                    node: n,
+                    key,
+                    value,
+                },
+            );
+        }
+        self.record_fault(fault, target, Phase::End);
+        Ok(())
+    }
+
+    /// Slot migration `index` begins: its keys start moving.
+    pub(super) async fn begin_migration(
+        &mut self,
+        index: usize,
+        fault: &ConcreteFault,
+    ) -> Result<(), ChaosError> {
+        let pick = self.rng.between(0, 1 << 16);
+        let recorder = self.recorder.clone();
+        let migration = migrate::begin(
+            self.deployment()?,
+            &lock_key(),
+            pick,
+            fault.duration.unwrap_or_default(),
+            move |key, from, to| recorder.record_migrated(key, from, to),
+        )
+        .await?;
+        if let Some(migration) = migration {
+            self.migrations.insert(index, migration);
+        }
+        Ok(())
+    }
+
+    pub(super) async fn end(
+        &mut self,
+        index: usize,
+        fault: &ConcreteFault,
+        procs: &mut Processes,
+    ) -> Result<(), ChaosError> {
+        let target = self
+            .resolved
+            .get(&index)
+            .copied()
+            .unwrap_or_else(|| self.resolve(fault.target));
+        match (fault.kind, target) {
+            (FaultKind::Pause, FaultTarget::Client(n)) => {
+                if let Some(client) = self.clients.get(n) {
+                    procs.signal(client.id, Signal::CONT);
+                }
+            }
+            (FaultKind::Pause, FaultTarget::Redis(n)) => {
+                if let Some(id) = self.deployment()?.nodes[n].proc {
+                    procs.signal(id, Signal::CONT);
+                }
+            }
+            (FaultKind::Restart, FaultTarget::Redis(n)) => {
+                self.deployment()?.start_node(procs, n).await?;
+            }
+            (
+                FaultKind::Partition | FaultKind::PartitionOneway | FaultKind::Latency,
+                FaultTarget::Redis(n),
+            ) => {
+                self.cut_off.remove(&index);
+                self.cut_server(n, fault, false);
+            }
+            (FaultKind::Partition | FaultKind::PartitionOneway, _) => {
+                let client = matches!(target, FaultTarget::Client(_));
+                for link in self.links_of(target) {
+                    link.set(|mode| cut::hold_link(mode, fault.kind, client, false));
+                }
+            }
+            (FaultKind::Latency, _) => {
+                for link in self.links_of(target) {
+                    link.set(|mode| mode.delay = Duration::ZERO);
+                }
+            }
+            (FaultKind::ClockDrift, FaultTarget::Client(n)) => {
+                self.command(n, ClientCommand::Drift { rate: 0.0 }).await;
+            }
+            (FaultKind::Failover, FaultTarget::Redis(old))
+                if !matches!(self.scenario.topology, Topology::Sentinel { .. }) =>
+            {
+                self.demote(old).await?;
+            }
+            // The bus heals: the old primary hears of the new epoch and
+            // rejoins as a replica of its shard's primary.
+            (FaultKind::ShardFailover, _) => {
+                if let Some(old) = self.bus_cut.remove(&index) {
+                    self.deployment()?.cut_off_bus(old, false);
+                }
+            }
+            (FaultKind::SlotMigration, _) => {
+                if let Some(migration) = self.migrations.remove(&index) {
+                    let recorder = self.recorder.clone();
+                    migrate::finish(migration, move |key, from, to| {
+                        recorder.record_migrated(key, from, to);
+                    })
+                    .await?;
+                }
+            }
+            _ => {}
+        }
+        self.record_fault(fault, target, Phase::End);
+        Ok(())
+    }
+}

@@ -1,0 +1,126 @@
+//! One-shot commands the controller sends a node: who owns the lock key,
+//! re-pointing a replica, the cluster's owner of the key's slot, a busy
+//! script, an eviction under memory pressure.
+
+use std::time::Duration;
+
+use crate::chaos::deploy::{Deployment, admin};
+
+/// The lock key in Redis (as the adapter names it).
+pub(in crate::chaos) fn lock_key() -> String {
+    crate::client::key_names().lock
+}
+
+/// Whether node `port` took `REPLICAOF 127.0.0.1 primary`.
+pub(super) async fn replica_of(port: u16, primary: u16) -> bool {
+    let Ok(mut conn) = admin(port).await else {
+        return false;
+    };
+    redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(primary)
+        .query_async::<redis::Value>(&mut conn)
+        .await
+        .is_ok()
+}
+
+/// The port of the primary owning the lock key's slot, and its replicas'
+/// ports, from `CLUSTER NODES` of the first node that answers.
+pub(super) async fn cluster_owner(deployment: &Deployment) -> Option<(u16, Vec<u16>)> {
+    let slot = lock_core::internal::cluster::slot_of(lock_key());
+    crate::chaos::migrate::slot_owner(deployment, slot).await
+}
+
+/// The lock key's owner on the node at `port` now (`None` if absent or
+/// the node does not answer).
+pub(super) async fn key_owner(port: u16) -> Option<String> {
+    let mut conn = admin(port).await.ok()?;
+    redis::cmd("GET")
+        .arg(lock_key())
+        .query_async::<Option<String>>(&mut conn)
+        .await
+        .ok()
+        .flatten()
+}
+
+/// Makes the node on `port` answer BUSY for `duration`: a script that
+/// spins until then (Redis answers BUSY to others once it has run for
+/// `busy-reply-threshold`).
+pub(super) async fn busy(port: u16, duration: Duration) {
+    let Ok(mut conn) = admin(port).await else {
+        return;
+    };
+    let script = "local t = redis.call('TIME') \
+        local stop = tonumber(t[1]) * 1000000 + tonumber(t[2]) + tonumber(ARGV[1]) \
+        while true do \
+          local n = redis.call('TIME') \
+          if tonumber(n[1]) * 1000000 + tonumber(n[2]) >= stop then return 1 end \
+        end";
+    let _: redis::RedisResult<redis::Value> = redis::cmd("EVAL")
+        .arg(script)
+        .arg(0)
+        .arg(duration.as_micros() as u64)
+        .query_async(&mut conn)
+        .await;
+}
+
+/// Evicts under memory pressure: `maxmemory` just above what is used,
+/// `volatile-ttl` (the key nearest expiry goes first: the lock's), and
+/// filler keys with long ttls until the lock key is gone. Returns the
+/// lock key and its value if it was evicted.
+pub(super) async fn evict(port: u16) -> Option<(String, Option<String>)> {
+    let mut conn = admin(port).await.ok()?;
+    let key = lock_key();
+    let value: Option<String> = redis::cmd("GET")
+        .arg(&key)
+        .query_async(&mut conn)
+        .await
+        .ok()?;
+    let value = value?;
+    let info: String = redis::cmd("INFO")
+        .arg("memory")
+        .query_async(&mut conn)
+        .await
+        .ok()?;
+    let used: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())?;
+    let _: redis::RedisResult<()> = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory-policy")
+        .arg("volatile-ttl")
+        .arg("maxmemory")
+        .arg(used + 64 * 1024)
+        .query_async(&mut conn)
+        .await;
+    let filler = "x".repeat(4096);
+    let mut evicted = false;
+    for n in 0..200 {
+        let _: redis::RedisResult<()> = redis::cmd("SET")
+            .arg(format!("chaos-filler-{n}"))
+            .arg(&filler)
+            .arg("EX")
+            .arg(3600)
+            .query_async(&mut conn)
+            .await;
+        let now: Option<String> = redis::cmd("GET")
+            .arg(&key)
+            .query_async(&mut conn)
+            .await
+            .ok()?;
+        if now.as_deref() != Some(value.as_str()) {
+            evicted = now.is_none();
+            break;
+        }
+    }
+    let _: redis::RedisResult<()> = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(0)
+        .query_async(&mut conn)
+        .await;
+    let fillers: Vec<String> = (0..200).map(|n| format!("chaos-filler-{n}")).collect();
+    let _: redis::RedisResult<()> = redis::cmd("DEL").arg(&fillers).query_async(&mut conn).await;
+    evicted.then_some((key, Some(value)))
+}

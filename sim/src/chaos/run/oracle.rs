@@ -1,0 +1,321 @@
+//! The oracle of a real run: the authoritative view of the lock key,
+//! sampled over direct connections.
+
+use std::{collections::BTreeMap, time::Duration};
+
+use super::{node_ops::lock_key, recorder::Recorder};
+use crate::chaos::{deploy::admin, wire::mono_ns};
+use crate::{
+    config::Topology,
+    history::{Op, Process},
+};
+
+/// The longest round trip of an oracle sample that is kept: a slower
+/// answer says too little about when the key looked like that.
+const ORACLE_RTT: Duration = Duration::from_millis(5);
+
+/// Samples the authoritative view of the lock key every 2 ms, over direct
+/// connections (no proxy): single, primary-replica and Sentinel read the
+/// node that answers `role:master` (while a deposed primary says `master`
+/// too, the one last seen promoted from replica), Redlock a majority (a
+/// node that does not answer counted with the key it had, until its ttl),
+/// a cluster the node that serves the key's slot (while the cluster is
+/// down and every node answers `CLUSTERDOWN`, the key it last read, until
+/// its ttl: nothing can write it meanwhile). Each sample is stamped when
+/// it was sent, and kept only if the answer came within [`ORACLE_RTT`].
+pub(super) async fn oracle(topology: Topology, ports: Vec<u16>, recorder: Recorder) {
+    let key = lock_key();
+    let redlock = matches!(topology, Topology::Redlock { .. });
+    let mut conns: Vec<Option<redis::aio::MultiplexedConnection>> = vec![None; ports.len()];
+    let mut last: Option<(usize, Option<String>)> = None;
+    // Primary-replica and Sentinel: the node last seen turning from
+    // replica to master is the authority while a deposed primary still
+    // says master too (the stale window).
+    let follows_promotions = matches!(
+        topology,
+        Topology::PrimaryReplica { .. } | Topology::Sentinel { .. }
+    );
+    let mut was_master: Vec<Option<bool>> = vec![None; ports.len()];
+    let mut promoted: Option<usize> = None;
+    // Redlock: each node's key as last read, with the instant (the shared
+    // monotonic clock) its ttl ends. A node that does not answer (down,
+    // or stopped) still counts with it, as the simulator's oracle counts
+    // a down node with the keys it had: it grants nobody else meanwhile,
+    // and a restart that empties it shows at its first answer.
+    let mut remembered: Vec<Option<(String, u64)>> = vec![None; ports.len()];
+    // A cluster: the key as last read on the node serving its slot, and
+    // when its ttl ends (the shared monotonic clock, ns).
+    let mut last_read: Option<(usize, Option<(String, u64)>)> = None;
+    loop {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        let sent = mono_ns();
+        let mut cluster_down = false;
+        let mut views: Vec<Option<(Option<String>, i64)>> = Vec::with_capacity(ports.len());
+        for (index, port) in ports.iter().enumerate() {
+            if conns[index].is_none() {
+                conns[index] = admin(*port).await.ok();
+            }
+            let view = match conns[index].as_mut() {
+                Some(conn) => {
+                    let pipe = redis::pipe()
+                        .cmd("GET")
+                        .arg(&key)
+                        .cmd("PTTL")
+                        .arg(&key)
+                        .cmd("ROLE")
+                        .clone();
+                    let read = tokio::time::timeout(
+                        Duration::from_millis(50),
+                        pipe.query_async::<(Option<String>, i64, redis::Value)>(conn),
+                    )
+                    .await;
+                    match read {
+                        Ok(Ok((owner, pttl, role))) => {
+                            let master = matches!(&role, redis::Value::Array(items)
+                                if matches!(items.first(), Some(redis::Value::BulkString(b)) if b == b"master"));
+                            if master && was_master[index] == Some(false) {
+                                promoted = Some(index);
+                            }
+                            was_master[index] = Some(master);
+                            (master || redlock).then_some((owner, pttl))
+                        }
+                        Ok(Err(error)) => {
+                            cluster_down |= error.code() == Some("CLUSTERDOWN");
+                            // An error reply (`MOVED`, `CLUSTERDOWN`) leaves
+                            // the connection usable; anything else does not.
+                            if error.code().is_none() {
+                                conns[index] = None;
+                            }
+                            None
+                        }
+                        Err(_) => None,
+                    }
+                }
+                None => None,
+            };
+            views.push(view);
+        }
+        if Duration::from_nanos(mono_ns().saturating_sub(sent)) > ORACLE_RTT {
+            continue;
+        }
+        let sample = if redlock {
+            let (owner, pttl) = redlock_sample(&mut views, &mut remembered, sent);
+            Some((0, owner, pttl))
+        } else {
+            primary_sample(&views, follows_promotions.then_some(promoted).flatten())
+        };
+        let sample = match (sample, &last_read) {
+            (Some(read), _) => {
+                if matches!(topology, Topology::Cluster { .. }) {
+                    last_read = Some(remember(&read, sent));
+                }
+                Some(read)
+            }
+            (None, Some(read)) if cluster_down => Some(recall(read, sent)),
+            (None, _) => None,
+        };
+        let Some((primary, owner, pttl)) = sample else {
+            continue;
+        };
+        let current = Some((primary, owner.clone()));
+        if current != last {
+            last = current;
+            recorder.record_at(
+                sent,
+                Process::Controller,
+                Op::Oracle {
+                    primary,
+                    owner,
+                    pttl_ms: pttl.and_then(|p| u64::try_from(p).ok()),
+                },
+            );
+        }
+    }
+}
+
+/// What a sample read (node, owner, `PTTL`) at `sent` (the shared monotonic
+/// clock, ns) says of later instants: the node, and the owner with the
+/// instant its ttl ends (a key without a ttl never ends).
+fn remember(
+    read: &(usize, Option<String>, Option<i64>),
+    sent: u64,
+) -> (usize, Option<(String, u64)>) {
+    let (node, owner, pttl) = read;
+    let owner = owner.clone().map(|owner| {
+        let ends = match pttl {
+            Some(ms) if *ms >= 0 => {
+                sent.saturating_add(Duration::from_millis(ms.unsigned_abs()).as_nanos() as u64)
+            }
+            _ => u64::MAX,
+        };
+        (owner, ends)
+    });
+    (*node, owner)
+}
+
+/// The key at `sent` as [`remember`]ed: its owner until its ttl ends, then
+/// nobody's.
+fn recall(
+    read: &(usize, Option<(String, u64)>),
+    sent: u64,
+) -> (usize, Option<String>, Option<i64>) {
+    let (node, owner) = read;
+    match owner {
+        Some((owner, ends)) if *ends > sent => {
+            let left = (*ends - sent) / 1_000_000;
+            let pttl = if *ends == u64::MAX { -1 } else { left as i64 };
+            (*node, Some(owner.clone()), Some(pttl))
+        }
+        _ => (*node, None, None),
+    }
+}
+
+/// One node's view of the lock key: its owner (if any) and `PTTL`; `None`
+/// when the node did not answer (or, outside Redlock, is not a primary).
+type View = Option<(Option<String>, i64)>;
+
+/// Redlock's authority from one round of `views` read at `sent` (the
+/// shared monotonic clock, ns): the owner a majority of nodes hold, and
+/// the quorum-th longest of their `PTTL`s. A node that did not answer
+/// counts with the key it had at its last answer (`remembered`: owner and
+/// when its ttl ends), until that ttl ends, as the simulator counts a down
+/// node: it grants nobody else meanwhile, and a restart that emptied it
+/// shows at its first answer, which replaces what is remembered.
+fn redlock_sample(
+    views: &mut [View],
+    remembered: &mut [Option<(String, u64)>],
+    sent: u64,
+) -> (Option<String>, Option<i64>) {
+    for (view, memory) in views.iter_mut().zip(remembered.iter_mut()) {
+        match view {
+            Some((owner, pttl)) => {
+                *memory = owner.clone().filter(|_| *pttl > 0).map(|owner| {
+                    let ttl = Duration::from_millis(pttl.unsigned_abs());
+                    (owner, sent.saturating_add(ttl.as_nanos() as u64))
+                });
+            }
+            None => {
+                *view = memory.as_ref().and_then(|(owner, ends)| {
+                    let left = ends.saturating_sub(sent) / 1_000_000;
+                    (left > 0).then(|| (Some(owner.clone()), left as i64))
+                });
+            }
+        }
+    }
+    let quorum = views.len() / 2 + 1;
+    let mut counts: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+    for (owner, pttl) in views.iter().flatten() {
+        if let Some(owner) = owner {
+            counts.entry(owner.clone()).or_default().push(*pttl);
+        }
+    }
+    let found = counts.into_iter().find_map(|(owner, mut pttls)| {
+        (pttls.len() >= quorum).then(|| {
+            pttls.sort_unstable_by(|a, b| b.cmp(a));
+            (owner, pttls.get(quorum - 1).copied())
+        })
+    });
+    match found {
+        Some((owner, pttl)) => (Some(owner), pttl),
+        None => (None, None),
+    }
+}
+
+/// The authority among the nodes that say they are primary (`views`, by
+/// index): the only one, or, while a deposed primary in its stale window
+/// says master too, the one last seen promoted from replica (`promoted`,
+/// when the topology follows promotions), as the simulator's primary of
+/// record is from the promotion on; before any promotion was seen such a
+/// round is skipped rather than guessed.
+fn primary_sample(
+    views: &[View],
+    promoted: Option<usize>,
+) -> Option<(usize, Option<String>, Option<i64>)> {
+    let masters: Vec<(usize, &(Option<String>, i64))> = views
+        .iter()
+        .enumerate()
+        .filter_map(|(i, v)| v.as_ref().map(|v| (i, v)))
+        .collect();
+    match masters.as_slice() {
+        [] => None,
+        [(index, (owner, pttl))] => Some((*index, owner.clone(), Some(*pttl))),
+        several => several
+            .iter()
+            .find(|(index, _)| Some(*index) == promoted)
+            .map(|(index, (owner, pttl))| (*index, owner.clone(), Some(*pttl))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn holds(owner: &str, pttl: i64) -> View {
+        Some((Some(owner.to_owned()), pttl))
+    }
+
+    fn empty() -> View {
+        Some((None, -2))
+    }
+
+    #[test]
+    fn a_down_redlock_node_counts_with_the_key_it_last_had_until_its_ttl() {
+        let mut remembered = vec![None; 3];
+        let mut round = |views: &[View], at_ms: u64| {
+            redlock_sample(&mut views.to_vec(), &mut remembered, at_ms * MS)
+        };
+        // Nodes 0 and 2 hold a's key, node 1 is empty: a has a majority.
+        let first = round(&[holds("a", 1000), empty(), holds("a", 300)], 0);
+        assert_eq!(first, (Some("a".to_owned()), Some(300)));
+        // Node 2 stops answering: it still counts with a's key, 200 ms left.
+        let down = round(&[holds("a", 900), empty(), None], 100);
+        assert_eq!(down, (Some("a".to_owned()), Some(200)));
+        // Past the ttl it had, it counts for nobody.
+        assert_eq!(round(&[holds("a", 600), empty(), None], 400), (None, None));
+        // Back and empty (a restart without persistence): nobody's.
+        let mut remembered = vec![None; 3];
+        let mut round = |views: &[View], at_ms: u64| {
+            redlock_sample(&mut views.to_vec(), &mut remembered, at_ms * MS)
+        };
+        round(&[holds("a", 1000), empty(), holds("a", 1000)], 0);
+        assert_eq!(
+            round(&[holds("a", 900), empty(), empty()], 100),
+            (None, None)
+        );
+        assert_eq!(round(&[holds("a", 800), empty(), None], 200), (None, None));
+    }
+
+    #[test]
+    fn while_a_cluster_is_down_the_key_last_read_stays_until_its_ttl() {
+        let read = remember(&(0, Some("a".to_owned()), Some(300)), 1000 * MS);
+        assert_eq!(
+            recall(&read, 1100 * MS),
+            (0, Some("a".to_owned()), Some(200))
+        );
+        assert_eq!(recall(&read, 1300 * MS), (0, None, None));
+        let forever = remember(&(1, Some("b".to_owned()), Some(-1)), 0);
+        assert_eq!(
+            recall(&forever, 9000 * MS),
+            (1, Some("b".to_owned()), Some(-1))
+        );
+        let empty = remember(&(2, None, Some(-2)), 0);
+        assert_eq!(recall(&empty, 5 * MS), (2, None, None));
+    }
+
+    #[test]
+    fn two_primaries_answer_for_the_one_last_promoted_or_not_at_all() {
+        let views = [holds("old", 500), None, holds("new", 900)];
+        assert_eq!(primary_sample(&views, None), None);
+        assert_eq!(
+            primary_sample(&views, Some(2)),
+            Some((2, Some("new".to_owned()), Some(900)))
+        );
+        assert_eq!(
+            primary_sample(&[None, empty(), None], None),
+            Some((1, None, Some(-2)))
+        );
+        assert_eq!(primary_sample(&[None, None], Some(0)), None);
+    }
+}
