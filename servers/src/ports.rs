@@ -45,7 +45,7 @@ pub enum PortError {
 /// proxy's connection upstream, a cluster's bus links, another test's
 /// client). No connection is ever given a port below that range. The walk
 /// is shared by the whole process, from an offset and by a stride both
-/// drawn from the process id ([`Route`]): two users in one process (tests
+/// drawn from the process id (`Route`): two users in one process (tests
 /// running side by side) never draw the same step, test binaries running
 /// side by side take the ports in different orders, and a port found taken
 /// (by a server of another process) is skipped. A server that still loses
