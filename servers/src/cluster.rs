@@ -509,13 +509,23 @@ impl Cluster {
         }
         // Nodes leave a replica out of CLUSTER SLOTS (and call it `loading`
         // in CLUSTER SHARDS) until its replication offset, as gossip tells
-        // them, is above zero: wait until every node lists every replica.
+        // them, is above zero, and Valkey 8.1 lists it in a shard of its
+        // own until the nodes agree on its shard id: wait until every node
+        // lists every replica in both.
         let all: usize = view.iter().map(|shard| 1 + shard.replicas.len()).sum();
         for node in self.live() {
             let listed = view::ports_in_cluster_slots(node.port())?;
             if listed != all {
                 return Err(format!(
                     "{} lists {listed} of {all} nodes in CLUSTER SLOTS",
+                    node.port()
+                ));
+            }
+            if let Some(listed) = view::ports_in_cluster_shards(node.port())?
+                && listed != all
+            {
+                return Err(format!(
+                    "{} lists {listed} of {all} nodes online in CLUSTER SHARDS",
                     node.port()
                 ));
             }

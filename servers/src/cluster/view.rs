@@ -113,6 +113,63 @@ pub(super) fn ports_in_cluster_slots(port: u16) -> Result<usize, String> {
     Ok(ports.len())
 }
 
+/// How many nodes `port` lists as online in a shard that serves slots, by
+/// `CLUSTER SHARDS` (`None` where the server lacks the command: before
+/// Redis 7).
+///
+/// Its own convergence: Valkey 8.1 keeps a replica out of its primary's
+/// shard (a shard of its own, without slots) until the nodes agree on the
+/// replica's shard id, which gossip settles after `CLUSTER NODES` and
+/// `CLUSTER SLOTS` already show the replica in place ("Shard id … diverges
+/// from existing primary shard id, rejecting!" in the log meanwhile).
+pub(super) fn ports_in_cluster_shards(port: u16) -> Result<Option<usize>, String> {
+    let reply: redis::Value = match query_port(port, &["CLUSTER", "SHARDS"]) {
+        Ok(reply) => reply,
+        Err(error)
+            if error.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError)
+                && error.to_string().to_lowercase().contains("unknown") =>
+        {
+            return Ok(None);
+        }
+        Err(error) => return Err(error.to_string()),
+    };
+    let redis::Value::Array(shards) = reply else {
+        return Err(format!("CLUSTER SHARDS gave {reply:?}"));
+    };
+    let mut ports = BTreeSet::new();
+    for shard in &shards {
+        let serves =
+            matches!(field(shard, "slots"), Some(redis::Value::Array(slots)) if !slots.is_empty());
+        let Some(redis::Value::Array(nodes)) = field(shard, "nodes") else {
+            return Err(format!("a CLUSTER SHARDS entry without nodes: {shard:?}"));
+        };
+        for node in nodes {
+            let online = matches!(
+                field(node, "health"),
+                Some(redis::Value::BulkString(health)) if health.as_slice() == b"online"
+            );
+            if let (true, true, Some(redis::Value::Int(port))) =
+                (serves, online, field(node, "port"))
+            {
+                ports.insert(*port);
+            }
+        }
+    }
+    Ok(Some(ports.len()))
+}
+
+/// The value after `name` in a RESP2 flat map (an array of name, value,
+/// name, value…).
+fn field<'a>(map: &'a redis::Value, name: &str) -> Option<&'a redis::Value> {
+    let redis::Value::Array(items) = map else {
+        return None;
+    };
+    items
+        .chunks_exact(2)
+        .find(|pair| matches!(&pair[0], redis::Value::BulkString(key) if key.as_slice() == name.as_bytes()))
+        .map(|pair| &pair[1])
+}
+
 /// `redis-cli --cluster check`'s view of the shards: the operator's tool,
 /// independent of the code under test.
 ///
