@@ -22,7 +22,7 @@ use clap::{Parser, Subcommand};
 use sim::{
     chaos,
     runner::{
-        self, RunOptions, Shard,
+        self, RunOptions, Shard, Until,
         cli::{self, Outputs},
     },
 };
@@ -47,32 +47,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run scenario files (or directories of them) across their seeds.
-    Run {
-        /// Scenario files or directories (default: scenarios/).
-        paths: Vec<PathBuf>,
-        /// Seeds per scenario (default: each file's `seeds`).
-        #[arg(long)]
-        seeds: Option<u64>,
-        /// Run only this seed.
-        #[arg(long)]
-        seed: Option<u64>,
-        /// Run shard I of N (1-based): the seeds s with s mod N = I - 1 of
-        /// every scenario. `sim merge` combines the shards' --json files.
-        #[arg(long)]
-        shard: Option<Shard>,
-        /// Parallel workers (default: available cores).
-        #[arg(long)]
-        jobs: Option<usize>,
-        /// Write the results here, as JSON (what `sim merge` reads).
-        #[arg(long)]
-        json: Option<PathBuf>,
-        /// Write the results here, as JUnit XML: one testcase per file.
-        #[arg(long)]
-        junit: Option<PathBuf>,
-        /// Where timeline reports of violations go.
-        #[arg(long, default_value = "target/sim-reports")]
-        report_dir: PathBuf,
-    },
+    Run(RunArgs),
     /// Combine the --json results of every shard of a run into the table
     /// and exit code of the whole run.
     Merge {
@@ -123,6 +98,11 @@ enum Command {
         /// Print each run's history as JSON lines.
         #[arg(long)]
         history: bool,
+        /// Stop each scenario at its first failing seed (the lowest seed
+        /// that shows what its expectation is about): the verdict without
+        /// the rest of the budget, and the counts of the seeds up to it.
+        #[arg(long)]
+        stop_at_first_failure: bool,
         /// Where each `[server] flavour`'s server is: DIR/FLAVOUR/path/
         /// redis-server, as `scripts/servers.sh FLAVOUR` makes it (Redis
         /// 7.0 may also come from PATH).
@@ -172,32 +152,62 @@ enum Command {
     },
 }
 
+/// `sim run`'s arguments.
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Scenario files or directories (default: scenarios/).
+    paths: Vec<PathBuf>,
+    /// Seeds per scenario (default: each file's `seeds`).
+    #[arg(long)]
+    seeds: Option<u64>,
+    /// Run only this seed.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Run shard I of N (1-based): the seeds s with s mod N = I - 1 of
+    /// every scenario. `sim merge` combines the shards' --json files.
+    #[arg(long)]
+    shard: Option<Shard>,
+    /// Parallel workers (default: available cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Write the results here, as JSON (what `sim merge` reads).
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write the results here, as JUnit XML: one testcase per file.
+    #[arg(long)]
+    junit: Option<PathBuf>,
+    /// Where timeline reports of violations go.
+    #[arg(long, default_value = "target/sim-reports")]
+    report_dir: PathBuf,
+    /// Stop each scenario at its first failing seed (the lowest seed
+    /// that shows what its expectation is about): the verdict without
+    /// the rest of the budget, and the counts of the seeds up to it.
+    #[arg(long)]
+    stop_at_first_failure: bool,
+}
+
+impl RunArgs {
+    fn run(self) -> ExitCode {
+        let options = RunOptions {
+            seeds: self.seeds,
+            only_seed: self.seed,
+            shard: self.shard.unwrap_or(Shard::WHOLE),
+            jobs: self.jobs.unwrap_or_else(runner::available_jobs).max(1),
+            report_dir: Some(self.report_dir),
+            until: until(self.stop_at_first_failure),
+            ..RunOptions::default()
+        };
+        let outputs = Outputs {
+            json: self.json.as_deref(),
+            junit: self.junit.as_deref(),
+        };
+        cli::run(self.paths, &options, outputs)
+    }
+}
+
 fn main() -> ExitCode {
     match Cli::parse().command {
-        Command::Run {
-            paths,
-            seeds,
-            seed,
-            shard,
-            jobs,
-            json,
-            junit,
-            report_dir,
-        } => {
-            let options = RunOptions {
-                seeds,
-                only_seed: seed,
-                shard: shard.unwrap_or(Shard::WHOLE),
-                jobs: jobs.unwrap_or_else(runner::available_jobs).max(1),
-                report_dir: Some(report_dir),
-                ..RunOptions::default()
-            };
-            let outputs = Outputs {
-                json: json.as_deref(),
-                junit: junit.as_deref(),
-            };
-            cli::run(paths, &options, outputs)
-        }
+        Command::Run(args) => args.run(),
         Command::Merge { files, json, junit } => cli::merge_files(
             &files,
             Outputs {
@@ -218,6 +228,7 @@ fn main() -> ExitCode {
             history,
             pids_file,
             servers,
+            stop_at_first_failure,
         } => {
             let target = match target.as_deref().map(chaos::Target::parse_url) {
                 None => chaos::Target::Started,
@@ -245,6 +256,7 @@ fn main() -> ExitCode {
                     junit: junit.as_deref(),
                 },
                 history,
+                until(stop_at_first_failure),
             )
         }
         Command::ChaosClient { args } => match chaos::client::main(&args) {
@@ -270,5 +282,14 @@ fn main() -> ExitCode {
             print!("{}", sim::scenario::reference::markdown());
             ExitCode::SUCCESS
         }
+    }
+}
+
+/// How far each scenario's seeds run, from `--stop-at-first-failure`.
+fn until(stop_at_first_failure: bool) -> Until {
+    if stop_at_first_failure {
+        Until::FirstFailure
+    } else {
+        Until::EverySeed
     }
 }

@@ -16,7 +16,7 @@ use std::{
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::{
-    Job, Progress, Real, RunFile, RunOptions, Shard, Summary, drive,
+    Drive, Job, Progress, Real, RunFile, RunOptions, Shard, Summary, Until, drive,
     junit::{self, Source},
     merge, seed_meets, table,
 };
@@ -159,6 +159,7 @@ pub fn chaos(
     report_dir: &Path,
     outputs: Outputs<'_>,
     history: bool,
+    until: Until,
 ) -> ExitCode {
     let jobs = match load_jobs(paths) {
         Ok(jobs) => jobs,
@@ -196,9 +197,12 @@ pub fn chaos(
     let outcome = match drive(
         &jobs,
         &per_job,
-        Shard::WHOLE,
+        Drive {
+            shard: Shard::WHOLE,
+            report_dir: Some(report_dir),
+            until,
+        },
         &mode,
-        Some(report_dir),
         &progress,
     ) {
         Ok(outcome) => outcome,

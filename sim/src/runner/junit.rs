@@ -260,6 +260,7 @@ mod tests {
             property: None,
             shard: Shard::WHOLE,
             seeds: 7,
+            stopped: false,
             violations: first_failing_seed
                 .map(|_| ("lease-exclusion".to_owned(), 2))
                 .into_iter()

@@ -23,7 +23,7 @@ use std::{
     path::{Path, PathBuf},
     sync::{
         Mutex, PoisonError,
-        atomic::{AtomicBool, AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
     },
     time::{Duration, Instant},
 };
@@ -66,6 +66,22 @@ pub struct RunOptions {
     /// Where timeline reports of violations go; `None` writes none (and
     /// shrinks nothing).
     pub report_dir: Option<PathBuf>,
+    /// Whether each scenario stops at its first failing seed ([`Until`]).
+    pub until: Until,
+}
+
+/// How far each scenario's seeds run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Until {
+    /// Every seed: the rates of every property over the whole budget.
+    #[default]
+    EverySeed,
+    /// Up to the scenario's first failing seed (the lowest one that shows
+    /// what its expectation is about), then no further: the verdict and
+    /// its seed without the rest of the budget. Every seed below it runs
+    /// and none above it is folded in (one that was already running is
+    /// dropped), so the summary is the same whatever the threads did.
+    FirstFailure,
 }
 
 impl Default for RunOptions {
@@ -77,6 +93,7 @@ impl Default for RunOptions {
             jobs: available_jobs(),
             world: WorldOptions::default(),
             report_dir: None,
+            until: Until::EverySeed,
         }
     }
 }
@@ -247,9 +264,12 @@ pub fn run(jobs: &[Job], options: &RunOptions, progress: &(dyn Fn(Progress<'_>) 
     match drive(
         jobs,
         &seeds,
-        options.shard,
+        Drive {
+            shard: options.shard,
+            report_dir: options.report_dir.as_deref(),
+            until: options.until,
+        },
         &mode,
-        options.report_dir.as_deref(),
         progress,
     ) {
         Ok(run) => run,
@@ -296,19 +316,35 @@ impl Kept {
     }
 }
 
+/// How [`drive`] runs: which shard the seeds are, where reports go, and
+/// how far each scenario's seeds run.
+#[derive(Debug, Clone, Copy)]
+pub struct Drive<'a> {
+    /// Which of the seeds these are (for the summaries).
+    pub shard: Shard,
+    /// Where the reports of failing seeds go; `None` writes none.
+    pub report_dir: Option<&'a Path>,
+    /// Every seed, or up to each scenario's first failing one.
+    pub until: Until,
+}
+
 /// Runs `seeds[i]` of `jobs[i]` in `mode`, folds each scenario's verdicts
-/// into its [`Summary`] in seed order, and, with a `report_dir`, writes the
-/// report of each scenario's first failing seed (else its first
+/// into its [`Summary`] in seed order, and, with a report directory,
+/// writes the report of each scenario's first failing seed (else its first
 /// violating one), shrunk where `mode` shrinks. Stops at the first seed
 /// that cannot run.
 pub fn drive<M: Mode>(
     jobs: &[Job],
     seeds: &[Vec<u64>],
-    shard: Shard,
+    how: Drive<'_>,
     mode: &M,
-    report_dir: Option<&Path>,
     progress: &(dyn Fn(Progress<'_>) + Sync),
 ) -> Result<Run, SeedError<M::Error>> {
+    let Drive {
+        shard,
+        report_dir,
+        until,
+    } = how;
     // Wall-clock time is reported, never used by the simulation itself.
     let started = Instant::now();
     let tasks: Vec<(usize, u64)> = seeds
@@ -323,8 +359,27 @@ pub fn drive<M: Mode>(
     let wall_ms: Vec<Mutex<u128>> = jobs.iter().map(|_| Mutex::new(0)).collect();
     let kept: Vec<Mutex<Kept>> = jobs.iter().map(|_| Mutex::default()).collect();
     let failed = AtomicBool::new(false);
+    // Each scenario's lowest failing seed so far (`u64::MAX`: none yet).
+    let first_failing: Vec<AtomicU64> = jobs.iter().map(|_| AtomicU64::new(u64::MAX)).collect();
+    let past_first_failure = |index: usize, seed: u64| {
+        until == Until::FirstFailure && seed > first_failing[index].load(Ordering::Acquire)
+    };
+    let scenario_done = |index: usize| {
+        if remaining[index].fetch_sub(1, Ordering::AcqRel) == 1 {
+            let began = *lock(&scenario_started[index]);
+            *lock(&wall_ms[index]) = began.map_or(0, |began| began.elapsed().as_millis());
+            progress(Progress::ScenarioDone {
+                scenario: &jobs[index].scenario.name,
+                seeds: seeds[index].len() as u64,
+            });
+        }
+    };
     let results = parallel(&tasks, mode.workers(), |&(index, seed)| {
         if failed.load(Ordering::Acquire) {
+            return None;
+        }
+        if past_first_failure(index, seed) {
+            scenario_done(index);
             return None;
         }
         let job = &jobs[index];
@@ -345,14 +400,10 @@ pub fn drive<M: Mode>(
             outcome: &outcome,
         });
         lock(&kept[index]).offer(&job.scenario, &outcome);
-        if remaining[index].fetch_sub(1, Ordering::AcqRel) == 1 {
-            let began = *lock(&scenario_started[index]);
-            *lock(&wall_ms[index]) = began.map_or(0, |began| began.elapsed().as_millis());
-            progress(Progress::ScenarioDone {
-                scenario: &job.scenario.name,
-                seeds: seeds[index].len() as u64,
-            });
+        if counts(&job.scenario, &outcome.verdict) {
+            first_failing[index].fetch_min(seed, Ordering::AcqRel);
         }
+        scenario_done(index);
         Some(Ok((index, seed, outcome.verdict)))
     });
     let mut verdicts = Vec::with_capacity(results.len());
@@ -366,7 +417,19 @@ pub fn drive<M: Mode>(
         .map(|job| Summary::new(&job.file, &job.scenario, shard))
         .collect();
     for (index, seed, verdict) in verdicts {
+        // A seed above the first failing one ran only because it had
+        // started before that seed failed: dropped, so the summary does
+        // not depend on how far the threads got.
+        if past_first_failure(index, seed) {
+            continue;
+        }
         summaries[index].add(&jobs[index].scenario, seed, &verdict);
+    }
+    if until == Until::FirstFailure {
+        for ((summary, first), seeds) in summaries.iter_mut().zip(&first_failing).zip(seeds) {
+            let first = first.load(Ordering::Acquire);
+            summary.stopped = seeds.iter().any(|seed| *seed > first);
+        }
     }
     for (((summary, job), wall), kept) in summaries.iter_mut().zip(jobs).zip(&wall_ms).zip(kept) {
         summary.wall_ms = *lock(wall);

@@ -28,8 +28,13 @@ pub struct Summary {
     pub property: Option<Property>,
     /// The shard these seeds were (1/1 for a whole run).
     pub shard: Shard,
-    /// Seeds run.
+    /// Seeds run (and folded in).
     pub seeds: u64,
+    /// Whether the seeds stopped at the first failing one, with seeds of
+    /// the budget left above it (`sim run --stop-at-first-failure`): the
+    /// counts are then of the seeds up to it.
+    #[serde(default)]
+    pub stopped: bool,
     /// Seeds that violated each property, by property name.
     pub violations: BTreeMap<String, u64>,
     /// "Sometimes" facts seen on any seed.
@@ -65,6 +70,7 @@ impl Summary {
             property: scenario.property,
             shard,
             seeds: 0,
+            stopped: false,
             violations: BTreeMap::new(),
             facts: BTreeSet::new(),
             overtakings: 0,
@@ -197,6 +203,7 @@ pub fn merge(files: &[RunFile]) -> Result<RunFile, MergeError> {
         .map(|summary| Summary {
             shard: Shard::WHOLE,
             seeds: 0,
+            stopped: false,
             violations: BTreeMap::new(),
             facts: BTreeSet::new(),
             overtakings: 0,
@@ -213,6 +220,7 @@ pub fn merge(files: &[RunFile]) -> Result<RunFile, MergeError> {
         let parts: Vec<&Summary> = files.iter().map(|file| &file.scenarios[position]).collect();
         for part in &parts {
             total.seeds += part.seeds;
+            total.stopped |= part.stopped;
             for (property, seeds) in &part.violations {
                 *total.violations.entry(property.clone()).or_default() += seeds;
             }
@@ -241,6 +249,53 @@ pub fn merge(files: &[RunFile]) -> Result<RunFile, MergeError> {
     })
 }
 
+/// One scenario's row of [`table`].
+fn row(s: &Summary) -> [String; 7] {
+    let violations = if s.violations.is_empty() {
+        "-".to_owned()
+    } else {
+        s.violations
+            .iter()
+            .map(|(p, n)| format!("{p}:{n}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let expect = match (s.expect, s.property) {
+        (Expect::Safe, None) => "safe".to_owned(),
+        (Expect::Violation, None) => "violation".to_owned(),
+        (Expect::Safe, Some(p)) => format!("safe ({})", property_name(p)),
+        (Expect::Violation, Some(p)) => format!("violation ({})", property_name(p)),
+    };
+    [
+        s.name.clone(),
+        expect,
+        if s.stopped {
+            format!("{} (stopped)", s.seeds)
+        } else {
+            s.seeds.to_string()
+        },
+        violations,
+        s.first_failing_seed
+            .map_or("-".to_owned(), |seed| seed.to_string()),
+        if s.met {
+            "✓"
+        } else if s.shard != Shard::WHOLE && s.expect == Expect::Violation {
+            // Another shard may hold the violating seed.
+            "? merge"
+        } else {
+            "✗ MISSED"
+        }
+        .to_owned(),
+        {
+            let mut facts: Vec<String> = s.facts.iter().cloned().collect();
+            if s.overtakings > 0 {
+                facts.push(format!("{} overtakings", s.overtakings));
+            }
+            facts.join(", ")
+        },
+    ]
+}
+
 /// The results table, the verdict line and the report paths: the same
 /// text for one run and for the merged shards of it.
 pub fn table(file: &RunFile) -> String {
@@ -254,50 +309,7 @@ pub fn table(file: &RunFile) -> String {
         "met",
         "facts",
     ];
-    let rows: Vec<[String; 7]> = summaries
-        .iter()
-        .map(|s| {
-            let violations = if s.violations.is_empty() {
-                "-".to_owned()
-            } else {
-                s.violations
-                    .iter()
-                    .map(|(p, n)| format!("{p}:{n}"))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            };
-            let expect = match (s.expect, s.property) {
-                (Expect::Safe, None) => "safe".to_owned(),
-                (Expect::Violation, None) => "violation".to_owned(),
-                (Expect::Safe, Some(p)) => format!("safe ({})", property_name(p)),
-                (Expect::Violation, Some(p)) => format!("violation ({})", property_name(p)),
-            };
-            [
-                s.name.clone(),
-                expect,
-                s.seeds.to_string(),
-                violations,
-                s.first_failing_seed
-                    .map_or("-".to_owned(), |seed| seed.to_string()),
-                if s.met {
-                    "✓"
-                } else if s.shard != Shard::WHOLE && s.expect == Expect::Violation {
-                    // Another shard may hold the violating seed.
-                    "? merge"
-                } else {
-                    "✗ MISSED"
-                }
-                .to_owned(),
-                {
-                    let mut facts: Vec<String> = s.facts.iter().cloned().collect();
-                    if s.overtakings > 0 {
-                        facts.push(format!("{} overtakings", s.overtakings));
-                    }
-                    facts.join(", ")
-                },
-            ]
-        })
-        .collect();
+    let rows: Vec<[String; 7]> = summaries.iter().map(row).collect();
     let mut widths = header.map(|h| h.chars().count());
     for row in &rows {
         for (width, cell) in widths.iter_mut().zip(row) {
@@ -332,6 +344,12 @@ pub fn table(file: &RunFile) -> String {
         "\n{met} of {} scenarios met their expectation ({seeds} seeds{shard})\n",
         summaries.len()
     ));
+    if summaries.iter().any(|s| s.stopped) {
+        out.push_str(
+            "(stopped): the scenario's seeds stopped at its first failing seed; \
+             its counts are of the seeds up to it\n",
+        );
+    }
     for report in summaries.iter().filter_map(|s| s.report.as_ref()) {
         out.push_str(&format!("report: {report}\n"));
     }

@@ -23,6 +23,7 @@ mod differential_cluster;
 mod equivalence;
 mod eviction;
 mod fair_dead_waiter;
+mod first_failure;
 mod independent;
 mod lazy_aof;
 mod overlap;
