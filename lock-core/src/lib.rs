@@ -125,14 +125,14 @@
 #![forbid(unsafe_code)]
 #![warn(clippy::too_many_lines)]
 
+#[cfg(feature = "redis")]
+mod adapter;
 mod command;
 mod contract;
 mod event;
 mod jitter;
 mod machine;
 mod options;
-#[cfg(feature = "redis")]
-mod redis;
 mod redlock;
 pub mod scripts;
 
@@ -143,13 +143,13 @@ pub use options::{AofCounts, DRIFT_FLOOR, Fencing, LockOptions, OptionsError, Wa
 
 // The adapter: connect, lock, and check the deployment.
 #[cfg(feature = "redis")]
-pub use crate::redis::{
+pub use crate::adapter::{
     AcquireError, CheckError, CheckOptions, ConnectError, DeploymentReport, Finding, FindingKind,
     LockGuard, Locker, LockerBuilder, LockerReport, NodeReport, Observed, ReadGuard, Reading,
     ReleaseError, Severity, UnknownKind, check_deployment,
 };
 #[cfg(feature = "tls")]
-pub use crate::redis::{TlsError, TlsMaterial, TlsOptions};
+pub use crate::adapter::{TlsError, TlsMaterial, TlsOptions};
 
 // The sans-IO machines, their inputs and their outputs.
 pub use command::{Command, CommandId, Failure, Reply};
@@ -166,17 +166,17 @@ pub use scripts::LockKind;
 #[doc(hidden)]
 #[cfg(feature = "redis")]
 pub mod internal {
-    pub use crate::redis::{
+    pub use crate::adapter::{
         Clock, ConnectFuture, Connector, Dialer, Driver, Entropy, NodeAddress, Observer, OsEntropy,
         RedisStream, TcpConnector, TcpDialer, TokioClock, cluster, sentinel,
     };
     #[cfg(feature = "tls")]
-    pub use crate::redis::{TlsConnector, TlsDialer, TlsUpgrader};
+    pub use crate::adapter::{TlsConnector, TlsDialer, TlsUpgrader};
 
     /// The time-mixed fence floor a cluster locker uses for the lock key
     /// `lock_key` under `namespace`: the namespace's floor in that key's slot.
     pub fn cluster_fence_floor(namespace: &str, lock_key: &str) -> String {
-        crate::redis::floor_key(namespace, lock_key)
+        crate::adapter::floor_key(namespace, lock_key)
     }
 }
 

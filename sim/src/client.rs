@@ -30,8 +30,8 @@ use crate::{
     freeze::{FreezeSwitch, Frozen},
     history::{Op, Phase, Process, Recorder},
     net::BASE_LATENCY,
-    redis::sentinel::{MASTER_NAME, SENTINEL_PORT, sentinel_host},
     rng::Rng,
+    server::sentinel::{MASTER_NAME, SENTINEL_PORT, sentinel_host},
     storage::{self, WriteResult},
 };
 

@@ -1,6 +1,6 @@
 //! Opening connections when the network eats the first attempt: a
 //! connection not open after 250 ms gets a fresh attempt beside it
-//! (`redis/connect/attempts.rs`), so a dial made during a cut does not
+//! (`adapter/connect/attempts.rs`), so a dial made during a cut does not
 //! wait for TCP's SYN retransmission or the connect timeout.
 
 #![cfg(feature = "redis")]

@@ -2,7 +2,7 @@
 //! rcgen: no `openssl` binary, no files unless a test writes them.
 //!
 //! Shared by the integration tests (`support::pki`) and the TLS unit tests
-//! in `src/redis/tls/tests.rs`, which include this file by path.
+//! in `src/adapter/connect/tls/tests.rs`, which include this file by path.
 #![allow(dead_code, unreachable_pub)]
 
 use rcgen::{

@@ -21,7 +21,7 @@ use tokio::{
     task::JoinHandle,
 };
 
-use crate::redis::scripts;
+use crate::server::scripts;
 
 /// A watch over every node for a batched call of the lock script.
 pub(super) struct BatchWatch {

@@ -197,7 +197,7 @@ pub const FAULT_KINDS: [FaultKindInfo; 13] = [
     },
     // Instantaneous: one key per firing (`every` repeats it for sustained
     // memory pressure). Redis's rule is `volatile-ttl`; see
-    // `redis::db::Db::evict_volatile_ttl`.
+    // `server::db::Db::evict_volatile_ttl`.
     FaultKindInfo {
         kind: FaultKind::Evict,
         name: "evict",

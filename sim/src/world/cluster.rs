@@ -238,7 +238,7 @@ impl World<'_> {
     fn migrate_key(&mut self, migration: Migration) -> bool {
         let Migration { slot, from, to } = migration;
         let up = [from, to].map(|n| self.sim.is_host_running(redis_host(n).as_str()));
-        if up.contains(&false) || self.nodes[from].role() != crate::redis::Role::Primary {
+        if up.contains(&false) || self.nodes[from].role() != crate::server::Role::Primary {
             return false;
         }
         let now = self.now();

@@ -18,8 +18,8 @@ use crate::{
     config::{FaultKind, FaultTarget, SignedDuration, Topology},
     history::{Op, Phase, Process},
     outcome::ConcreteFault,
-    redis::{NodeHandle, Role},
     scenario::names::fault_kind,
+    server::{NodeHandle, Role},
     storage,
 };
 

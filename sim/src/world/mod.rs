@@ -30,13 +30,13 @@ use crate::{
     freeze::FreezeSwitch,
     history::{Op, Process, Recorder},
     outcome::{ConcreteFault, SeedOutcome},
-    redis::{
+    rng::Rng,
+    scenario::names::fault_kind,
+    server::{
         NodeConfig, NodeHandle,
         cluster::ClusterHandle,
         sentinel::{self, SentinelHandle, sentinel_host},
     },
-    rng::Rng,
-    scenario::names::fault_kind,
     storage,
 };
 
@@ -185,17 +185,17 @@ fn add_nodes(
             replication_lag,
             seed: Rng::fork(seed, 0x2ED1 + index as u64).next_u64(),
             flavour: match scenario.server.flavour {
-                crate::config::ServerFlavour::Redis70 => crate::redis::Flavour::Redis7,
-                crate::config::ServerFlavour::Valkey81 => crate::redis::Flavour::Valkey81,
-                crate::config::ServerFlavour::Valkey91 => crate::redis::Flavour::Valkey91,
-                crate::config::ServerFlavour::Redis82 => crate::redis::Flavour::Redis82,
-                crate::config::ServerFlavour::Redis84 => crate::redis::Flavour::Redis84,
+                crate::config::ServerFlavour::Redis70 => crate::server::Flavour::Redis7,
+                crate::config::ServerFlavour::Valkey81 => crate::server::Flavour::Valkey81,
+                crate::config::ServerFlavour::Valkey91 => crate::server::Flavour::Valkey91,
+                crate::config::ServerFlavour::Redis82 => crate::server::Flavour::Redis82,
+                crate::config::ServerFlavour::Redis84 => crate::server::Flavour::Redis84,
             },
             persistence: scenario.server.persistence,
         });
         let host = redis_host(index);
         let serving = node.clone();
-        sim.host(host.as_str(), move || crate::redis::serve(serving.clone()));
+        sim.host(host.as_str(), move || crate::server::serve(serving.clone()));
         hosts.push(host);
         nodes.push(node);
     }

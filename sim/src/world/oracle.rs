@@ -6,7 +6,7 @@ use std::{collections::BTreeMap, time::Duration};
 use super::{TICK, World};
 use crate::{
     history::{Op, Process},
-    redis::NodeHandle,
+    server::NodeHandle,
 };
 
 impl World<'_> {

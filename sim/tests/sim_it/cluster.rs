@@ -168,7 +168,7 @@ async fn command_then_read(
 fn publish_crosses_the_cluster_bus_unless_a_partition_cuts_it() {
     use std::{rc::Rc, time::Duration};
 
-    use sim::redis::cluster::ClusterHandle;
+    use sim::server::cluster::ClusterHandle;
 
     let mut builder = turmoil::Builder::new();
     builder
@@ -180,7 +180,7 @@ fn publish_crosses_the_cluster_bus_unless_a_partition_cuts_it() {
     for node in &nodes {
         let serving = node.clone();
         sim.host(format!("redis-{}", node.index()).as_str(), move || {
-            sim::redis::serve(serving.clone())
+            sim::server::serve(serving.clone())
         });
     }
     let heard: Rc<std::cell::RefCell<Vec<String>>> = Rc::default();

@@ -11,7 +11,7 @@ use lock_core::{
 };
 use redis::Value;
 use servers::{Binaries, Family, Server, Version, Want};
-use sim::redis::{Flavour, NodeConfig, NodeHandle};
+use sim::server::{Flavour, NodeConfig, NodeHandle};
 
 #[derive(Debug, Clone)]
 enum Step {
@@ -649,7 +649,7 @@ fn sim_replies(steps: &[Step], flavour: Flavour) -> Vec<String> {
         flavour,
         sim::config::Persistence::None,
     ));
-    sim.host("redis-0", move || sim::redis::serve(node.clone()));
+    sim.host("redis-0", move || sim::server::serve(node.clone()));
     let (steps, out) = (steps.to_vec(), Rc::clone(&replies));
     sim.client("tester", async move {
         let stream = turmoil::net::TcpStream::connect(("redis-0", 6379)).await?;

@@ -15,7 +15,7 @@ use std::{cell::RefCell, rc::Rc, time::Duration};
 use lock_core::{internal::cluster::slot_of, scripts};
 use real_cluster::RealCluster;
 use redis::Value;
-use sim::{client::redis_host, redis::cluster::ClusterHandle};
+use sim::{client::redis_host, server::cluster::ClusterHandle};
 
 /// The lock key's slot, 3196, in shard 0 (slots 0-5460).
 const LOCK: &str = "{lock:resource}";
@@ -343,7 +343,7 @@ fn sim_replies(steps: &[Step]) -> Vec<String> {
     for node in &nodes {
         let serving = node.clone();
         sim.host(redis_host(node.index()).as_str(), move || {
-            sim::redis::serve(serving.clone())
+            sim::server::serve(serving.clone())
         });
     }
     let (steps, out) = (steps.to_vec(), Rc::clone(&replies));

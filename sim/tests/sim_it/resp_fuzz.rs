@@ -17,7 +17,7 @@ use std::{
 
 use proptest::prelude::*;
 use redis_protocol::resp2::types::OwnedFrame as Frame;
-use sim::redis::{
+use sim::server::{
     NodeConfig, NodeHandle, PORT, cmd,
     db::{Db, NodeTime},
     frame::{Command, next_command, next_frame, to_bytes},
@@ -344,7 +344,7 @@ fn node(replica: bool) -> NodeHandle {
         replica_of: replica.then(|| "redis-1".to_owned()),
         replication_lag: None,
         seed: 7,
-        flavour: sim::redis::Flavour::default(),
+        flavour: sim::server::Flavour::default(),
         persistence: sim::config::Persistence::None,
     })
 }
@@ -492,7 +492,7 @@ fn over_tcp(bytes: Vec<u8>, cut: usize, seed: u64) -> Seen {
         .simulation_duration(Duration::from_secs(60))
         .build();
     let node = node(false);
-    sim.host("redis-0", move || sim::redis::serve(node.clone()));
+    sim.host("redis-0", move || sim::server::serve(node.clone()));
     let seen = Arc::new(Mutex::new(Seen::default()));
     let record = Arc::clone(&seen);
     sim.client("fuzzer", async move {
