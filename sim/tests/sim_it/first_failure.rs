@@ -3,26 +3,13 @@
 //! first failing seed as a run of every seed, and a summary that does not
 //! depend on how many threads ran it or how far they got.
 
-use std::path::Path;
+use crate::common;
 
-use sim::{
-    runner::{self, Job, RunOptions, Summary, Until},
-    scenario,
-};
+use sim::runner::{self, Job, RunOptions, Summary, Until};
 
 /// Seeds per scenario: enough for the unsafe mix to fail on some seed
 /// above 0 in a run of all of them.
 const SEEDS: u64 = 40;
-
-fn job(file: &str) -> Job {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../scenarios")
-        .join(file);
-    Job {
-        file: file.to_owned(),
-        scenario: scenario::load(&path).expect("a valid scenario"),
-    }
-}
 
 fn run(jobs: &[Job], until: Until, threads: usize) -> Vec<Summary> {
     let options = RunOptions {
@@ -44,9 +31,9 @@ fn run(jobs: &[Job], until: Until, threads: usize) -> Vec<Summary> {
 
 #[test]
 fn a_scenario_stops_at_its_first_failing_seed_and_says_so() {
-    let jobs: Vec<Job> = ["mix-single-unsafe.toml", "mix-single-safe.toml"]
+    let jobs: Vec<Job> = ["mix-single-unsafe", "mix-single-safe"]
         .into_iter()
-        .map(job)
+        .map(common::job)
         .collect();
     let every = run(&jobs, Until::EverySeed, 2);
     let (unsafe_every, safe_every) = (&every[0], &every[1]);

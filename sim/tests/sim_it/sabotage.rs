@@ -8,7 +8,7 @@
 //! broken core shows on about 3 % of single-Redis seeds and 12 % of
 //! failover seeds).
 
-use std::path::Path;
+use crate::common;
 
 use sim::{
     config::Property,
@@ -32,21 +32,11 @@ const CAUGHT_BY: [Property; 3] = [
     Property::TimelyLoss,
 ];
 
-fn job(file: &str) -> Job {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../scenarios")
-        .join(file);
-    Job {
-        file: file.to_owned(),
-        scenario: scenario::load(&path).expect("a valid scenario"),
-    }
-}
-
 #[test]
 fn the_safe_mixes_catch_validity_counted_from_the_reply() {
-    let jobs: Vec<Job> = ["mix-single-safe.toml", "mix-failover-wait.toml"]
+    let jobs: Vec<Job> = ["mix-single-safe", "mix-failover-wait"]
         .into_iter()
-        .map(job)
+        .map(common::job)
         .collect();
     let options = |broken_validity| RunOptions {
         seeds: Some(seeds()),

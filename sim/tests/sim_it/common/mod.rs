@@ -169,6 +169,14 @@ pub fn load(name: &str) -> Scenario {
     sim::scenario::load(&path).expect("a valid scenario")
 }
 
+/// The scenario file `scenarios/{name}.toml` as a job for the runner.
+pub fn job(name: &str) -> sim::runner::Job {
+    sim::runner::Job {
+        file: format!("{name}.toml"),
+        scenario: load(name),
+    }
+}
+
 /// Over seeds `0..seeds`: some seed of `unsafe_setup` breaks lease
 /// exclusion with a grant on the deposed primary, no seed of `safe_setup`
 /// breaks anything but no-orphans, and some `WAIT` on a deposed primary
