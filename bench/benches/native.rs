@@ -3,8 +3,12 @@
 //! operation that it replaces (and that Redis 7 still gets), on the same
 //! Valkey in the same run: a lone renewal, and a group-commit batch of 16
 //! (one `EVALSHA` of 16 operations against a pipeline of 16 `SET … IFEQ`).
-//! The release has no native command on Valkey 8.1 (`DELIFEQ` came in
-//! Valkey 9), so it is measured as the script only, for scale.
+//! The release: on Valkey 9.0+ the lock sends `DELIFEQ key token`, with
+//! the waiters' `PUBLISH` pipelined right behind it for an announced
+//! release (every lock but a Redlock node's), where Valkey 8.1 (no
+//! `DELIFEQ`) gets the script's release; so on Valkey 9 both releases are
+//! measured both ways, each followed by a `SET` that puts the key back
+//! (not counted). On Valkey 8.1 the release is the script only.
 //!
 //! Each case reports the client's wall time per renewal (one call at a
 //! time on one multiplexed connection: a round trip on loopback) and
@@ -14,7 +18,8 @@
 //! ratios with their spread.
 //!
 //! Needs Valkey 8.1 or later as `redis-server` on `PATH`:
-//! `PATH="$(bash scripts/valkey.sh | tail -n 1):$PATH" cargo bench -p bench --bench native`
+//! `PATH="$(bash scripts/servers.sh valkey-9.1 | tail -n 1):$PATH" cargo bench -p bench --bench native`
+//! (or `valkey-8.1`)
 //! (or `REDIS_URL` naming one). Without one it prints why and exits: a
 //! benchmark, unlike a test, may skip. `--quick` runs fewer rounds.
 #![warn(clippy::too_many_lines)]
@@ -42,15 +47,31 @@ enum Case {
     ScriptBatch,
     NativeBatch,
     ScriptRelease,
+    NativeRelease,
+    ScriptAnnounced,
+    NativeAnnounced,
 }
 
 impl Case {
-    const ALL: [Self; 5] = [
+    /// Every case Valkey 8.1 can run.
+    const VALKEY_8: [Self; 5] = [
         Self::ScriptLone,
         Self::NativeLone,
         Self::ScriptBatch,
         Self::NativeBatch,
         Self::ScriptRelease,
+    ];
+
+    /// Every case, `DELIFEQ`'s included: Valkey 9.0 and later.
+    const VALKEY_9: [Self; 8] = [
+        Self::ScriptLone,
+        Self::NativeLone,
+        Self::ScriptBatch,
+        Self::NativeBatch,
+        Self::ScriptRelease,
+        Self::NativeRelease,
+        Self::ScriptAnnounced,
+        Self::NativeAnnounced,
     ];
 
     fn name(self) -> &'static str {
@@ -59,7 +80,10 @@ impl Case {
             Self::NativeLone => "lone renewal, native (SET IFEQ PX)",
             Self::ScriptBatch => "16 renewals, script (one EVALSHA of 16)",
             Self::NativeBatch => "16 renewals, native (pipeline of 16 SET IFEQ)",
-            Self::ScriptRelease => "release + re-set, script (EVALSHA release, SET)",
+            Self::ScriptRelease => "unannounced release, script (EVALSHA release quiet)",
+            Self::NativeRelease => "unannounced release, native (DELIFEQ)",
+            Self::ScriptAnnounced => "announced release, script (EVALSHA release, PUBLISH inside)",
+            Self::NativeAnnounced => "announced release, native (DELIFEQ + PUBLISH pipelined)",
         }
     }
 
@@ -68,7 +92,9 @@ impl Case {
         match self {
             Self::ScriptLone | Self::ScriptBatch => &["evalsha"],
             Self::NativeLone | Self::NativeBatch => &["set"],
-            Self::ScriptRelease => &["evalsha"],
+            Self::ScriptRelease | Self::ScriptAnnounced => &["evalsha"],
+            Self::NativeRelease => &["delifeq"],
+            Self::NativeAnnounced => &["delifeq", "publish"],
         }
     }
 
@@ -108,7 +134,7 @@ fn main() {
             .query_async(&mut conn)
             .await
             .expect("INFO server");
-        let Some(version) = valkey_version(&info) else {
+        let Some((version, major)) = valkey_version(&info) else {
             println!(
                 "native: SKIPPED, the server at {url} is not Valkey 8.1+ (SET IFEQ is Valkey's); \
                  put Valkey first on PATH: PATH=\"$(bash scripts/valkey.sh | tail -n 1):$PATH\""
@@ -133,47 +159,72 @@ fn main() {
                 .await
                 .expect("SET");
         }
-        let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); Case::ALL.len()];
+        let cases: &[Case] = if major >= 9 {
+            &Case::VALKEY_9
+        } else {
+            &Case::VALKEY_8
+        };
+        let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); cases.len()];
         for round in 0..rounds {
-            for turn in 0..Case::ALL.len() {
-                let index = (turn + round) % Case::ALL.len();
-                let case = Case::ALL[index];
-                samples[index].push(run_case(&mut conn, case, &keys).await);
+            for turn in 0..cases.len() {
+                let index = (turn + round) % cases.len();
+                samples[index].push(run_case(&mut conn, cases[index], &keys).await);
             }
         }
         println!("load average {} at end\n", loadavg());
-        println!("| case | wall µs per op (median) | Valkey CPU µs per op (median) |");
-        println!("|---|---|---|");
-        for (case, samples) in Case::ALL.iter().zip(&samples) {
-            println!(
-                "| {} | {:.1} | {:.2} |",
-                case.name(),
-                median(samples.iter().map(|s| s.wall_us)),
-                median(samples.iter().map(|s| s.server_us)),
-            );
-        }
-        println!("\nSame-run ratios, script / native, median of the per-round ratios [min, max]:");
-        for (label, script, native) in [
-            ("lone renewal", Case::ScriptLone, Case::NativeLone),
-            ("16 renewals", Case::ScriptBatch, Case::NativeBatch),
-        ] {
-            let (s, n) = (&samples[script as usize], &samples[native as usize]);
-            let ratios = |f: fn(&Sample) -> f64| -> Vec<f64> {
-                s.iter().zip(n).map(|(s, n)| f(s) / f(n)).collect()
-            };
-            let wall = ratios(|s| s.wall_us);
-            let server = ratios(|s| s.server_us);
-            println!(
-                "- {label}: wall {} , Valkey CPU {}",
-                spread(&wall),
-                spread(&server)
-            );
-        }
-        println!(
-            "- release: no native command on Valkey {version} (DELIFEQ is Valkey 9, DELEX IFEQ \
-             Redis 8.4): the script only"
-        );
+        report(cases, &samples, &version, major);
     });
+}
+
+/// Prints the table of `cases` and the same-run ratios of their pairs.
+fn report(cases: &[Case], samples: &[Vec<Sample>], version: &str, major: u32) {
+    println!("| case | wall µs per op (median) | Valkey CPU µs per op (median) |");
+    println!("|---|---|---|");
+    for (case, samples) in cases.iter().zip(samples) {
+        println!(
+            "| {} | {:.1} | {:.2} |",
+            case.name(),
+            median(samples.iter().map(|s| s.wall_us)),
+            median(samples.iter().map(|s| s.server_us)),
+        );
+    }
+    println!("\nSame-run ratios, script / native, median of the per-round ratios [min, max]:");
+    let pairs = [
+        ("lone renewal", Case::ScriptLone, Case::NativeLone),
+        ("16 renewals", Case::ScriptBatch, Case::NativeBatch),
+        (
+            "unannounced release",
+            Case::ScriptRelease,
+            Case::NativeRelease,
+        ),
+        (
+            "announced release",
+            Case::ScriptAnnounced,
+            Case::NativeAnnounced,
+        ),
+    ];
+    let of = |case: Case| cases.iter().position(|c| *c == case).map(|i| &samples[i]);
+    for (label, script, native) in pairs {
+        let (Some(s), Some(n)) = (of(script), of(native)) else {
+            continue;
+        };
+        let ratios = |f: fn(&Sample) -> f64| -> Vec<f64> {
+            s.iter().zip(n).map(|(s, n)| f(s) / f(n)).collect()
+        };
+        let wall = ratios(|s| s.wall_us);
+        let server = ratios(|s| s.server_us);
+        println!(
+            "- {label}: wall {} , Valkey CPU {}",
+            spread(&wall),
+            spread(&server)
+        );
+    }
+    if major < 9 {
+        println!(
+            "- release: no native command on Valkey {version} (DELIFEQ is Valkey 9, DELEX \
+             IFEQ Redis 8.4): the script only"
+        );
+    }
 }
 
 /// Runs `PER_ROUND` calls of `case` and returns its cost per operation.
@@ -208,27 +259,49 @@ async fn run_case(conn: &mut MultiplexedConnection, case: Case, keys: &[String])
                 let replies: Vec<Value> = pipe.query_async(conn).await.expect("pipeline");
                 assert!(replies.iter().all(|reply| *reply == Value::Okay));
             }
-            Case::ScriptRelease => {
+            Case::ScriptRelease | Case::ScriptAnnounced => {
                 let key = &keys[call % keys.len()];
+                let op = if case == Case::ScriptRelease {
+                    scripts::op::RELEASE_QUIET
+                } else {
+                    scripts::op::RELEASE
+                };
                 let reply: Value = redis::cmd("EVALSHA")
                     .arg(scripts::LOCK.sha1)
                     .arg(1)
                     .arg(key)
-                    .arg(scripts::op::RELEASE_QUIET)
+                    .arg(op)
                     .arg("token")
                     .query_async(conn)
                     .await
                     .expect("EVALSHA release");
                 expect_int(reply, 1);
-                // Put the key back (its cost is SET's, not counted).
-                let _: () = redis::cmd("SET")
-                    .arg(key)
-                    .arg("token")
-                    .arg("PX")
-                    .arg(TTL_MS)
+                put_back(conn, key).await;
+            }
+            Case::NativeRelease => {
+                let key = &keys[call % keys.len()];
+                let reply: Value = native_release(key)
                     .query_async(conn)
                     .await
-                    .expect("SET");
+                    .expect("DELIFEQ");
+                expect_int(reply, 1);
+                put_back(conn, key).await;
+            }
+            Case::NativeAnnounced => {
+                let key = &keys[call % keys.len()];
+                // The lock's pipeline: the delete, its wake-up behind it.
+                let mut pipe = redis::pipe();
+                pipe.add_command(native_release(key));
+                pipe.cmd("PUBLISH")
+                    .arg(format!("{key}:released"))
+                    .arg("released");
+                let replies: Vec<Value> = pipe.query_async(conn).await.expect("pipeline");
+                assert_eq!(
+                    replies.first(),
+                    Some(&Value::Int(1)),
+                    "DELIFEQ deletes our key"
+                );
+                put_back(conn, key).await;
             }
         }
     }
@@ -242,6 +315,26 @@ async fn run_case(conn: &mut MultiplexedConnection, case: Case, keys: &[String])
         wall_us: elapsed.as_secs_f64() * 1e6 / ops,
         server_us: server_us / ops,
     }
+}
+
+/// Sets `key` back to the token after a release (its cost is `SET`'s, not
+/// counted).
+async fn put_back(conn: &mut MultiplexedConnection, key: &str) {
+    let _: () = redis::cmd("SET")
+        .arg(key)
+        .arg("token")
+        .arg("PX")
+        .arg(TTL_MS)
+        .query_async(conn)
+        .await
+        .expect("SET");
+}
+
+/// What the lock sends for a release on Valkey 9.0+.
+fn native_release(key: &str) -> redis::Cmd {
+    let mut call = redis::cmd("DELIFEQ");
+    call.arg(key).arg("token");
+    call
 }
 
 fn keys_of(key: &str) -> [&str; 1] {
@@ -293,15 +386,15 @@ async fn command_usec(conn: &mut MultiplexedConnection, command: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// `valkey_version` when it is 8.1 or later.
-fn valkey_version(info: &str) -> Option<String> {
+/// `valkey_version` and its major version, when it is 8.1 or later.
+fn valkey_version(info: &str) -> Option<(String, u32)> {
     let version = info
         .lines()
         .find_map(|line| line.strip_prefix("valkey_version:"))?
         .trim();
     let mut parts = version.split('.').map(|part| part.parse::<u32>().ok());
     match (parts.next().flatten(), parts.next().flatten()) {
-        (Some(major), Some(minor)) if (major, minor) >= (8, 1) => Some(version.to_owned()),
+        (Some(major), Some(minor)) if (major, minor) >= (8, 1) => Some((version.to_owned(), major)),
         _ => None,
     }
 }

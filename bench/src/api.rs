@@ -17,6 +17,8 @@ pub use lock_core::{
     Locker,
     LockerBuilder,
     Machine,
+    // What `compare` counts when a lease ran out before its release.
+    ReleaseError,
     Reply,
     // The lock script, for the raw baselines that send the same Redis work.
     scripts,
