@@ -23,7 +23,7 @@ use std::{
     path::{Path, PathBuf},
     sync::{
         Mutex, PoisonError,
-        atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
     },
     time::{Duration, Instant},
 };
@@ -304,6 +304,11 @@ struct Kept {
 }
 
 impl Kept {
+    /// The lowest failing seed offered so far.
+    fn failing_seed(&self) -> Option<u64> {
+        self.failing.as_ref().map(|outcome| outcome.seed)
+    }
+
     fn offer(&mut self, scenario: &Scenario, outcome: &SeedOutcome) {
         let lower =
             |kept: &Option<SeedOutcome>| kept.as_ref().is_none_or(|k| outcome.seed < k.seed);
@@ -359,10 +364,13 @@ pub fn drive<M: Mode>(
     let wall_ms: Vec<Mutex<u128>> = jobs.iter().map(|_| Mutex::new(0)).collect();
     let kept: Vec<Mutex<Kept>> = jobs.iter().map(|_| Mutex::default()).collect();
     let failed = AtomicBool::new(false);
-    // Each scenario's lowest failing seed so far (`u64::MAX`: none yet).
-    let first_failing: Vec<AtomicU64> = jobs.iter().map(|_| AtomicU64::new(u64::MAX)).collect();
+    // Above the scenario's lowest failing seed so far (the one `Kept`
+    // holds for its report).
     let past_first_failure = |index: usize, seed: u64| {
-        until == Until::FirstFailure && seed > first_failing[index].load(Ordering::Acquire)
+        until == Until::FirstFailure
+            && lock(&kept[index])
+                .failing_seed()
+                .is_some_and(|first| seed > first)
     };
     let scenario_done = |index: usize| {
         if remaining[index].fetch_sub(1, Ordering::AcqRel) == 1 {
@@ -400,9 +408,6 @@ pub fn drive<M: Mode>(
             outcome: &outcome,
         });
         lock(&kept[index]).offer(&job.scenario, &outcome);
-        if counts(&job.scenario, &outcome.verdict) {
-            first_failing[index].fetch_min(seed, Ordering::AcqRel);
-        }
         scenario_done(index);
         Some(Ok((index, seed, outcome.verdict)))
     });
@@ -426,9 +431,8 @@ pub fn drive<M: Mode>(
         summaries[index].add(&jobs[index].scenario, seed, &verdict);
     }
     if until == Until::FirstFailure {
-        for ((summary, first), seeds) in summaries.iter_mut().zip(&first_failing).zip(seeds) {
-            let first = first.load(Ordering::Acquire);
-            summary.stopped = seeds.iter().any(|seed| *seed > first);
+        for (index, (summary, seeds)) in summaries.iter_mut().zip(seeds).enumerate() {
+            summary.stopped = seeds.iter().any(|seed| past_first_failure(index, *seed));
         }
     }
     for (((summary, job), wall), kept) in summaries.iter_mut().zip(jobs).zip(&wall_ms).zip(kept) {
