@@ -264,6 +264,7 @@ fn scenario(config: &Config) -> Scenario {
         duration: ms(12_000),
         expect: Expect::Safe,
         property: None,
+        min_grants: 1,
         topology: if config.nodes > 1 {
             Topology::Redlock {
                 nodes: config.nodes,

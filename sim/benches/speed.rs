@@ -62,6 +62,7 @@ fn scenario(name: &str, topology: Topology, faults: Vec<FaultSpec>) -> Scenario 
         duration: Duration::from_secs(SECONDS),
         expect: Expect::Safe,
         property: None,
+        min_grants: 1,
         topology,
         server: sim::config::ServerConfig::default(),
         lock: LockConfig {

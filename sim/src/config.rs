@@ -595,6 +595,9 @@ pub struct Scenario {
     pub expect: Expect,
     /// The property the expectation is about, if one.
     pub property: Option<Property>,
+    /// The fewest grants a seed must see to prove anything: a seed with
+    /// fewer is inconclusive, never safe (default 1).
+    pub min_grants: u64,
     /// The Redis deployment.
     pub topology: Topology,
     /// What every node presents as, and how it persists.

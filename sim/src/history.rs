@@ -165,6 +165,13 @@ pub enum Op {
         /// Its remaining ttl on the node's clock, in ms.
         pttl_ms: Option<u64>,
     },
+    /// A real run's oracle went blind (no sample it could keep for a
+    /// while: a slow or stopped node) or saw again. The simulator's oracle
+    /// is told of every change and never records one.
+    OracleBlind {
+        /// Blind from here, or seeing again.
+        phase: Phase,
+    },
     /// Memory pressure evicted a key from a Redis node (an `evict` fault).
     Evicted {
         /// The node.
@@ -183,6 +190,13 @@ pub enum Op {
         from: usize,
         /// The node it went to.
         to: usize,
+    },
+    /// A failover found no replica it could promote (none live, reachable
+    /// and in the old primary's stream): the fault happened and changed
+    /// nothing; `primary` stays.
+    NoFailover {
+        /// The primary that stays.
+        primary: usize,
     },
     /// A replica was promoted; `lost_key` says whether the lock key it had
     /// differs from the old primary's.

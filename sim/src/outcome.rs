@@ -57,6 +57,12 @@ pub struct Verdict {
     /// buys; in fair mode each is also an F3 violation.
     #[serde(default)]
     pub overtakings: u64,
+    /// Why the run proves nothing, if it does not (too few grants, a
+    /// scheduled fault without its evidence, an oracle blind for too much
+    /// of the hold time): each a sentence. A run with any is
+    /// `inconclusive` unless it shows a violation it was about.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub invalid: Vec<String>,
 }
 
 impl Verdict {

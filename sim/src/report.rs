@@ -454,6 +454,19 @@ fn page(
     if violations.is_empty() {
         violations.push_str("<li>none</li>");
     }
+    let validity = if outcome.verdict.invalid.is_empty() {
+        "<p>valid: the run had its grants and the evidence of each fault</p>".to_owned()
+    } else {
+        let reasons: String = outcome
+            .verdict
+            .invalid
+            .iter()
+            .map(|reason| format!("<li>{}</li>", escape(reason)))
+            .collect();
+        format!(
+            "<p><b>inconclusive</b> unless it shows a violation: the run proves nothing</p><ul>{reasons}</ul>"
+        )
+    };
     let mut facts: Vec<String> = outcome.verdict.facts.iter().map(|f| escape(f)).collect();
     if outcome.verdict.overtakings > 0 {
         facts.push(format!(
@@ -492,6 +505,7 @@ pre {{ background: #f6f6f6; padding: 12px; }}
 </p>
 {svg}
 <h2>Violations</h2><ul>{violations}</ul>
+<h2>Validity</h2>{validity}
 <h2>Facts seen</h2><p>{facts}</p>
 <h2>Fault schedule ({shrunk_note})</h2>
 <pre>{toml}</pre>

@@ -16,6 +16,7 @@ mod progress;
 mod quorum;
 mod safety;
 mod timeline;
+pub mod validity;
 
 pub(crate) use hold::TICK_SLACK;
 pub use hold::{Hold, HoldEnd};
@@ -98,6 +99,7 @@ fn check_with_slack(
     quorum::quorum_availability(scenario, schedule, &holds, &mut verdict);
     progress::facts(scenario, history, &holds, &mut verdict);
     verdict.violations.sort_by_key(|v| (v.at, v.property));
+    verdict.invalid = validity::findings(scenario, schedule, history, &holds, !complete_oracle);
     verdict
 }
 

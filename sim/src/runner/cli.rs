@@ -5,7 +5,9 @@
 //!
 //! Exit status: 0 when every file met its expectation; 1 when one did
 //! not; 2 for bad input (a file that does not parse, a fault refused on
-//! real processes, a run that could not start).
+//! real processes, a run that could not start); 3 when none missed but
+//! one is inconclusive (a seed whose run proved nothing, and no violation
+//! the file is about).
 
 use std::{
     io::IsTerminal,
@@ -16,7 +18,8 @@ use std::{
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::{
-    Drive, Job, Progress, Real, RunFile, RunOptions, Shard, Summary, Until, drive,
+    Drive, Job, Progress, Real, RunFile, RunOptions, Shard, Status, Summary, Until, drive,
+    inconclusive,
     junit::{self, Source},
     merge, seed_meets, table,
 };
@@ -243,10 +246,15 @@ fn seed_words(outcome: &crate::outcome::SeedOutcome) -> String {
         .into_iter()
         .map(scenario::property_name)
         .collect();
-    if violated.is_empty() {
+    let words = if violated.is_empty() {
         "no violations".to_owned()
     } else {
         format!("violated {}", violated.join(", "))
+    };
+    if outcome.verdict.invalid.is_empty() {
+        words
+    } else {
+        format!("{words}; not valid: {}", outcome.verdict.invalid.join("; "))
     }
 }
 
@@ -271,8 +279,21 @@ fn finish(file: &RunFile, source: Source, outputs: Outputs<'_>) -> ExitCode {
             return ExitCode::from(2);
         }
     }
+    exit_code(file)
+}
+
+/// The exit status of a finished run: 1 when a scenario missed its
+/// expectation, else 3 when one is inconclusive (a seed proved nothing and
+/// none showed what the file is about), else 0.
+pub fn exit_code(file: &RunFile) -> ExitCode {
     if file.scenarios.iter().any(Summary::fails_run) {
         ExitCode::FAILURE
+    } else if file
+        .scenarios
+        .iter()
+        .any(|s| s.status == Status::Inconclusive)
+    {
+        ExitCode::from(3)
     } else {
         ExitCode::SUCCESS
     }
@@ -354,10 +375,16 @@ pub fn replay(file: &Path, seed: u64, history: bool, report_dir: &Path) -> ExitC
         Ok(()) => println!("report: {}", path.display()),
         Err(error) => eprintln!("warning: cannot write {}: {error}", path.display()),
     }
-    if seed_meets(&scenario, &outcome.verdict) {
-        ExitCode::SUCCESS
-    } else {
+    for reason in &outcome.verdict.invalid {
+        println!("not valid: {reason}");
+    }
+    if !seed_meets(&scenario, &outcome.verdict) {
         ExitCode::FAILURE
+    } else if inconclusive(&scenario, &outcome.verdict) {
+        println!("inconclusive: the run proves nothing");
+        ExitCode::from(3)
+    } else {
+        ExitCode::SUCCESS
     }
 }
 

@@ -49,9 +49,26 @@ enum Status {
     /// A shard of a run expecting a violation that its seeds did not show:
     /// only the merged shards can say.
     Undecided,
+    /// No violation the expectation is about, and a seed that proved
+    /// nothing: the message says which and why.
+    Inconclusive(String),
 }
 
 fn status(summary: &Summary, source: Source) -> Status {
+    if summary.status == super::Status::Inconclusive {
+        let seed = summary.first_inconclusive_seed.unwrap_or_default();
+        let report = summary
+            .report
+            .as_deref()
+            .map_or_else(String::new, |path| format!("; report: {path}"));
+        return Status::Inconclusive(format!(
+            "inconclusive: {} of {} seeds proved nothing; seed {seed}: {}; {}{report}",
+            summary.inconclusive,
+            summary.seeds,
+            summary.inconclusive_reasons.join("; "),
+            source.replay(&summary.file, seed)
+        ));
+    }
     if summary.met && !summary.fails_run() {
         return Status::Passed;
     }
@@ -125,7 +142,7 @@ pub fn write(file: &RunFile, source: Source, out: impl Write) -> io::Result<()> 
         .collect();
     let failures = statuses
         .iter()
-        .filter(|s| matches!(s, Status::Failed(_)))
+        .filter(|s| matches!(s, Status::Failed(_) | Status::Inconclusive(_)))
         .count();
     let skipped = statuses
         .iter()
@@ -209,6 +226,13 @@ fn testcase<W: Write>(
                         .with_attributes([("message", message.as_str()), ("type", "unmet")])
                         .write_text_content(BytesText::new(&message))?;
                 }
+                Status::Inconclusive(message) => {
+                    let message = xml_text(message);
+                    writer
+                        .create_element("failure")
+                        .with_attributes([("message", message.as_str()), ("type", "inconclusive")])
+                        .write_text_content(BytesText::new(&message))?;
+                }
                 Status::Undecided => {
                     writer
                         .create_element("skipped")
@@ -269,6 +293,14 @@ mod tests {
             overtakings: 0,
             first_failing_seed,
             first_violating_seed: first_failing_seed,
+            inconclusive: 0,
+            first_inconclusive_seed: None,
+            inconclusive_reasons: Vec::new(),
+            status: if (expect == Expect::Safe) == first_failing_seed.is_none() {
+                super::super::Status::Met
+            } else {
+                super::super::Status::Missed
+            },
             met: (expect == Expect::Safe) == first_failing_seed.is_none(),
             wall_ms: 1234,
             report: first_failing_seed.map(|seed| format!("reports/tiny-{seed}.html")),
@@ -333,5 +365,26 @@ mod tests {
         let message = failure.attribute("message").expect("a message");
         assert!(message.contains("none of 7 seeds"), "{message}");
         assert!(!message.contains("--seed"), "{message}");
+    }
+
+    #[test]
+    fn an_inconclusive_scenario_fails_as_inconclusive_with_its_reasons() {
+        let mut never = summary(Expect::Safe, None);
+        never.inconclusive = 7;
+        never.first_inconclusive_seed = Some(0);
+        never.inconclusive_reasons = vec!["0 grants, fewer than the 1".to_owned()];
+        never.judge();
+        let text = xml(vec![never], Source::Real);
+        let doc = roxmltree::Document::parse(&text).expect("valid XML");
+        let failure = doc
+            .descendants()
+            .find(|n| n.has_tag_name("failure"))
+            .expect("a failure");
+        assert_eq!(failure.attribute("type"), Some("inconclusive"));
+        let message = failure.attribute("message").expect("a message");
+        assert!(
+            message.contains("7 of 7 seeds proved nothing") && message.contains("0 grants"),
+            "{message}"
+        );
     }
 }

@@ -29,8 +29,8 @@ use std::{
 };
 
 pub use real::Real;
-pub use seeds::{Shard, counts, seed_meets};
-pub use summary::{MergeError, RunFile, Summary, merge, table};
+pub use seeds::{Shard, counts, inconclusive, seed_meets};
+pub use summary::{MergeError, RunFile, Status, Summary, merge, table};
 
 use crate::{
     config::{Property, Scenario},
@@ -295,12 +295,13 @@ impl<E: std::fmt::Display> std::fmt::Display for SeedError<E> {
 }
 
 /// The outcomes a scenario's report may come from: its lowest failing
-/// seed's and its lowest violating seed's (kept as they finish, in any
-/// order, so that no seed runs twice).
+/// seed's, its lowest violating seed's and its lowest inconclusive seed's
+/// (kept as they finish, in any order, so that no seed runs twice).
 #[derive(Default)]
 struct Kept {
     failing: Option<SeedOutcome>,
     violating: Option<SeedOutcome>,
+    inconclusive: Option<SeedOutcome>,
 }
 
 impl Kept {
@@ -317,6 +318,9 @@ impl Kept {
         }
         if !outcome.verdict.violations.is_empty() && lower(&self.violating) {
             self.violating = Some(outcome.clone());
+        }
+        if inconclusive(scenario, &outcome.verdict) && lower(&self.inconclusive) {
+            self.inconclusive = Some(outcome.clone());
         }
     }
 }
@@ -437,7 +441,7 @@ pub fn drive<M: Mode>(
     }
     for (((summary, job), wall), kept) in summaries.iter_mut().zip(jobs).zip(&wall_ms).zip(kept) {
         summary.wall_ms = *lock(wall);
-        summary.met = summary.meets(job.scenario.expect);
+        summary.judge();
         if let Some(dir) = report_dir {
             let kept = kept.into_inner().unwrap_or_else(PoisonError::into_inner);
             shrink_and_report(&job.scenario, summary, kept, mode, dir);
@@ -457,7 +461,9 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// For a scenario that saw a violation: its first failing seed's outcome
 /// (or its first violating one's, for a safe scenario that broke another
-/// property), shrunk where `mode` shrinks, as a timeline report.
+/// property), shrunk where `mode` shrinks, as a timeline report. For an
+/// inconclusive scenario without one: its first inconclusive seed's, as it
+/// went (the report says why it proved nothing).
 fn shrink_and_report<M: Mode>(
     scenario: &Scenario,
     summary: &mut Summary,
@@ -466,6 +472,11 @@ fn shrink_and_report<M: Mode>(
     dir: &Path,
 ) {
     let Some(outcome) = kept.failing.or(kept.violating) else {
+        if summary.status == Status::Inconclusive
+            && let Some(outcome) = kept.inconclusive
+        {
+            write_report(scenario, summary, &outcome, false, mode, dir);
+        }
         return;
     };
     let Some(property) = scenario
@@ -475,16 +486,29 @@ fn shrink_and_report<M: Mode>(
     else {
         return;
     };
-    let seed = outcome.seed;
     let shrunk = mode.shrink(scenario, outcome, property);
-    let html = report::render_html(scenario, &shrunk, Some(&shrunk.schedule));
-    let path = dir.join(mode.report_name(scenario, seed));
+    write_report(scenario, summary, &shrunk, true, mode, dir);
+    summary.shrunk_property = Some(property);
+    summary.shrunk_schedule = Some(shrunk.schedule);
+}
+
+/// Writes `outcome`'s timeline report into `dir`, named for its seed, and
+/// records its path in `summary`; `shrunk`: its schedule is a shrunk one.
+fn write_report<M: Mode>(
+    scenario: &Scenario,
+    summary: &mut Summary,
+    outcome: &SeedOutcome,
+    shrunk: bool,
+    mode: &M,
+    dir: &Path,
+) {
+    let schedule = shrunk.then_some(outcome.schedule.as_slice());
+    let html = report::render_html(scenario, outcome, schedule);
+    let path = dir.join(mode.report_name(scenario, outcome.seed));
     match std::fs::create_dir_all(dir).and_then(|()| std::fs::write(&path, html)) {
         Ok(()) => summary.report = Some(path.display().to_string()),
         Err(error) => eprintln!("warning: cannot write {}: {error}", path.display()),
     }
-    summary.shrunk_property = Some(property);
-    summary.shrunk_schedule = Some(shrunk.schedule);
 }
 
 #[cfg(test)]

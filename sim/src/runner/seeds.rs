@@ -71,3 +71,10 @@ pub fn seed_meets(scenario: &Scenario, verdict: &Verdict) -> bool {
         Expect::Safe => !counts(scenario, verdict),
     }
 }
+
+/// Whether a seed with `verdict` proves nothing about `scenario`: its run
+/// is not valid (see `checker::validity`) and shows no violation its
+/// expectation is about (a violation is evidence however the run went).
+pub fn inconclusive(scenario: &Scenario, verdict: &Verdict) -> bool {
+    !verdict.invalid.is_empty() && !counts(scenario, verdict)
+}

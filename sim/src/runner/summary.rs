@@ -8,7 +8,7 @@ use std::{
 
 use serde::{Deserialize, Serialize};
 
-use super::seeds::{Shard, counts};
+use super::seeds::{Shard, counts, inconclusive};
 use crate::{
     config::{Expect, Property, Scenario},
     outcome::{ConcreteFault, Verdict},
@@ -48,7 +48,22 @@ pub struct Summary {
     pub first_failing_seed: Option<u64>,
     /// The lowest seed that violated any property.
     pub first_violating_seed: Option<u64>,
-    /// Whether the scenario met its expectation (on these seeds).
+    /// Seeds whose run proved nothing (not valid, and no violation the
+    /// expectation is about).
+    #[serde(default)]
+    pub inconclusive: u64,
+    /// The lowest of them.
+    #[serde(default)]
+    pub first_inconclusive_seed: Option<u64>,
+    /// Why that seed proved nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inconclusive_reasons: Vec<String>,
+    /// What the seeds say of the expectation: met, missed, inconclusive,
+    /// or open (a shard's seeds, until the shards are merged).
+    #[serde(default)]
+    pub status: Status,
+    /// Whether the scenario met its expectation (on these seeds): its
+    /// status is `met`.
     pub met: bool,
     /// Wall-clock milliseconds its seeds took (not part of the table).
     pub wall_ms: u128,
@@ -76,6 +91,10 @@ impl Summary {
             overtakings: 0,
             first_failing_seed: None,
             first_violating_seed: None,
+            inconclusive: 0,
+            first_inconclusive_seed: None,
+            inconclusive_reasons: Vec::new(),
+            status: Status::Open,
             met: false,
             wall_ms: 0,
             report: None,
@@ -101,6 +120,16 @@ impl Summary {
         if !verdict.violations.is_empty() {
             self.first_violating_seed = lowest(self.first_violating_seed, Some(seed));
         }
+        if inconclusive(scenario, verdict) {
+            self.inconclusive += 1;
+            if self
+                .first_inconclusive_seed
+                .is_none_or(|first| seed < first)
+            {
+                self.first_inconclusive_seed = Some(seed);
+                self.inconclusive_reasons.clone_from(&verdict.invalid);
+            }
+        }
     }
 
     /// Whether these seeds already fail the run: a safe scenario's seed
@@ -108,15 +137,63 @@ impl Summary {
     /// shard is in).
     pub fn fails_run(&self) -> bool {
         self.expect == Expect::Safe && self.first_failing_seed.is_some()
-            || self.shard == Shard::WHOLE && !self.met
+            || self.shard == Shard::WHOLE && self.status == Status::Missed
     }
 
     /// Whether these seeds meet `expect`: some failing seed for a
-    /// violation, none for safe.
+    /// violation, none for safe (whether every seed proved something is
+    /// [`Self::judge`]'s).
     pub fn meets(&self, expect: Expect) -> bool {
         match expect {
             Expect::Violation => self.first_failing_seed.is_some(),
             Expect::Safe => self.first_failing_seed.is_none(),
+        }
+    }
+
+    /// Sets `status` and `met` from the seeds folded in: a violation the
+    /// expectation is about decides (met for an unsafe file, missed for a
+    /// safe one); without one, a seed that proved nothing makes the
+    /// scenario inconclusive, never safe; else a safe file is met, and an
+    /// unsafe one missed (or open, on a shard: another shard may hold it).
+    pub fn judge(&mut self) {
+        self.status = match (self.expect, self.first_failing_seed) {
+            (Expect::Violation, Some(_)) => Status::Met,
+            (Expect::Safe, Some(_)) => Status::Missed,
+            (_, None) if self.inconclusive > 0 => Status::Inconclusive,
+            (Expect::Safe, None) => Status::Met,
+            (Expect::Violation, None) if self.shard == Shard::WHOLE => Status::Missed,
+            (Expect::Violation, None) => Status::Open,
+        };
+        self.met = self.status == Status::Met;
+    }
+}
+
+/// What a scenario's seeds say of its expectation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    /// Met: the violation shown, or every seed safe and valid.
+    Met,
+    /// Missed: a safe file broken, or an unsafe one never caught.
+    Missed,
+    /// No violation the expectation is about, and a seed whose run proved
+    /// nothing (too few grants, a fault without evidence, a blind oracle):
+    /// neither safe nor caught.
+    Inconclusive,
+    /// A shard's seeds of an unsafe file that showed nothing: the merged
+    /// shards decide.
+    #[default]
+    Open,
+}
+
+impl Status {
+    /// The word the table, the report and JUnit use.
+    pub fn word(self) -> &'static str {
+        match self {
+            Self::Met => "met",
+            Self::Missed => "missed",
+            Self::Inconclusive => "inconclusive",
+            Self::Open => "open",
         }
     }
 }
@@ -209,6 +286,9 @@ pub fn merge(files: &[RunFile]) -> Result<RunFile, MergeError> {
             overtakings: 0,
             first_failing_seed: None,
             first_violating_seed: None,
+            inconclusive: 0,
+            first_inconclusive_seed: None,
+            inconclusive_reasons: Vec::new(),
             wall_ms: 0,
             report: None,
             shrunk_property: None,
@@ -230,6 +310,17 @@ pub fn merge(files: &[RunFile]) -> Result<RunFile, MergeError> {
             total.first_violating_seed =
                 lowest(total.first_violating_seed, part.first_violating_seed);
             total.wall_ms += part.wall_ms;
+            total.inconclusive += part.inconclusive;
+            if let Some(seed) = part.first_inconclusive_seed
+                && total
+                    .first_inconclusive_seed
+                    .is_none_or(|first| seed < first)
+            {
+                total.first_inconclusive_seed = Some(seed);
+                total
+                    .inconclusive_reasons
+                    .clone_from(&part.inconclusive_reasons);
+            }
         }
         // The report comes from the seed a whole run would have shrunk.
         let reported = total.first_failing_seed.or(total.first_violating_seed);
@@ -241,7 +332,7 @@ pub fn merge(files: &[RunFile]) -> Result<RunFile, MergeError> {
             total.shrunk_property = part.shrunk_property;
             total.shrunk_schedule = part.shrunk_schedule.clone();
         }
-        total.met = total.meets(total.expect);
+        total.judge();
     }
     Ok(RunFile {
         shard: Shard::WHOLE,
@@ -277,15 +368,13 @@ fn row(s: &Summary) -> [String; 7] {
         violations,
         s.first_failing_seed
             .map_or("-".to_owned(), |seed| seed.to_string()),
-        if s.met {
-            "✓"
-        } else if s.shard != Shard::WHOLE && s.expect == Expect::Violation {
+        match s.status {
+            Status::Met => "✓".to_owned(),
             // Another shard may hold the violating seed.
-            "? merge"
-        } else {
-            "✗ MISSED"
-        }
-        .to_owned(),
+            Status::Open => "? merge".to_owned(),
+            Status::Missed => "✗ MISSED".to_owned(),
+            Status::Inconclusive => format!("? INCONCLUSIVE ({} seeds)", s.inconclusive),
+        },
         {
             let mut facts: Vec<String> = s.facts.iter().cloned().collect();
             if s.overtakings > 0 {
@@ -340,8 +429,17 @@ pub fn table(file: &RunFile) -> String {
     } else {
         format!("; shard {}: merge the shards for the verdict", file.shard)
     };
+    let inconclusive = summaries
+        .iter()
+        .filter(|s| s.status == Status::Inconclusive)
+        .count();
+    let inconclusive = if inconclusive > 0 {
+        format!(", {inconclusive} inconclusive")
+    } else {
+        String::new()
+    };
     out.push_str(&format!(
-        "\n{met} of {} scenarios met their expectation ({seeds} seeds{shard})\n",
+        "\n{met} of {} scenarios met their expectation{inconclusive} ({seeds} seeds{shard})\n",
         summaries.len()
     ));
     if summaries.iter().any(|s| s.stopped) {
@@ -349,6 +447,19 @@ pub fn table(file: &RunFile) -> String {
             "(stopped): the scenario's seeds stopped at its first failing seed; \
              its counts are of the seeds up to it\n",
         );
+    }
+    for s in summaries
+        .iter()
+        .filter(|s| s.status == Status::Inconclusive)
+    {
+        out.push_str(&format!(
+            "inconclusive: {}: {} of {} seeds proved nothing; seed {}: {}\n",
+            s.name,
+            s.inconclusive,
+            s.seeds,
+            s.first_inconclusive_seed.unwrap_or_default(),
+            s.inconclusive_reasons.join("; ")
+        ));
     }
     for report in summaries.iter().filter_map(|s| s.report.as_ref()) {
         out.push_str(&format!("report: {report}\n"));

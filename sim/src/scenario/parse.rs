@@ -135,6 +135,7 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ScenarioError>
         duration,
         expect,
         property,
+        min_grants: raw.min_grants.unwrap_or(1),
         topology,
         server,
         lock,

@@ -56,6 +56,7 @@ pub const UNITS: &[(&str, &str)] = &[
     ("name", "text: letters, digits, `-`, `_`"),
     ("description", "text"),
     ("seeds", COUNT),
+    ("min_grants", COUNT),
     ("duration", DURATION),
     ("expect", NAME),
     ("property", NAME),

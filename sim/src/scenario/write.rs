@@ -58,6 +58,7 @@ fn write_header(out: &mut Lines, scenario: &Scenario) {
     out.line(format!("name = {}", quoted(&scenario.name)));
     out.line(format!("description = {}", quoted(&scenario.description)));
     out.line(format!("seeds = {}", scenario.seeds));
+    out.line(format!("min_grants = {}", scenario.min_grants));
     out.line(format!(
         "duration = {}",
         quoted(&duration_text(scenario.duration))

@@ -62,6 +62,7 @@ impl World<'_> {
         let old = cluster.primary_of(shard);
         let members = cluster.members(shard);
         let Some(new) = self.failover_winner(old, members.iter().copied()) else {
+            self.record(Op::NoFailover { primary: old });
             return;
         };
         let old_owner = self.lock_owner_on(old, now);

@@ -363,6 +363,7 @@ impl World<'_> {
         let now = self.now();
         let old = self.discovery.primary();
         let Some(new) = self.failover_winner(old, 0..self.nodes.len()) else {
+            self.record(Op::NoFailover { primary: old });
             return;
         };
         let old_owner = self.lock_owner_on(old, now);

@@ -87,6 +87,54 @@ fn a_run_prints_the_table_and_writes_json() {
     assert_eq!(tiny["name"], "tiny");
     assert_eq!(tiny["seeds"], 2);
     assert_eq!(tiny["met"], true);
+    assert_eq!(tiny["status"], "met");
+}
+
+/// A safe file whose client never reaches the server (it is cut off for
+/// the whole run): no violation, because nothing was tested. The run is
+/// inconclusive, never safe: its word in the table, the JSON and the
+/// report, and exit status 3.
+#[test]
+fn a_run_that_proves_nothing_is_inconclusive_with_exit_status_3() {
+    let dir = scratch("never-reached");
+    let file = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/chaos/never-reached.toml");
+    let json = dir.join("summary.json");
+    let reports = dir.join("reports");
+    let output = sim()
+        .args(["run", "--json"])
+        .arg(&json)
+        .arg("--report-dir")
+        .arg(&reports)
+        .arg(&file)
+        .output()
+        .expect("run sim");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(3), "{stdout}");
+    assert!(stdout.contains("? INCONCLUSIVE (2 seeds)"), "{stdout}");
+    assert!(
+        stdout.contains("seed 0: 0 grants, fewer than the 1 the file asks for (min_grants)"),
+        "{stdout}"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("json written"))
+            .expect("valid json");
+    let run = &summary["scenarios"][0];
+    assert_eq!(run["status"], "inconclusive");
+    assert_eq!(run["met"], false);
+    assert_eq!(run["inconclusive"], 2);
+    let report = std::fs::read_to_string(reports.join("never-reached-0.html")).expect("a report");
+    assert!(report.contains("<b>inconclusive</b>"), "{report}");
+    // With one grant asked of nobody, the same run is valid and safe.
+    let lenient = dir.join("lenient.toml");
+    let text = std::fs::read_to_string(&file).expect("read");
+    std::fs::write(
+        &lenient,
+        text.replace("seeds = 2", "seeds = 2\nmin_grants = 0"),
+    )
+    .expect("write");
+    let output = sim().arg("run").arg(&lenient).output().expect("run sim");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
 }
 
 #[test]

@@ -290,6 +290,18 @@ fn a_normal_run_leaves_nothing_running() {
     assert_all_gone(&dir, Duration::from_secs(2));
 }
 
+/// A safe file whose client never reaches the server proves nothing on
+/// real processes either: inconclusive, exit status 3.
+#[test]
+fn a_real_run_that_proves_nothing_is_inconclusive_with_exit_status_3() {
+    let (dir, output) = run_to_the_end("never-reached", "never-reached.toml");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(3), "{stdout}{}", stderr(&output));
+    assert!(stdout.contains("? INCONCLUSIVE (1 seeds)"), "{stdout}");
+    assert!(stdout.contains("0 grants"), "{stdout}");
+    assert_all_gone(&dir, Duration::from_secs(2));
+}
+
 #[test]
 fn a_failed_run_leaves_nothing_running() {
     let (dir, output) = run_to_the_end("failed", "tiny-pause-missed.toml");

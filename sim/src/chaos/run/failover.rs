@@ -6,8 +6,12 @@ use std::time::Duration;
 
 use super::{
     Seed,
-    node_ops::{cluster_owner, key_owner, replica_of},
+    node_ops::{cluster_owner, key_owner, replica_of, until_master},
 };
+
+/// How long a cluster replica's takeover may take to complete (it answers
+/// `ROLE master`) before the failover counts as not done.
+const TAKEOVER_WITHIN: Duration = Duration::from_secs(2);
 use crate::chaos::{ChaosError, deploy::admin, procs::Processes, sentinel, wire::ClientCommand};
 use crate::{
     config::Topology,
@@ -44,6 +48,8 @@ impl Seed<'_> {
         // real acquire after it failed and the simulator's clients were
         // granted 14).
         if candidates.is_empty() {
+            self.recorder
+                .record(Process::Controller, Op::NoFailover { primary: old });
             return Ok(());
         }
         let old_owner = key_owner(self.deployment()?.nodes[old].port).await;
@@ -186,6 +192,13 @@ impl Seed<'_> {
         // its clients and believing it owns its slots until the window
         // ends and the bus heals (or, past the node timeout, it finds
         // itself cut off and stops).
+        if replicas.is_empty()
+            && let Some(old) = old
+        {
+            self.recorder
+                .record(Process::Controller, Op::NoFailover { primary: old });
+            return Ok(None);
+        }
         let cut = window.and(old);
         if let Some(old) = cut {
             deployment.cut_off_bus(old, true);
@@ -202,7 +215,11 @@ impl Seed<'_> {
             if done.is_ok() {
                 if let Some(new) = deployment.nodes.iter().position(|n| n.port == port) {
                     deployment.primary = new;
-                    if let Some(old) = old {
+                    // Recorded once it has completed: `TAKEOVER` answers
+                    // OK before the replica has taken the new epoch.
+                    if let Some(old) = old
+                        && until_master(port, TAKEOVER_WITHIN).await
+                    {
                         self.record_failover(old, new, port, old_owner).await;
                     }
                 }

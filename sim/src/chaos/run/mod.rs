@@ -17,6 +17,7 @@ mod faults;
 mod node_ops;
 mod oracle;
 mod recorder;
+mod sentinel_watch;
 mod storage;
 
 use std::{collections::BTreeMap, net::Ipv4Addr, time::Duration};
@@ -41,7 +42,7 @@ use super::{
 };
 use crate::{
     checker,
-    config::{FaultKind, FaultTarget, Scenario, WorkloadKind},
+    config::{FaultKind, FaultTarget, Scenario, Topology, WorkloadKind},
     history::{Entry, History, Op, Phase, Process},
     outcome::{ConcreteFault, SeedOutcome},
     rng::Rng,
@@ -270,6 +271,7 @@ async fn run_on(
             seed_state.recorder.clone(),
         ))
     });
+    let sentinel_task = seed_state.watch_sentinels();
     // Several locks per client: watch for their operations sharing a
     // script call, the simulator's fact `batched-script-call`.
     let batch_watch =
@@ -288,7 +290,7 @@ async fn run_on(
         procs.kill(client.id).await;
     }
     storage_task.abort();
-    if let Some(task) = oracle_task {
+    for task in oracle_task.into_iter().chain(sentinel_task) {
         task.abort();
     }
     let batched = batch_watch.is_some_and(BatchWatch::finish);
@@ -335,6 +337,30 @@ fn lasts(kind: FaultKind) -> bool {
 }
 
 impl Seed<'_> {
+    /// Sentinel elects by itself: its failovers are recorded when they
+    /// have completed ([`sentinel_watch`]), by a task this starts.
+    fn watch_sentinels(&self) -> Option<tokio::task::JoinHandle<()>> {
+        let deployment = self.deployment.as_ref()?;
+        if !matches!(self.scenario.topology, Topology::Sentinel { .. }) {
+            return None;
+        }
+        let nodes = deployment
+            .nodes
+            .iter()
+            .map(|node| {
+                let mut ports = vec![node.port];
+                ports.extend(node.announce.as_ref().map(|link| link.port));
+                ports
+            })
+            .collect();
+        Some(tokio::spawn(sentinel_watch::watch(
+            nodes,
+            deployment.sentinel_ports(),
+            deployment.primary,
+            self.recorder.clone(),
+        )))
+    }
+
     fn deployment(&mut self) -> Result<&mut Deployment, ChaosError> {
         self.deployment.as_mut().ok_or_else(|| {
             ChaosError::Internal("a server-side fault reached a run against --target".to_owned())

@@ -124,3 +124,32 @@ pub(super) async fn evict(port: u16) -> Option<(String, Option<String>)> {
     let _: redis::RedisResult<()> = redis::cmd("DEL").arg(&fillers).query_async(&mut conn).await;
     evicted.then_some((key, Some(value)))
 }
+
+/// Whether the node on `port` answers `ROLE` as a primary.
+pub(super) async fn is_master(port: u16) -> bool {
+    let Ok(mut conn) = admin(port).await else {
+        return false;
+    };
+    let role = tokio::time::timeout(
+        Duration::from_millis(200),
+        redis::cmd("ROLE").query_async::<redis::Value>(&mut conn),
+    )
+    .await;
+    matches!(role, Ok(Ok(redis::Value::Array(items)))
+        if matches!(items.first(), Some(redis::Value::BulkString(b)) if b == b"master"))
+}
+
+/// Waits up to `within` for the node on `port` to answer `ROLE` as a
+/// primary (a takeover's promotion is asynchronous); whether it did.
+pub(super) async fn until_master(port: u16, within: Duration) -> bool {
+    let until = tokio::time::Instant::now() + within;
+    loop {
+        if is_master(port).await {
+            return true;
+        }
+        if tokio::time::Instant::now() >= until {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}

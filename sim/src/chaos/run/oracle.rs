@@ -1,18 +1,27 @@
 //! The oracle of a real run: the authoritative view of the lock key,
 //! sampled over direct connections.
 
-use std::{collections::BTreeMap, time::Duration};
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
 use super::{node_ops::lock_key, recorder::Recorder};
 use crate::chaos::{deploy::admin, wire::mono_ns};
 use crate::{
     config::Topology,
-    history::{Op, Process},
+    history::{Op, Phase, Process},
 };
 
 /// The longest round trip of an oracle sample that is kept: a slower
 /// answer says too little about when the key looked like that.
 const ORACLE_RTT: Duration = Duration::from_millis(5);
+
+/// How long the oracle goes without a sample it keeps before it records
+/// itself blind (`Op::OracleBlind`): the rounds come every 2 ms, so this
+/// is several rounds lost in a row, not one slow answer.
+const BLIND_AFTER: Duration = Duration::from_millis(20);
 
 /// Samples the authoritative view of the lock key every 2 ms, over direct
 /// connections (no proxy): single, primary-replica and Sentinel read the
@@ -21,19 +30,34 @@ const ORACLE_RTT: Duration = Duration::from_millis(5);
 /// node that does not answer counted with the key it had, until its ttl),
 /// a cluster the node that serves the key's slot (while the cluster is
 /// down and every node answers `CLUSTERDOWN`, the key it last read, until
-/// its ttl: nothing can write it meanwhile). Each sample is stamped when
-/// it was sent, and kept only if the answer came within [`ORACLE_RTT`].
+/// its ttl: nothing can write it meanwhile). Each node has its own
+/// [`reader`], whose readings count while [`FRESH`] and only if answered
+/// within [`ORACLE_RTT`]; a sample is stamped with the oldest reading it
+/// rests on. A slow or stopped node blinds the oracle only where its own
+/// answer is the authority's. When no sample is kept for [`BLIND_AFTER`], the history says the oracle
+/// was blind from its last kept sample until the next (the validity
+/// check's coverage of the hold time).
 pub(super) async fn oracle(topology: Topology, ports: Vec<u16>, recorder: Recorder) {
     let key = lock_key();
     let redlock = matches!(topology, Topology::Redlock { .. });
-    let mut conns: Vec<Option<redis::aio::MultiplexedConnection>> = vec![None; ports.len()];
+    // One reader per node, so that a node that is slow or stopped blinds
+    // the oracle to itself alone; dropped with this future.
+    let slots: Vec<Slot> = ports.iter().map(|_| Slot::default()).collect();
+    let mut readers = tokio::task::JoinSet::new();
+    for (port, slot) in ports.iter().zip(&slots) {
+        readers.spawn(reader(*port, key.clone(), Arc::clone(slot)));
+    }
     let mut last: Option<(usize, Option<String>)> = None;
-    // Primary-replica and Sentinel: the node last seen turning from
-    // replica to master is the authority while a deposed primary still
-    // says master too (the stale window).
+    // Primary-replica, Sentinel and Cluster: the node last seen turning
+    // from replica to master is the authority while a deposed primary
+    // still says master too (the stale window; in a cluster, an old
+    // primary cut off the bus still serves the slot). A cluster node that
+    // answers `MOVED` does not serve the key: it counts as a replica, so
+    // that a shard's replica taking over, or a node the slot migrated to,
+    // is seen turning.
     let follows_promotions = matches!(
         topology,
-        Topology::PrimaryReplica { .. } | Topology::Sentinel { .. }
+        Topology::PrimaryReplica { .. } | Topology::Sentinel { .. } | Topology::Cluster { .. }
     );
     let mut was_master: Vec<Option<bool>> = vec![None; ports.len()];
     let mut promoted: Option<usize> = None;
@@ -46,57 +70,47 @@ pub(super) async fn oracle(topology: Topology, ports: Vec<u16>, recorder: Record
     // A cluster: the key as last read on the node serving its slot, and
     // when its ttl ends (the shared monotonic clock, ns).
     let mut last_read: Option<(usize, Option<(String, u64)>)> = None;
+    let mut sight = Sight::new(mono_ns());
     loop {
         tokio::time::sleep(Duration::from_millis(2)).await;
-        let sent = mono_ns();
+        let now = mono_ns();
+        sight.check(now, &recorder);
         let mut cluster_down = false;
+        // Stamped with the oldest reading it rests on.
+        let mut sent = now;
         let mut views: Vec<Option<(Option<String>, i64)>> = Vec::with_capacity(ports.len());
-        for (index, port) in ports.iter().enumerate() {
-            if conns[index].is_none() {
-                conns[index] = admin(*port).await.ok();
-            }
-            let view = match conns[index].as_mut() {
-                Some(conn) => {
-                    let pipe = redis::pipe()
-                        .cmd("GET")
-                        .arg(&key)
-                        .cmd("PTTL")
-                        .arg(&key)
-                        .cmd("ROLE")
-                        .clone();
-                    let read = tokio::time::timeout(
-                        Duration::from_millis(50),
-                        pipe.query_async::<(Option<String>, i64, redis::Value)>(conn),
-                    )
-                    .await;
-                    match read {
-                        Ok(Ok((owner, pttl, role))) => {
-                            let master = matches!(&role, redis::Value::Array(items)
-                                if matches!(items.first(), Some(redis::Value::BulkString(b)) if b == b"master"));
-                            if master && was_master[index] == Some(false) {
-                                promoted = Some(index);
-                            }
-                            was_master[index] = Some(master);
-                            (master || redlock).then_some((owner, pttl))
-                        }
-                        Ok(Err(error)) => {
-                            cluster_down |= error.code() == Some("CLUSTERDOWN");
-                            // An error reply (`MOVED`, `CLUSTERDOWN`) leaves
-                            // the connection usable; anything else does not.
-                            if error.code().is_none() {
-                                conns[index] = None;
-                            }
-                            None
-                        }
-                        Err(_) => None,
+        for (index, slot) in slots.iter().enumerate() {
+            let reading = lock(slot)
+                .clone()
+                .filter(|r| Duration::from_nanos(now.saturating_sub(r.sent)) <= FRESH);
+            let Some(reading) = reading else {
+                views.push(None);
+                continue;
+            };
+            sent = sent.min(reading.sent);
+            let view = match reading.read {
+                Read::Key {
+                    owner,
+                    pttl,
+                    master,
+                } => {
+                    if master && was_master[index] == Some(false) {
+                        promoted = Some(index);
                     }
+                    was_master[index] = Some(master);
+                    (master || redlock).then_some((owner, pttl))
                 }
-                None => None,
+                Read::Moved => {
+                    was_master[index] = Some(false);
+                    None
+                }
+                Read::ClusterDown => {
+                    cluster_down = true;
+                    None
+                }
+                Read::Nothing => None,
             };
             views.push(view);
-        }
-        if Duration::from_nanos(mono_ns().saturating_sub(sent)) > ORACLE_RTT {
-            continue;
         }
         let sample = if redlock {
             let (owner, pttl) = redlock_sample(&mut views, &mut remembered, sent);
@@ -117,6 +131,7 @@ pub(super) async fn oracle(topology: Topology, ports: Vec<u16>, recorder: Record
         let Some((primary, owner, pttl)) = sample else {
             continue;
         };
+        sight.saw(sent, &recorder);
         let current = Some((primary, owner.clone()));
         if current != last {
             last = current;
@@ -130,6 +145,159 @@ pub(super) async fn oracle(topology: Topology, ports: Vec<u16>, recorder: Record
                 },
             );
         }
+    }
+}
+
+/// One node's latest reading that came within [`ORACLE_RTT`], as its
+/// reader left it.
+type Slot = Arc<Mutex<Option<Reading>>>;
+
+/// A reading: when it was sent (the shared monotonic clock, ns), and what
+/// the node said.
+#[derive(Clone)]
+struct Reading {
+    sent: u64,
+    read: Read,
+}
+
+/// How old a reading may be and still count: a node whose last kept
+/// reading is older does not answer, this round.
+const FRESH: Duration = Duration::from_millis(10);
+
+/// Locks `slot`; a reader that panicked left its last reading, still good.
+fn lock(slot: &Slot) -> std::sync::MutexGuard<'_, Option<Reading>> {
+    slot.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Reads node `port` every 2 ms and leaves each reading that came within
+/// [`ORACLE_RTT`] in `slot`. A node that cannot be dialled is dialled
+/// again every 20 ms, each dial bounded, so a stopped node costs its
+/// reader alone.
+async fn reader(port: u16, key: String, slot: Slot) {
+    let mut conn = None;
+    loop {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        if conn.is_none() {
+            conn = tokio::time::timeout(Duration::from_millis(100), admin(port))
+                .await
+                .ok()
+                .and_then(Result::ok);
+            if conn.is_none() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+        }
+        let sent = mono_ns();
+        let read = read_node(&mut conn, &key).await;
+        if Duration::from_nanos(mono_ns().saturating_sub(sent)) <= ORACLE_RTT {
+            *lock(&slot) = Some(Reading { sent, read });
+        }
+    }
+}
+
+/// What one node said of the lock key in one round.
+#[derive(Clone)]
+enum Read {
+    /// The key's owner and `PTTL`, and whether the node says it is a
+    /// primary (`ROLE`).
+    Key {
+        owner: Option<String>,
+        pttl: i64,
+        master: bool,
+    },
+    /// `MOVED`: a cluster node that does not serve the key's slot.
+    Moved,
+    /// `CLUSTERDOWN`.
+    ClusterDown,
+    /// No answer, or another error.
+    Nothing,
+}
+
+/// Reads `key`, its `PTTL` and the node's `ROLE` over `conn` (nothing
+/// without one); a failure that is not an error reply drops the
+/// connection, to be dialled again next round.
+async fn read_node(conn: &mut Option<redis::aio::MultiplexedConnection>, key: &str) -> Read {
+    let Some(live) = conn.as_mut() else {
+        return Read::Nothing;
+    };
+    let pipe = redis::pipe()
+        .cmd("GET")
+        .arg(key)
+        .cmd("PTTL")
+        .arg(key)
+        .cmd("ROLE")
+        .clone();
+    let read = tokio::time::timeout(
+        Duration::from_millis(50),
+        pipe.query_async::<(Option<String>, i64, redis::Value)>(live),
+    )
+    .await;
+    match read {
+        Ok(Ok((owner, pttl, role))) => Read::Key {
+            owner,
+            pttl,
+            master: matches!(&role, redis::Value::Array(items)
+                if matches!(items.first(), Some(redis::Value::BulkString(b)) if b == b"master")),
+        },
+        Ok(Err(error)) => match error.code() {
+            Some("MOVED") => Read::Moved,
+            Some("CLUSTERDOWN") => Read::ClusterDown,
+            Some(_) => Read::Nothing,
+            // An error reply (`MOVED`, `CLUSTERDOWN`) leaves the
+            // connection usable; anything else does not.
+            None => {
+                *conn = None;
+                Read::Nothing
+            }
+        },
+        Err(_) => Read::Nothing,
+    }
+}
+
+/// Whether the oracle sees: when it last kept a sample, and whether it has
+/// recorded itself blind since.
+struct Sight {
+    last_kept: u64,
+    blind: bool,
+}
+
+impl Sight {
+    fn new(now: u64) -> Self {
+        Self {
+            last_kept: now,
+            blind: false,
+        }
+    }
+
+    /// At `now` (the shared monotonic clock, ns): past [`BLIND_AFTER`]
+    /// without a kept sample, records the blind spell's start at the last
+    /// kept one.
+    fn check(&mut self, now: u64, recorder: &Recorder) {
+        let since = Duration::from_nanos(now.saturating_sub(self.last_kept));
+        if !self.blind && since > BLIND_AFTER {
+            self.blind = true;
+            recorder.record_at(
+                self.last_kept,
+                Process::Controller,
+                Op::OracleBlind {
+                    phase: Phase::Start,
+                },
+            );
+        }
+    }
+
+    /// A sample sent at `sent` was kept: a blind spell ends there.
+    fn saw(&mut self, sent: u64, recorder: &Recorder) {
+        if self.blind {
+            self.blind = false;
+            recorder.record_at(
+                sent,
+                Process::Controller,
+                Op::OracleBlind { phase: Phase::End },
+            );
+        }
+        self.last_kept = sent;
     }
 }
 

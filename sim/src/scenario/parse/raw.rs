@@ -37,6 +37,9 @@ pub(crate) struct RawScenario {
     /// Which checker the expectation is about.
     #[schemars(with = "Option<PropertyName>")]
     pub(crate) property: Option<Spanned<String>>,
+    /// The fewest grants (of any client, any lock) a seed must see to prove
+    /// anything; a seed with fewer is `inconclusive` (default 1).
+    pub(crate) min_grants: Option<u64>,
     /// The Redis deployment (one node when absent).
     #[serde(default)]
     #[schemars(with = "Option<RawTopology>")]

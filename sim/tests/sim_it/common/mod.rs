@@ -33,6 +33,7 @@ pub fn single(name: &str) -> Scenario {
         duration: ms(8_000),
         expect: Expect::Safe,
         property: None,
+        min_grants: 1,
         topology: Topology::Single,
         server: sim::config::ServerConfig::default(),
         lock: LockConfig {

@@ -1,0 +1,337 @@
+//! Whether a run proves anything: a run whose clients were never granted
+//! the lock, whose faults did not happen, or whose oracle was blind while
+//! the lock was held shows no violation because it tested nothing. Such a
+//! run is `inconclusive`, never safe.
+//!
+//! A run is valid when it has:
+//! - at least the file's `min_grants` grants (default 1);
+//! - a start in the history for each fault the schedule put inside the
+//!   run, and for each failover a completed one ([`Op::Failover`]) or the
+//!   record that it found no replica to promote ([`Op::NoFailover`]): one
+//!   asked for and never seen to happen proves nothing;
+//! - on real processes, an oracle that saw the lock key for at least
+//!   [`MIN_COVERAGE`] of the time some client held the lock (its blind
+//!   spells are in the history as [`Op::OracleBlind`]).
+
+use std::{collections::BTreeMap, time::Duration};
+
+use super::{Hold, TICK_SLACK};
+use crate::{
+    config::{FaultKind, Scenario},
+    history::{History, Op, Phase},
+    outcome::ConcreteFault,
+    scenario::names::fault_kind,
+};
+
+/// The least share of the hold time a real run's oracle must have seen.
+pub const MIN_COVERAGE: f64 = 0.90;
+
+/// Why the run of `scenario` that drew `schedule` and wrote `history`
+/// proves nothing; empty when it is valid. `real`: recorded on real
+/// processes (the oracle's coverage is checked).
+pub fn findings(
+    scenario: &Scenario,
+    schedule: &[ConcreteFault],
+    history: &History,
+    holds: &[Hold],
+    real: bool,
+) -> Vec<String> {
+    let mut findings = Vec::new();
+    grants(scenario, history, &mut findings);
+    faults_began(scenario, schedule, history, &mut findings);
+    failovers_completed(scenario, schedule, history, &mut findings);
+    if real && let Some(finding) = coverage(history, holds, scenario.duration) {
+        findings.push(finding);
+    }
+    findings
+}
+
+/// Whether `fault` is due inside the run: before its last steps (a fault
+/// drawn for the run's last tick begins after the run ended).
+fn inside(scenario: &Scenario, fault: &ConcreteFault) -> bool {
+    fault.at + TICK_SLACK <= scenario.duration
+}
+
+fn grants(scenario: &Scenario, history: &History, findings: &mut Vec<String>) {
+    let grants = history
+        .entries
+        .iter()
+        .filter(|entry| matches!(entry.op, Op::AcquireOk { .. }))
+        .count() as u64;
+    if grants < scenario.min_grants {
+        findings.push(format!(
+            "{grants} grants, fewer than the {} the file asks for (min_grants)",
+            scenario.min_grants
+        ));
+    }
+}
+
+/// Each kind's scheduled faults inside the run against the starts the
+/// history records of it.
+fn faults_began(
+    scenario: &Scenario,
+    schedule: &[ConcreteFault],
+    history: &History,
+    findings: &mut Vec<String>,
+) {
+    let mut scheduled: BTreeMap<&str, usize> = BTreeMap::new();
+    for fault in schedule.iter().filter(|f| inside(scenario, f)) {
+        *scheduled.entry(fault_kind(fault.kind).name).or_default() += 1;
+    }
+    let mut began: BTreeMap<&str, usize> = BTreeMap::new();
+    for entry in &history.entries {
+        if let Op::Fault {
+            kind,
+            phase: Phase::Start,
+            ..
+        } = &entry.op
+        {
+            *began.entry(kind.as_str()).or_default() += 1;
+        }
+    }
+    for (kind, count) in scheduled {
+        let seen = began.get(kind).copied().unwrap_or(0);
+        if seen < count {
+            findings.push(format!(
+                "{count} {kind} faults scheduled inside the run, {seen} began"
+            ));
+        }
+    }
+}
+
+fn failovers_completed(
+    scenario: &Scenario,
+    schedule: &[ConcreteFault],
+    history: &History,
+    findings: &mut Vec<String>,
+) {
+    let scheduled = schedule
+        .iter()
+        .filter(|f| {
+            inside(scenario, f) && matches!(f.kind, FaultKind::Failover | FaultKind::ShardFailover)
+        })
+        .count();
+    let completed = history
+        .entries
+        .iter()
+        .filter(|entry| matches!(entry.op, Op::Failover { .. } | Op::NoFailover { .. }))
+        .count();
+    if completed < scheduled {
+        findings.push(format!(
+            "{scheduled} failovers scheduled inside the run, {completed} completed"
+        ));
+    }
+}
+
+/// The oracle's blind spells (start to end, or to the run's end), as
+/// intervals of true time.
+fn blind_spells(history: &History, run_end: Duration) -> Vec<(Duration, Duration)> {
+    let mut spells = Vec::new();
+    let mut since = None;
+    for entry in &history.entries {
+        match entry.op {
+            Op::OracleBlind {
+                phase: Phase::Start,
+            } => {
+                since.get_or_insert(entry.at);
+            }
+            Op::OracleBlind { phase: Phase::End } => {
+                if let Some(start) = since.take() {
+                    spells.push((start, entry.at));
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some(start) = since {
+        spells.push((start, run_end.max(start)));
+    }
+    spells
+}
+
+/// The union of `intervals`, merged and in order.
+fn union(mut intervals: Vec<(Duration, Duration)>) -> Vec<(Duration, Duration)> {
+    intervals.sort();
+    let mut merged: Vec<(Duration, Duration)> = Vec::new();
+    for (start, end) in intervals {
+        match merged.last_mut() {
+            Some(last) if start <= last.1 => last.1 = last.1.max(end),
+            _ => merged.push((start, end)),
+        }
+    }
+    merged
+}
+
+/// The share of the time some client held the lock that the oracle saw,
+/// as a finding when it is below [`MIN_COVERAGE`].
+fn coverage(history: &History, holds: &[Hold], run_end: Duration) -> Option<String> {
+    let held = union(holds.iter().map(|h| (h.start, h.end)).collect());
+    let held_total: Duration = held.iter().map(|(start, end)| *end - *start).sum();
+    if held_total.is_zero() {
+        return None;
+    }
+    let blind = union(blind_spells(history, run_end));
+    let mut unseen = Duration::ZERO;
+    for (held_start, held_end) in &held {
+        for (blind_start, blind_end) in &blind {
+            let start = (*held_start).max(*blind_start);
+            let end = (*held_end).min(*blind_end);
+            if start < end {
+                unseen += end - start;
+            }
+        }
+    }
+    let seen = 1.0 - unseen.as_secs_f64() / held_total.as_secs_f64();
+    (seen < MIN_COVERAGE).then(|| {
+        format!(
+            "the oracle saw the lock key for {:.1} % of the {:.2} s the lock was held \
+             (at least {:.0} % needed)",
+            seen * 100.0,
+            held_total.as_secs_f64(),
+            MIN_COVERAGE * 100.0
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::{Entry, Process};
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn entry(at: u64, process: Process, op: Op) -> Entry {
+        Entry {
+            at: ms(at),
+            local: ms(at),
+            process,
+            op,
+        }
+    }
+
+    fn scenario(extra: &str) -> Scenario {
+        let text = format!(
+            "name = \"v\"\ndescription = \"d\"\nduration = \"2s\"\nexpect = \"safe\"\n{extra}\n\
+             [lock]\nttl = \"1s\"\n"
+        );
+        crate::scenario::parse_scenario("v.toml", &text).expect("a valid scenario")
+    }
+
+    fn grant(at: u64, client: usize, token: &str) -> Entry {
+        entry(
+            at,
+            Process::Client(client),
+            Op::AcquireOk {
+                token: token.to_owned(),
+                fence: 1,
+                valid_until: ms(at + 1000),
+                shared: false,
+            },
+        )
+    }
+
+    fn release(at: u64, client: usize, token: &str) -> Entry {
+        entry(
+            at,
+            Process::Client(client),
+            Op::ReleaseInvoke {
+                token: token.to_owned(),
+            },
+        )
+    }
+
+    fn blind(at: u64, phase: Phase) -> Entry {
+        entry(at, Process::Controller, Op::OracleBlind { phase })
+    }
+
+    fn judge(scenario: &Scenario, entries: Vec<Entry>, real: bool) -> Vec<String> {
+        let history = History { entries };
+        let holds = super::super::holds(&history, scenario.duration);
+        let schedule = crate::schedule::draw_schedule(scenario, 0);
+        findings(scenario, &schedule, &history, &holds, real)
+    }
+
+    #[test]
+    fn a_run_without_enough_grants_proves_nothing() {
+        let plain = scenario("");
+        assert_eq!(
+            judge(&plain, vec![], false),
+            ["0 grants, fewer than the 1 the file asks for (min_grants)"]
+        );
+        assert!(judge(&plain, vec![grant(10, 0, "a")], false).is_empty());
+        let three = scenario("min_grants = 3");
+        let two = vec![grant(10, 0, "a"), release(20, 0, "a"), grant(30, 1, "b")];
+        assert_eq!(judge(&three, two, false).len(), 1);
+    }
+
+    #[test]
+    fn a_scheduled_fault_needs_its_start_and_a_failover_its_completion() {
+        let file = scenario(
+            "[topology]\nkind = \"primary-replica\"\nreplicas = 1\n\
+             [[fault]]\nkind = \"failover\"\nat = \"500ms\"\ntarget = \"redis:primary\"\n",
+        );
+        let start = entry(
+            500,
+            Process::Controller,
+            Op::Fault {
+                kind: "failover".to_owned(),
+                target: "redis:0".to_owned(),
+                phase: Phase::Start,
+            },
+        );
+        let done = entry(
+            520,
+            Process::Controller,
+            Op::Failover {
+                old_primary: 0,
+                new_primary: 1,
+                old_owner: None,
+                new_owner: None,
+            },
+        );
+        let found = judge(&file, vec![grant(10, 0, "a")], false);
+        assert_eq!(
+            found,
+            [
+                "1 failover faults scheduled inside the run, 0 began",
+                "1 failovers scheduled inside the run, 0 completed"
+            ]
+        );
+        let found = judge(&file, vec![grant(10, 0, "a"), start.clone()], false);
+        assert_eq!(found, ["1 failovers scheduled inside the run, 0 completed"]);
+        assert!(judge(&file, vec![grant(10, 0, "a"), start, done], false).is_empty());
+    }
+
+    #[test]
+    fn a_real_oracle_blind_for_a_tenth_of_the_hold_time_or_more_proves_nothing() {
+        let plain = scenario("");
+        // Held 0.01-1.01 s; blind for 50 ms of it: 95 % seen.
+        let mostly = vec![
+            grant(10, 0, "a"),
+            blind(100, Phase::Start),
+            blind(150, Phase::End),
+            release(1010, 0, "a"),
+        ];
+        assert!(judge(&plain, mostly.clone(), true).is_empty());
+        // Blind from 0.9 s to the run's end (no end recorded): 89 % seen.
+        let blind_to_end = vec![
+            grant(10, 0, "a"),
+            blind(900, Phase::Start),
+            release(1010, 0, "a"),
+        ];
+        let found = judge(&plain, blind_to_end.clone(), true);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].contains("89.0 %"), "{found:?}");
+        // The simulator's oracle is told of every change: not checked.
+        assert!(judge(&plain, blind_to_end, false).is_empty());
+        // Blind while nobody held the lock costs nothing.
+        let idle = vec![
+            grant(10, 0, "a"),
+            release(500, 0, "a"),
+            blind(600, Phase::Start),
+        ];
+        assert!(judge(&plain, idle, true).is_empty());
+    }
+}
