@@ -30,6 +30,7 @@ pub fn refusal(
             FaultKind::Failover
                 | FaultKind::ShardFailover
                 | FaultKind::SlotMigration
+                | FaultKind::AtomicSlotMigration
                 | FaultKind::Restart
                 | FaultKind::Busy
                 | FaultKind::Evict
@@ -50,6 +51,9 @@ pub fn refusal(
         FaultKind::SlotMigration if !matches!(topology, Topology::Cluster { .. }) => {
             Some("only a Redis Cluster migrates slots")
         }
+        FaultKind::AtomicSlotMigration => Some(
+            "the harness migrates slots key by key (MIGRATE); it does not drive Valkey's CLUSTER MIGRATESLOTS",
+        ),
         FaultKind::Restart | FaultKind::Busy | FaultKind::Evict if !server => {
             Some("only a Redis node can be restarted, made busy or evict")
         }
