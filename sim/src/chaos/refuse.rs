@@ -264,4 +264,37 @@ mod tests {
         ];
         assert_eq!(failover_beside_a_cut(&schedule), None);
     }
+
+    #[test]
+    fn an_atomic_slot_migration_is_refused_by_name() {
+        let cluster = Topology::Cluster {
+            shards: 3,
+            replicas: 1,
+            replication_lag: crate::config::DurationRange {
+                min: Duration::from_millis(1),
+                max: Duration::from_millis(20),
+            },
+            node_timeout: Duration::from_secs(15),
+        };
+        let why = refusal(
+            FaultKind::AtomicSlotMigration,
+            FaultTarget::Primary,
+            &cluster,
+            true,
+        );
+        assert!(
+            why.is_some_and(|why| why.contains("MIGRATESLOTS")),
+            "{why:?}"
+        );
+        assert_eq!(
+            refusal(
+                FaultKind::SlotMigration,
+                FaultTarget::Primary,
+                &cluster,
+                true
+            ),
+            None,
+            "key by key, the harness drives it"
+        );
+    }
 }
