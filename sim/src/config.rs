@@ -124,6 +124,15 @@ pub enum ServerFlavour {
     Redis84,
 }
 
+impl ServerFlavour {
+    /// Whether it has atomic slot migration (`CLUSTER MIGRATESLOTS`,
+    /// Valkey 9.0 on). Redis 8.4's `CLUSTER MIGRATION IMPORT` is another
+    /// design, not modelled.
+    pub fn has_atomic_slot_migration(self) -> bool {
+        self == Self::Valkey91
+    }
+}
+
 /// What a node writes to disk, and so what a restart keeps.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -435,6 +444,13 @@ pub enum FaultKind {
     /// one key at a time over the duration, `CLUSTER SETSLOT … NODE` at
     /// the end.
     SlotMigration,
+    /// Valkey 9's atomic slot migration (`CLUSTER MIGRATESLOTS`): the lock
+    /// key's slot moves to another shard, drawn per firing, as a
+    /// replication stream. The source keeps serving the slot and forwards
+    /// its writes to the target for the duration; then it pauses writes
+    /// for the cut-over, the target takes the slot, and the source answers
+    /// `MOVED`. No `ASK` or `TRYAGAIN` phase.
+    AtomicSlotMigration,
 }
 
 /// Who a fault hits.

@@ -30,6 +30,7 @@ pub fn refusal(
             FaultKind::Failover
                 | FaultKind::ShardFailover
                 | FaultKind::SlotMigration
+                | FaultKind::AtomicSlotMigration
                 | FaultKind::Restart
                 | FaultKind::Busy
                 | FaultKind::Evict
@@ -50,6 +51,9 @@ pub fn refusal(
         FaultKind::SlotMigration if !matches!(topology, Topology::Cluster { .. }) => {
             Some("only a Redis Cluster migrates slots")
         }
+        FaultKind::AtomicSlotMigration => Some(
+            "the harness migrates slots key by key (MIGRATE); it does not drive Valkey's CLUSTER MIGRATESLOTS",
+        ),
         FaultKind::Restart | FaultKind::Busy | FaultKind::Evict if !server => {
             Some("only a Redis node can be restarted, made busy or evict")
         }
@@ -259,5 +263,38 @@ mod tests {
             failover(4),
         ];
         assert_eq!(failover_beside_a_cut(&schedule), None);
+    }
+
+    #[test]
+    fn an_atomic_slot_migration_is_refused_by_name() {
+        let cluster = Topology::Cluster {
+            shards: 3,
+            replicas: 1,
+            replication_lag: crate::config::DurationRange {
+                min: Duration::from_millis(1),
+                max: Duration::from_millis(20),
+            },
+            node_timeout: Duration::from_secs(15),
+        };
+        let why = refusal(
+            FaultKind::AtomicSlotMigration,
+            FaultTarget::Primary,
+            &cluster,
+            true,
+        );
+        assert!(
+            why.is_some_and(|why| why.contains("MIGRATESLOTS")),
+            "{why:?}"
+        );
+        assert_eq!(
+            refusal(
+                FaultKind::SlotMigration,
+                FaultTarget::Primary,
+                &cluster,
+                true
+            ),
+            None,
+            "key by key, the harness drives it"
+        );
     }
 }

@@ -127,7 +127,10 @@ pub(super) fn availability(
     // The start counts as a fault: the clients connect and contend first.
     let mut excused = vec![(Duration::ZERO, bound)];
     for fault in schedule {
-        if fault.kind == FaultKind::SlotMigration {
+        if matches!(
+            fault.kind,
+            FaultKind::SlotMigration | FaultKind::AtomicSlotMigration
+        ) {
             continue;
         }
         let end = match fault.kind {

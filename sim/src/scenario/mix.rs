@@ -10,7 +10,7 @@ use super::{
     schema_names::FaultKindName,
     text::{Locator, ScenarioError, duration_text, quoted},
 };
-use crate::config::{LockConfig, MixSpec, Topology};
+use crate::config::{LockConfig, MixSpec, ServerConfig, Topology};
 
 /// A fault mix: each seed draws its own subset and rates of these kinds.
 #[derive(Deserialize, JsonSchema)]
@@ -38,6 +38,7 @@ pub(super) fn parse(
     locator: &Locator<'_>,
     spanned: &Spanned<RawMix>,
     topology: &Topology,
+    server: &ServerConfig,
     lock: &LockConfig,
 ) -> Result<MixSpec, ScenarioError> {
     let raw = spanned.get_ref();
@@ -63,6 +64,9 @@ pub(super) fn parse(
                     topology.kind_name()
                 ),
             ));
+        }
+        if let Some(refusal) = info.refusal_on(server.flavour) {
+            return Err(locator.error(name.span(), refusal));
         }
         if kinds.contains(&info.kind) {
             return Err(locator.error(name.span(), format!("{} is listed twice", info.name)));

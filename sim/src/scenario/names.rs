@@ -67,6 +67,9 @@ pub struct FaultKindInfo {
     /// Whether it must target `redis:primary` (the node that is primary
     /// when it fires), rather than a node by number.
     pub primary_only: bool,
+    /// Whether a server of this flavour has what it models (most faults
+    /// happen to any server).
+    pub serves: fn(ServerFlavour) -> bool,
 }
 
 impl FaultKindInfo {
@@ -74,14 +77,40 @@ impl FaultKindInfo {
     pub fn lasts(&self) -> bool {
         self.duration != Use::Never
     }
+
+    /// Why a scenario on servers of `flavour` cannot have this fault, if
+    /// it models what only other servers do.
+    pub fn refusal_on(&self, flavour: ServerFlavour) -> Option<String> {
+        if (self.serves)(flavour) {
+            return None;
+        }
+        let serving: Vec<&str> = FLAVOURS
+            .iter()
+            .filter(|(_, other)| (self.serves)(*other))
+            .map(|(name, _)| *name)
+            .collect();
+        let given = FLAVOURS
+            .iter()
+            .find(|(_, other)| *other == flavour)
+            .map_or("the flavour given", |(name, _)| *name);
+        Some(format!(
+            "a {} fault needs a [server] flavour that has it ({}); {given} has not",
+            self.name,
+            serving.join(", ")
+        ))
+    }
 }
 
 fn any_topology(_: &Topology) -> bool {
     true
 }
 
+fn any_flavour(_: ServerFlavour) -> bool {
+    true
+}
+
 /// Every fault kind, in the order `docs/scenarios.md` lists them.
-pub const FAULT_KINDS: [FaultKindInfo; 13] = [
+pub const FAULT_KINDS: [FaultKindInfo; 14] = [
     FaultKindInfo {
         kind: FaultKind::Pause,
         name: "pause",
@@ -92,6 +121,7 @@ pub const FAULT_KINDS: [FaultKindInfo; 13] = [
         delay: Use::Never,
         applies: any_topology,
         primary_only: false,
+        serves: any_flavour,
     },
     FaultKindInfo {
         kind: FaultKind::Partition,
@@ -103,6 +133,7 @@ pub const FAULT_KINDS: [FaultKindInfo; 13] = [
         delay: Use::Never,
         applies: any_topology,
         primary_only: false,
+        serves: any_flavour,
     },
     FaultKindInfo {
         kind: FaultKind::PartitionOneway,
@@ -114,6 +145,7 @@ pub const FAULT_KINDS: [FaultKindInfo; 13] = [
         delay: Use::Never,
         applies: any_topology,
         primary_only: false,
+        serves: any_flavour,
     },
     FaultKindInfo {
         kind: FaultKind::Latency,
@@ -125,6 +157,7 @@ pub const FAULT_KINDS: [FaultKindInfo; 13] = [
         delay: Use::Required,
         applies: any_topology,
         primary_only: false,
+        serves: any_flavour,
     },
     // Without a duration the old primary dies; with one, that is its stale
     // window: up, writable and serving its clients, until it is demoted.
@@ -138,6 +171,7 @@ pub const FAULT_KINDS: [FaultKindInfo; 13] = [
         delay: Use::Never,
         applies: Topology::can_fail_over,
         primary_only: true,
+        serves: any_flavour,
     },
     FaultKindInfo {
         kind: FaultKind::Restart,
@@ -149,6 +183,7 @@ pub const FAULT_KINDS: [FaultKindInfo; 13] = [
         delay: Use::Never,
         applies: any_topology,
         primary_only: false,
+        serves: any_flavour,
     },
     FaultKindInfo {
         kind: FaultKind::ClockDrift,
@@ -160,6 +195,7 @@ pub const FAULT_KINDS: [FaultKindInfo; 13] = [
         delay: Use::Never,
         applies: any_topology,
         primary_only: false,
+        serves: any_flavour,
     },
     // A client reads a monotonic clock, which never steps: Redis only.
     FaultKindInfo {
@@ -172,6 +208,7 @@ pub const FAULT_KINDS: [FaultKindInfo; 13] = [
         delay: Use::Never,
         applies: any_topology,
         primary_only: false,
+        serves: any_flavour,
     },
     FaultKindInfo {
         kind: FaultKind::Busy,
@@ -183,6 +220,7 @@ pub const FAULT_KINDS: [FaultKindInfo; 13] = [
         delay: Use::Never,
         applies: any_topology,
         primary_only: false,
+        serves: any_flavour,
     },
     FaultKindInfo {
         kind: FaultKind::Crash,
@@ -194,6 +232,7 @@ pub const FAULT_KINDS: [FaultKindInfo; 13] = [
         delay: Use::Never,
         applies: any_topology,
         primary_only: false,
+        serves: any_flavour,
     },
     // Instantaneous: one key per firing (`every` repeats it for sustained
     // memory pressure). Redis's rule is `volatile-ttl`; see
@@ -208,6 +247,7 @@ pub const FAULT_KINDS: [FaultKindInfo; 13] = [
         delay: Use::Never,
         applies: any_topology,
         primary_only: false,
+        serves: any_flavour,
     },
     // Any node names its shard (`redis:primary`: the lock key's). Without
     // a duration the old primary is demoted at once; with one, that is its
@@ -222,6 +262,7 @@ pub const FAULT_KINDS: [FaultKindInfo; 13] = [
         delay: Use::Never,
         applies: Topology::can_fail_over_shard,
         primary_only: false,
+        serves: any_flavour,
     },
     // The lock key's slot leaves the primary that owns it when the fault
     // fires; the migration takes `duration`.
@@ -235,6 +276,21 @@ pub const FAULT_KINDS: [FaultKindInfo; 13] = [
         delay: Use::Never,
         applies: Topology::can_migrate_slots,
         primary_only: true,
+        serves: any_flavour,
+    },
+    // The same slot, moved as Valkey 9's `CLUSTER MIGRATESLOTS` moves it:
+    // `duration` is the snapshot and the stream, the cut-over follows.
+    FaultKindInfo {
+        kind: FaultKind::AtomicSlotMigration,
+        name: "atomic-slot-migration",
+        hosts: Hosts::RedisNodes,
+        duration: Use::Required,
+        rate: Use::Never,
+        offset: Use::Never,
+        delay: Use::Never,
+        applies: Topology::can_migrate_slots,
+        primary_only: true,
+        serves: ServerFlavour::has_atomic_slot_migration,
     },
 ];
 

@@ -117,6 +117,7 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ScenarioError>
             &locator,
             spanned,
             &topology,
+            &server,
             clients.count,
             duration,
         )?);
@@ -125,7 +126,7 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ScenarioError>
     let mix = raw
         .mix
         .as_ref()
-        .map(|spanned| mix::parse(&locator, spanned, &topology, &lock))
+        .map(|spanned| mix::parse(&locator, spanned, &topology, &server, &lock))
         .transpose()?;
 
     Ok(Scenario {
@@ -562,12 +563,16 @@ fn fault(
     locator: &Locator<'_>,
     spanned: &Spanned<RawFault>,
     topology: &Topology,
+    server: &ServerConfig,
     clients: usize,
     run: Duration,
 ) -> Result<FaultSpec, ScenarioError> {
     let raw = spanned.get_ref();
     let kinds = FAULT_KINDS.map(|info| (info.name, info));
     let info = one_of(locator, &raw.kind, "fault kind", &kinds)?;
+    if let Some(refusal) = info.refusal_on(server.flavour) {
+        return Err(locator.error(raw.kind.span(), refusal));
+    }
     let at = locator.range(&raw.at)?;
     if at.min >= run {
         return Err(locator.error(raw.at.span(), "the fault starts after the run ends"));

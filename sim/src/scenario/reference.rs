@@ -494,7 +494,8 @@ fn choices(out: &mut String) {
     out.push_str(
         "Which targets each kind takes, which of its parameters it requires (✓), may take (optional) \
          or refuses (–), and the topology kinds it applies to (with the kind's default keys: a \
-         cluster without replicas has no shard failover, one with one shard no slot migration).\n\n",
+         cluster without replicas has no shard failover, one with one shard no slot migration), \
+         and the `[server] flavour`s it needs where not every server has what it models.\n\n",
     );
     out.push_str("| kind | targets | `duration` | `rate` | `offset` | `delay` | topologies |\n");
     out.push_str("|---|---|---|---|---|---|---|\n");
@@ -505,11 +506,20 @@ fn choices(out: &mut String) {
             Use::Optional => "optional",
             Use::Never => "–",
         });
-        let applies: Vec<&str> = topologies
+        let mut applies = topologies
             .iter()
             .filter(|topology| (info.applies)(topology))
             .map(crate::config::Topology::kind_name)
+            .collect::<Vec<&str>>()
+            .join(", ");
+        let serving: Vec<String> = FLAVOURS
+            .iter()
+            .filter(|(_, flavour)| (info.serves)(*flavour))
+            .map(|(name, _)| format!("`{name}`"))
             .collect();
+        if serving.len() < FLAVOURS.len() {
+            let _ = write!(applies, "; flavour {}", serving.join(", "));
+        }
         let mut targets = info.hosts.wanted().to_owned();
         if info.primary_only {
             targets = "`redis:primary` only".to_owned();
@@ -523,7 +533,7 @@ fn choices(out: &mut String) {
             uses[1],
             uses[2],
             uses[3],
-            applies.join(", ")
+            applies
         );
     }
     out.push_str("\n## Topology kinds\n\n| kind | keys besides `kind` |\n|---|---|\n");

@@ -151,7 +151,9 @@ fn episode(
             // Demoted at once, or after a stale window of up to 3 ttl.
             fault.duration = (rng.between(0, 1) == 1).then(|| rng.duration(range(ms(1), ttl * 3)));
         }
-        FaultKind::SlotMigration => fault.duration = Some(rng.duration(range(ms(10), ttl * 2))),
+        FaultKind::SlotMigration | FaultKind::AtomicSlotMigration => {
+            fault.duration = Some(rng.duration(range(ms(10), ttl * 2)));
+        }
         // Instants: nothing to size (an eviction takes one key).
         FaultKind::Failover | FaultKind::Crash | FaultKind::Evict => {}
     }

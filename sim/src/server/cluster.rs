@@ -22,6 +22,13 @@
 //! `ASKING` it answers `MOVED` to the source. `CLUSTER SETSLOT … NODE`
 //! ends the migration: the target owns the slot.
 //!
+//! Valkey 9's atomic slot migration (`CLUSTER MIGRATESLOTS`) has no such
+//! phase: the source keeps owning and serving the slot while the target
+//! loads a snapshot of it and then the stream of its writes, the source
+//! pauses writes for the cut-over, the target claims the slot with a new
+//! epoch, and every node then answers `MOVED` to it (the world drives
+//! it: `world/atomic_migration.rs`).
+//!
 //! # What this model keeps
 //!
 //! A primary unreachable (down, or cut off by a partition) is marked failed
@@ -89,6 +96,10 @@ pub struct ClusterState {
     migrating: BTreeMap<(usize, u16), usize>,
     /// (node, slot) → the node it is importing the slot from.
     importing: BTreeMap<(usize, u16), usize>,
+    /// (node, slot) → the node an atomic migration streams the slot to
+    /// (Valkey 9's `CLUSTER MIGRATESLOTS`): the node keeps owning and
+    /// serving the slot, and forwards every write of it there.
+    exporting: BTreeMap<(usize, u16), usize>,
     /// Nodes the others marked failed (the world decides when: a ping
     /// unanswered past the node timeout, then a majority's agreement).
     failed: BTreeSet<usize>,
@@ -137,6 +148,7 @@ impl ClusterHandle {
             stale: BTreeMap::new(),
             migrating: BTreeMap::new(),
             importing: BTreeMap::new(),
+            exporting: BTreeMap::new(),
             failed: BTreeSet::new(),
         })))
     }
@@ -211,6 +223,18 @@ impl ClusterHandle {
         state.owners[usize::from(slot)] = to;
         state.migrating.retain(|(_, s), _| *s != slot);
         state.importing.retain(|(_, s), _| *s != slot);
+    }
+
+    /// Starts streaming `slot`'s writes on `from` to `to` (an atomic
+    /// migration, after the target loaded the slot's snapshot).
+    pub fn begin_export(&self, slot: u16, from: usize, to: usize) {
+        self.0.borrow_mut().exporting.insert((from, slot), to);
+    }
+
+    /// Stops streaming `slot`'s writes on `from` (the cut-over, or the
+    /// migration failed).
+    pub fn end_export(&self, slot: u16, from: usize) {
+        self.0.borrow_mut().exporting.remove(&(from, slot));
     }
 
     /// Marks `node` failed (the others agreed it is unreachable) or
@@ -296,6 +320,14 @@ impl ClusterState {
     /// Whether `node` is importing `slot`.
     pub(super) fn is_importing(&self, node: usize, slot: u16) -> bool {
         self.importing.contains_key(&(node, slot))
+    }
+
+    /// The slots `node` streams to another node, each with that node.
+    pub(super) fn exports_of(&self, node: usize) -> Vec<(u16, usize)> {
+        self.exporting
+            .range((node, 0)..=(node, u16::MAX))
+            .map(|(&(_, slot), &to)| (slot, to))
+            .collect()
     }
 }
 

@@ -153,6 +153,21 @@ pub enum Effect {
     Flush,
 }
 
+impl Effect {
+    /// The key it writes; none for a flush, which writes them all.
+    pub fn key(&self) -> Option<&[u8]> {
+        match self {
+            Self::Set { key, .. }
+            | Self::Del { key }
+            | Self::ExpireAt { key, .. }
+            | Self::ZAdd { key, .. }
+            | Self::ZRem { key, .. }
+            | Self::Push { key, .. } => Some(key),
+            Self::Flush => None,
+        }
+    }
+}
+
 /// The error Redis gives for an operation on the wrong type.
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 

@@ -6,6 +6,8 @@
 
 use std::time::Duration;
 
+use lock_core::internal::cluster::slot_of;
+
 use super::{
     db::{Effect, Value},
     node::{CLOCK_BASE_UNIX_MS, NodeHandle, Role},
@@ -107,6 +109,54 @@ impl NodeHandle {
             destination.propagate(effects);
         }
         true
+    }
+
+    /// An atomic slot migration's snapshot: `target` loads every live key
+    /// of `slot` this node holds at true time `now`, with its absolute
+    /// expiry (Valkey sends the slot as an AOF rewrite, expiries as
+    /// `PEXPIREAT`, read on the target's clock as a replica reads them),
+    /// and replicates what it loaded to its own replicas.
+    pub fn copy_slot(&self, slot: u16, target: &Self, now: Duration) {
+        let effects: Vec<Effect> = {
+            let source = self.0.borrow();
+            let time = source.time_at(now);
+            source
+                .db
+                .snapshot(time)
+                .into_iter()
+                .filter(|effect| effect.key().is_some_and(|key| slot_of(key) == slot))
+                .collect()
+        };
+        let mut destination = target.0.borrow_mut();
+        for effect in &effects {
+            destination.db.apply(effect);
+        }
+        destination.touch();
+        if destination.role == Role::Primary {
+            destination.propagate(effects);
+        }
+    }
+
+    /// Deletes every key of `slot` (a node that no longer owns the slot
+    /// drops its keys; a primary replicates each deletion). Returns the
+    /// keys, in key order.
+    pub fn drop_slot(&self, slot: u16, now: Duration) -> Vec<Vec<u8>> {
+        let mut node = self.0.borrow_mut();
+        let time = node.time_at(now);
+        let mut keys = Vec::new();
+        while let Some(key) = node.db.first_key_in_slot(slot, time) {
+            node.db.del(&key, time);
+            keys.push(key);
+        }
+        node.touch();
+        if node.role == Role::Primary && !keys.is_empty() {
+            let effects = keys
+                .iter()
+                .map(|key| Effect::Del { key: key.clone() })
+                .collect();
+            node.propagate(effects);
+        }
+        keys
     }
 
     /// The oracle: the string at `key` and its remaining ttl (ms) on the

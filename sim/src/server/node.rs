@@ -17,6 +17,7 @@ use std::{
     time::Duration,
 };
 
+use lock_core::internal::cluster::slot_of;
 use tokio::sync::{Notify, mpsc::UnboundedSender};
 
 use super::{
@@ -158,6 +159,12 @@ pub struct Node {
     /// `DELIFEQ` / `DELEX` calls that ran (an observation for the reports,
     /// never reset).
     pub(super) native_releases: u64,
+    /// Client writes wait (an atomic slot migration's cut-over: Valkey's
+    /// `pauseActions(PAUSE_DURING_SLOT_MIGRATION, …)`), to run once the
+    /// pause ends, redirections checked again.
+    pub(super) writes_paused: bool,
+    /// Wakes the writes that wait when the pause ends.
+    pub(super) writes_resumed: Rc<Notify>,
 }
 
 /// How many cluster redirections a node answered, by kind.
@@ -232,6 +239,8 @@ impl NodeHandle {
             aof_waiters: 0,
             aof_synced: Rc::default(),
             native_releases: 0,
+            writes_paused: false,
+            writes_resumed: Rc::default(),
         })))
     }
 
@@ -390,6 +399,29 @@ impl NodeHandle {
         node.busy_until = node.busy_until.max(until);
     }
 
+    /// Makes client writes wait, from now until
+    /// [`resume_writes`](Self::resume_writes).
+    pub fn pause_writes(&self) {
+        self.0.borrow_mut().writes_paused = true;
+    }
+
+    /// Ends a [`pause_writes`](Self::pause_writes): the writes that waited
+    /// run now.
+    pub fn resume_writes(&self) {
+        let resumed = {
+            let mut node = self.0.borrow_mut();
+            node.writes_paused = false;
+            Rc::clone(&node.writes_resumed)
+        };
+        resumed.notify_waiters();
+    }
+
+    /// If client writes are paused: what wakes them when they resume.
+    pub(super) fn write_pause(&self) -> Option<Rc<Notify>> {
+        let node = self.0.borrow();
+        node.writes_paused.then(|| Rc::clone(&node.writes_resumed))
+    }
+
     /// A pass of the server's event loop (a client's read, or a cron
     /// tick), after the last pass wrote its writes to the AOF: on a flavour
     /// that [acknowledges unsynced writes](Flavour::acks_unsynced_aof), the
@@ -455,8 +487,44 @@ impl Node {
             self.fsynced_offset = self.offset;
         }
         let offset = self.offset;
+        self.forward_exports(&effects);
         self.streams
             .retain(|_, stream| stream.send((offset, effects.clone())).is_ok());
+    }
+
+    /// An atomic slot migration's stream: the effects on a slot this node
+    /// exports are applied by the target, which replicates them to its own
+    /// replicas as any write of its own (Valkey feeds the export from the
+    /// replication stream: `clusterFeedSlotExportJobs`). Here they reach
+    /// the target at once, where the real stream takes a one-way delay:
+    /// the target does not serve the slot before the cut-over, and by then
+    /// the real one has caught up too (the source's `PAUSED` marker).
+    fn forward_exports(&self, effects: &[Effect]) {
+        let Some(cluster) = &self.cluster else {
+            return;
+        };
+        let exports = cluster.state().exports_of(self.index);
+        for (slot, to) in exports {
+            let forwarded: Vec<Effect> = effects
+                .iter()
+                .filter(|effect| effect.key().is_some_and(|key| slot_of(key) == slot))
+                .cloned()
+                .collect();
+            let Some(target) = self.peers.get(to).and_then(Weak::upgrade) else {
+                continue;
+            };
+            let mut target = target.borrow_mut();
+            // A target demoted meanwhile fails the migration at the
+            // cut-over; it applies only its new primary's stream.
+            if forwarded.is_empty() || target.role != Role::Primary {
+                continue;
+            }
+            for effect in &forwarded {
+                target.db.apply(effect);
+            }
+            target.touch();
+            target.propagate(forwarded);
+        }
     }
 
     /// An AOF fsync: everything written so far is on disk (`aof-everysec`

@@ -37,7 +37,7 @@ impl World<'_> {
     }
 
     /// Points `redis:primary` (and the oracle) at the lock slot's owner.
-    fn follow_lock_slot(&self) {
+    pub(super) fn follow_lock_slot(&self) {
         if let Some(cluster) = &self.cluster {
             self.discovery.set_primary(cluster.owner(self.lock_slot()));
         }
@@ -97,15 +97,11 @@ impl World<'_> {
         self.nodes[old].demote_keeping_clients(redis_host(primary));
     }
 
-    /// Starts moving the lock key's slot from its owner to the primary of
-    /// another shard (drawn): `IMPORTING` on the target, `MIGRATING` on
-    /// the source, and one step per key the slot holds now, spread evenly
-    /// until the fault ends at `until`, when the slot changes hands.
-    pub(super) fn begin_migration(&mut self, index: usize, until: Duration) {
-        let Some(cluster) = self.cluster.clone() else {
-            return;
-        };
-        let now = self.now();
+    /// Where the lock key's slot would move now: `(slot, source, target)`,
+    /// the source its owner, the target the primary of another shard
+    /// (drawn). `None` outside a cluster or with one shard.
+    pub(super) fn pick_migration(&mut self) -> Option<(u16, usize, usize)> {
+        let cluster = self.cluster.clone()?;
         let slot = self.lock_slot();
         let from = cluster.owner(slot);
         let source_shard = cluster.shard_of(from);
@@ -113,10 +109,22 @@ impl World<'_> {
             .filter(|&shard| shard != source_shard)
             .collect();
         if others.is_empty() {
-            return;
+            return None;
         }
         let pick = self.cluster_rng.between(0, others.len() as u64 - 1) as usize;
-        let to = cluster.primary_of(others[pick]);
+        Some((slot, from, cluster.primary_of(others[pick])))
+    }
+
+    /// Starts moving the lock key's slot from its owner to the primary of
+    /// another shard (drawn): `IMPORTING` on the target, `MIGRATING` on
+    /// the source, and one step per key the slot holds now, spread evenly
+    /// until the fault ends at `until`, when the slot changes hands.
+    pub(super) fn begin_migration(&mut self, index: usize, until: Duration) {
+        let (Some(cluster), Some((slot, from, to))) = (self.cluster.clone(), self.pick_migration())
+        else {
+            return;
+        };
+        let now = self.now();
         cluster.begin_migration(slot, from, to);
         self.migrations.insert(index, Migration { slot, from, to });
         let keys = self.nodes[from].keys_in_slot(slot, now) as u32;
@@ -140,6 +148,7 @@ impl World<'_> {
         if let Some(migration) = self.migrations.get(&index).copied() {
             self.migrate_key(migration);
         }
+        self.finish_cut_over(index);
         let now = self.now();
         if let (Some(cluster), Some((node, failed))) =
             (&self.cluster, self.unreachable.get_mut(&index))

@@ -123,6 +123,17 @@ impl World<'_> {
         {
             self.node_unreachable(index, node);
         }
+        if let FaultTarget::Redis(node) = target
+            && matches!(
+                fault.kind,
+                FaultKind::Partition
+                    | FaultKind::PartitionOneway
+                    | FaultKind::Crash
+                    | FaultKind::Restart
+            )
+        {
+            self.break_atomic_migrations(node);
+        }
         match fault.kind {
             FaultKind::Pause => {
                 if let FaultTarget::Client(n) = target
@@ -144,6 +155,7 @@ impl World<'_> {
             FaultKind::Failover => self.failover(index, fault.duration),
             FaultKind::ShardFailover => self.shard_failover(index, target, fault.duration),
             FaultKind::SlotMigration => self.begin_migration(index, now + duration),
+            FaultKind::AtomicSlotMigration => self.begin_atomic_migration(index),
             FaultKind::Restart => {
                 // Down for `duration`, then back with what its persistence
                 // kept (empty without).
@@ -289,6 +301,7 @@ impl World<'_> {
             }
             FaultKind::ShardFailover => self.end_shard_failover(index),
             FaultKind::SlotMigration => self.finish_migration(index),
+            FaultKind::AtomicSlotMigration => self.cut_over(index),
             FaultKind::ClockJump | FaultKind::Crash | FaultKind::Evict => {
                 return;
             }

@@ -10,6 +10,7 @@
 //! instant on every replay.
 
 mod adoption;
+mod atomic_migration;
 mod cluster;
 mod faults;
 mod oracle;
@@ -53,6 +54,14 @@ struct Migration {
     slot: u16,
     from: usize,
     to: usize,
+}
+
+/// An atomic slot migration under way (`atomic_migration.rs` starts,
+/// cuts over and ends it), and whether its cut-over began.
+#[derive(Debug, Clone, Copy)]
+struct AtomicMigration {
+    migration: Migration,
+    cutting_over: bool,
 }
 
 /// How a world runs: knobs of the harness itself.
@@ -312,6 +321,8 @@ struct World<'a> {
     cluster_rng: Rng,
     /// Slot migrations under way, by schedule position.
     migrations: BTreeMap<usize, Migration>,
+    /// Atomic slot migrations under way, by schedule position.
+    atomic_migrations: BTreeMap<usize, AtomicMigration>,
     /// Primaries a shard failover deposed, by schedule position.
     deposed: BTreeMap<usize, usize>,
     /// Cluster nodes made unreachable (down or partitioned), by schedule
@@ -403,6 +414,7 @@ impl World<'_> {
             cluster,
             cluster_rng: Rng::fork(seed, 0xC1A5),
             migrations: BTreeMap::new(),
+            atomic_migrations: BTreeMap::new(),
             deposed: BTreeMap::new(),
             unreachable: BTreeMap::new(),
             recovering: BTreeMap::new(),

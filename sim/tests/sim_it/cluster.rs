@@ -9,7 +9,7 @@ use crate::common;
 use std::collections::BTreeSet;
 
 use sim::{
-    config::{FaultKind, Property, Scenario, Topology},
+    config::{FaultKind, Property, Scenario, ServerConfig, ServerFlavour, Topology},
     history::{Op, Phase},
     world,
 };
@@ -87,6 +87,90 @@ fn clients_follow_the_lock_slot_to_its_new_shard() {
         common::assert_only(&outcome, &[Property::NoOrphans]);
     }
     assert!(asked, "some migration split the keys under a client");
+}
+
+#[test]
+fn an_atomic_migration_serves_on_the_source_until_the_cut_over_then_moves() {
+    // Valkey 9's CLUSTER MIGRATESLOTS: the lock key's slot (3196, on
+    // redis-0) streams to another shard's primary from 3 s to 3.5 s, the
+    // cut-over ends 8 ms later. The source serves throughout (no ASK, no
+    // TRYAGAIN), and what it grants meanwhile reaches the target by the
+    // stream: nothing is lost at the cut-over.
+    let scenario = Scenario {
+        server: ServerConfig {
+            flavour: ServerFlavour::Valkey91,
+            ..ServerConfig::default()
+        },
+        ..cluster("cluster-atomic-follow")
+    };
+    let schedule = vec![common::fault(
+        FaultKind::AtomicSlotMigration,
+        3_000,
+        "redis:primary",
+        Some(500),
+    )];
+    for seed in 0..4 {
+        let outcome = world::run_schedule(&scenario, seed, &schedule);
+        let entries = &outcome.history.entries;
+        let moved: Vec<_> = entries
+            .iter()
+            .filter_map(|entry| match &entry.op {
+                Op::Migrated { key, from, to } if key == "{lock:resource}" => {
+                    Some((entry.at, *from, *to))
+                }
+                _ => None,
+            })
+            .collect();
+        let [(at, 0, target)] = moved[..] else {
+            panic!("seed {seed}: the lock key moves once, from redis-0: {moved:?}");
+        };
+        assert_eq!(at, common::ms(3_508), "seed {seed}: at the cut-over's end");
+        let granted = |from: u64, to: u64| -> Vec<&str> {
+            entries
+                .iter()
+                .filter(|entry| common::ms(from) <= entry.at && entry.at < common::ms(to))
+                .filter_map(|entry| match &entry.op {
+                    Op::AcquireOk { token, .. } => Some(token.as_str()),
+                    _ => None,
+                })
+                .collect()
+        };
+        let on_source = owners_on(entries, 0);
+        for token in granted(3_000, 3_500) {
+            assert!(
+                on_source.contains(token),
+                "seed {seed}: {token} not on redis-0"
+            );
+        }
+        let on_target = owners_on(entries, target);
+        let late = granted(3_600, 10_000);
+        assert!(late.len() > 3, "seed {seed}: clients kept working");
+        for token in late {
+            assert!(
+                on_target.contains(token),
+                "seed {seed}: {token} not on redis-{target}"
+            );
+        }
+        let facts = &outcome.verdict.facts;
+        assert!(facts.contains("answered-moved"), "seed {seed}: {facts:?}");
+        assert!(
+            !facts.contains("answered-ask") && !facts.contains("answered-tryagain"),
+            "seed {seed}: no ASK phase: {facts:?}"
+        );
+        common::assert_only(&outcome, &[Property::NoOrphans]);
+        // The cut-over's pause and its planned end replay exactly, idle
+        // steps skipped or not.
+        let options = world::WorldOptions {
+            skip_idle: false,
+            ..world::WorldOptions::default()
+        };
+        let stepped = world::run_with(&scenario, seed, &schedule, options);
+        assert_eq!(
+            outcome.history.hash(),
+            stepped.history.hash(),
+            "seed {seed}"
+        );
+    }
 }
 
 #[test]

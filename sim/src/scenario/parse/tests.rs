@@ -496,3 +496,51 @@ fn the_workload_table_picks_the_kind_and_its_mistakes_point_at_their_line() {
     let error = parse_scenario("bad.toml", &redlock).expect_err("fair on Redlock");
     assert!(error.message.contains("does not run on Redlock"), "{error}");
 }
+
+#[test]
+fn an_atomic_slot_migration_needs_a_server_that_has_it() {
+    let cluster = GOOD.replace(
+        "kind = \"primary-replica\"\nreplicas = 1\nreplication_lag = \"1ms..50ms\"",
+        "kind = \"cluster\"",
+    );
+    let migration = cluster.replace(
+        "kind = \"failover\"\nat = \"2s..8s\"\ntarget = \"redis:primary\"",
+        "kind = \"atomic-slot-migration\"\nat = \"2s..8s\"\nduration = \"500ms\"",
+    );
+    // Redis 7.0, the default flavour: refused at the kind's value.
+    let error = parse_scenario("a.toml", &migration).expect_err("Redis has no MIGRATESLOTS");
+    let line = migration
+        .lines()
+        .position(|line| line.contains("atomic-slot-migration"))
+        .expect("the fault's line")
+        + 1;
+    assert_eq!((error.line, error.column), (line, 8), "{error}");
+    assert!(
+        error.message.contains("valkey-9.1") && error.message.contains("redis-7.0 has not"),
+        "{error}"
+    );
+    let valkey_81 = migration.replace("[lock]", "[server]\nflavour = \"valkey-8.1\"\n\n[lock]");
+    let error = parse_scenario("a.toml", &valkey_81).expect_err("Valkey 8.1 has none");
+    assert!(error.message.contains("valkey-8.1 has not"), "{error}");
+    let valkey_91 = migration.replace("[lock]", "[server]\nflavour = \"valkey-9.1\"\n\n[lock]");
+    let scenario = parse_scenario("a.toml", &valkey_91).expect("valid");
+    assert_eq!(
+        scenario.faults[0].kind,
+        crate::config::FaultKind::AtomicSlotMigration
+    );
+    assert_eq!(scenario.faults[0].target, Target::Primary);
+    let back = parse_scenario("round-trip.toml", &to_toml(&scenario)).expect("valid");
+    assert_eq!(back, scenario);
+    // A mix may draw it only where a fault could be it.
+    let mix = cluster.replace(
+        "[[fault]]\nkind = \"failover\"\nat = \"2s..8s\"\ntarget = \"redis:primary\"\n",
+        "[mix]\nkinds = [\"atomic-slot-migration\"]\nepisodes = \"2\"\n",
+    );
+    let error = parse_scenario("m.toml", &mix).expect_err("no MIGRATESLOTS to draw");
+    assert!(
+        error.message.contains("needs a [server] flavour"),
+        "{error}"
+    );
+    let mix = mix.replace("[lock]", "[server]\nflavour = \"valkey-9.1\"\n\n[lock]");
+    parse_scenario("m.toml", &mix).expect("valid on Valkey 9.1");
+}

@@ -47,6 +47,13 @@ pub async fn dispatch(node: &NodeHandle, id: u64, push: &Push, args: &[Vec<u8>])
     dispatch_in(node, &mut session, push, args).await
 }
 
+/// Whether a write pause holds command `name` (upper case): Valkey's
+/// `PAUSE_ACTIONS_CLIENT_WRITE_SET` holds writes and scripts not flagged
+/// read-only (the lock's scripts all write).
+fn pauses(name: &[u8]) -> bool {
+    data::is_write(name) || matches!(name, b"EVAL" | b"EVALSHA")
+}
+
 /// Runs one command on the connection whose state is `session`.
 pub async fn dispatch_in(
     node: &NodeHandle,
@@ -54,14 +61,23 @@ pub async fn dispatch_in(
     push: &Push,
     args: &[Vec<u8>],
 ) -> Vec<Frame> {
-    let now = clock::now();
     let Some(name) = args.first().map(|name| name.to_ascii_uppercase()) else {
         return vec![error("ERR Protocol error: empty command")];
     };
-    node.0.borrow_mut().touch();
-    if let Some(answer) = cluster::gate(node, session, &name, args, now) {
-        return vec![answer];
-    }
+    let now = loop {
+        let now = clock::now();
+        node.0.borrow_mut().touch();
+        if let Some(answer) = cluster::gate(node, session, &name, args, now) {
+            return vec![answer];
+        }
+        // A paused write waits, then is processed again from the start, as
+        // Valkey postpones a client and re-runs its command: after an
+        // atomic migration's cut-over that answers `MOVED`.
+        match node.write_pause() {
+            Some(resumed) if pauses(&name) => resumed.notified().await,
+            _ => break now,
+        }
+    };
     if now < node.0.borrow().busy_until {
         return vec![error(
             "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSCRIPT.",
