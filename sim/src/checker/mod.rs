@@ -12,6 +12,8 @@ use std::time::Duration;
 pub mod dead_waiter;
 pub mod family;
 mod hold;
+#[cfg(test)]
+mod planted;
 mod progress;
 mod quorum;
 mod safety;

@@ -532,22 +532,12 @@ pub(super) fn orphans(
 
 #[cfg(test)]
 mod tests {
-    use super::super::timeline::holds;
+    use super::super::{
+        planted::{entry, ms},
+        timeline::holds,
+    };
     use super::*;
     use crate::history::Entry;
-
-    fn ms(n: u64) -> Duration {
-        Duration::from_millis(n)
-    }
-
-    fn entry(at: u64, process: Process, op: Op) -> Entry {
-        Entry {
-            at: ms(at),
-            local: ms(at),
-            process,
-            op,
-        }
-    }
 
     fn oracle(at: u64, owner: Option<&str>) -> Entry {
         entry(

@@ -288,22 +288,13 @@ fn told_at_once(history: &History, slack: Duration, verdict: &mut Verdict) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{hold::TICK_SLACK, timeline::holds};
+    use super::super::{
+        hold::TICK_SLACK,
+        planted::{entry, ms},
+        timeline::holds,
+    };
     use super::*;
     use crate::history::{Entry, Phase};
-
-    fn ms(n: u64) -> Duration {
-        Duration::from_millis(n)
-    }
-
-    fn entry(at: u64, process: Process, op: Op) -> Entry {
-        Entry {
-            at: ms(at),
-            local: ms(at),
-            process,
-            op,
-        }
-    }
 
     fn granted(at: u64, client: usize, token: &str, fence: u64, until: u64) -> Entry {
         entry(

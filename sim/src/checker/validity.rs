@@ -195,21 +195,9 @@ fn coverage(history: &History, holds: &[Hold], run_end: Duration) -> Option<Stri
 
 #[cfg(test)]
 mod tests {
+    use super::super::planted::{entry, ms};
     use super::*;
     use crate::history::{Entry, Process};
-
-    fn ms(n: u64) -> Duration {
-        Duration::from_millis(n)
-    }
-
-    fn entry(at: u64, process: Process, op: Op) -> Entry {
-        Entry {
-            at: ms(at),
-            local: ms(at),
-            process,
-            op,
-        }
-    }
 
     fn scenario(extra: &str) -> Scenario {
         let text = format!(
