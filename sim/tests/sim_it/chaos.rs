@@ -497,6 +497,34 @@ fn a_failover_with_no_replica_to_promote_leaves_the_primary_serving() {
     assert_all_gone(&dir, Duration::from_secs(2));
 }
 
+/// Sentinel's own failover (the primary dies, the sentinels detect and
+/// elect; the controller forces nothing) is recorded when it has
+/// completed: without the record, the run would be inconclusive (a
+/// failover scheduled and never seen) and exit 3.
+#[test]
+fn sentinels_own_failover_is_recorded_once_it_completes() {
+    let (dir, history) = one_run_history("sentinel-own", "sentinel-own-failover.toml");
+    let [died] = instants_of(&history, "fault", Some("start"))[..] else {
+        panic!("not one failover fault in the history:\n{history}");
+    };
+    let failovers: Vec<serde_json::Value> = history
+        .lines()
+        .filter(|line| line.contains(r#""op":"failover""#))
+        .map(|line| serde_json::from_str(line).expect("a history line is JSON"))
+        .collect();
+    let [failover] = &failovers[..] else {
+        panic!("not one failover recorded:\n{history}");
+    };
+    assert_eq!(failover["old_primary"], 0, "{history}");
+    assert_ne!(failover["new_primary"], 0, "{history}");
+    // The sentinels cannot have seen the death before down-after (1 s).
+    let [completed] = instants_of(&history, "failover", None)[..] else {
+        panic!("{history}");
+    };
+    assert!(completed > died + 1.0, "{died} -> {completed}\n{history}");
+    assert_all_gone(&dir, Duration::from_secs(3));
+}
+
 #[test]
 fn a_busy_replica_follows_the_new_primary_once_its_script_ends() {
     let (dir, history) = one_run_history("busy-replica", "busy-replica-failover.toml");
