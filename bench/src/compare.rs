@@ -265,6 +265,7 @@ fn scenario(config: &Config) -> Scenario {
         expect: Expect::Safe,
         property: None,
         min_grants: 1,
+        max_stall: std::time::Duration::from_millis(500),
         topology: if config.nodes > 1 {
             Topology::Redlock {
                 nodes: config.nodes,

@@ -63,6 +63,7 @@ fn scenario(name: &str, topology: Topology, faults: Vec<FaultSpec>) -> Scenario 
         expect: Expect::Safe,
         property: None,
         min_grants: 1,
+        max_stall: std::time::Duration::from_millis(500),
         topology,
         server: sim::config::ServerConfig::default(),
         lock: LockConfig {

@@ -614,6 +614,11 @@ pub struct Scenario {
     /// The fewest grants a seed must see to prove anything: a seed with
     /// fewer is inconclusive, never safe (default 1).
     pub min_grants: u64,
+    /// The longest a real run's controller may stall (its one thread held
+    /// up: a blocking call, a starved machine) before the run proves
+    /// nothing: faults and oracle samples wait while it does (default
+    /// 500 ms; the simulator never stalls).
+    pub max_stall: Duration,
     /// The Redis deployment.
     pub topology: Topology,
     /// What every node presents as, and how it persists.

@@ -172,6 +172,14 @@ pub enum Op {
         /// Blind from here, or seeing again.
         phase: Phase,
     },
+    /// A real run's controller stalled: its one thread ran nothing for
+    /// `lasted` (a blocking call, a starved machine), so faults and oracle
+    /// samples waited. Recorded at the stall's start; the simulator never
+    /// stalls.
+    Stall {
+        /// How long.
+        lasted: Duration,
+    },
     /// Memory pressure evicted a key from a Redis node (an `evict` fault).
     Evicted {
         /// The node.

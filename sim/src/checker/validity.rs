@@ -11,7 +11,9 @@
 //!   asked for and never seen to happen proves nothing;
 //! - on real processes, an oracle that saw the lock key for at least
 //!   [`MIN_COVERAGE`] of the time some client held the lock (its blind
-//!   spells are in the history as [`Op::OracleBlind`]).
+//!   spells are in the history as [`Op::OracleBlind`]), and a controller
+//!   that never stalled longer than the file's `max_stall` ([`Op::Stall`]:
+//!   while it stalls, faults and samples wait, a fault no schedule drew).
 
 use std::{collections::BTreeMap, time::Duration};
 
@@ -41,6 +43,9 @@ pub fn findings(
     faults_began(scenario, schedule, history, &mut findings);
     failovers_completed(scenario, schedule, history, &mut findings);
     if real && let Some(finding) = coverage(history, holds, scenario.duration) {
+        findings.push(finding);
+    }
+    if real && let Some(finding) = stall(scenario, history) {
         findings.push(finding);
     }
     findings
@@ -121,6 +126,27 @@ fn failovers_completed(
             "{scheduled} failovers scheduled inside the run, {completed} completed"
         ));
     }
+}
+
+/// The controller's longest stall, as a finding when it is longer than
+/// the file allows.
+fn stall(scenario: &Scenario, history: &History) -> Option<String> {
+    let (at, lasted) = history
+        .entries
+        .iter()
+        .filter_map(|entry| match entry.op {
+            Op::Stall { lasted } => Some((entry.at, lasted)),
+            _ => None,
+        })
+        .max_by_key(|(_, lasted)| *lasted)?;
+    (lasted > scenario.max_stall).then(|| {
+        format!(
+            "the controller stalled for {} ms at {:.3} s (max_stall {} ms)",
+            lasted.as_millis(),
+            at.as_secs_f64(),
+            scenario.max_stall.as_millis()
+        )
+    })
 }
 
 /// The oracle's blind spells (start to end, or to the run's end), as
@@ -293,7 +319,7 @@ mod tests {
     }
 
     #[test]
-    fn a_real_oracle_blind_for_a_tenth_of_the_hold_time_or_more_proves_nothing() {
+    fn a_real_oracle_blind_for_a_tenth_of_the_hold_time_or_a_stalled_controller_proves_nothing() {
         let plain = scenario("");
         // Held 0.01-1.01 s; blind for 50 ms of it: 95 % seen.
         let mostly = vec![
@@ -314,6 +340,16 @@ mod tests {
         assert!(found[0].contains("89.0 %"), "{found:?}");
         // The simulator's oracle is told of every change: not checked.
         assert!(judge(&plain, blind_to_end, false).is_empty());
+        // A stall longer than max_stall (default 500 ms) proves nothing.
+        let stalled = |lasted: u64| {
+            let stall = entry(300, Process::Controller, Op::Stall { lasted: ms(lasted) });
+            judge(&plain, vec![grant(10, 0, "a"), stall], true)
+        };
+        assert!(stalled(400).is_empty());
+        assert_eq!(
+            stalled(700),
+            ["the controller stalled for 700 ms at 0.300 s (max_stall 500 ms)"]
+        );
         // Blind while nobody held the lock costs nothing.
         let idle = vec![
             grant(10, 0, "a"),

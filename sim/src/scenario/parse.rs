@@ -68,6 +68,9 @@ fn one_of<T: Copy>(
         })
 }
 
+/// A real run's controller may stall this long unless the file says.
+const DEFAULT_MAX_STALL: Duration = Duration::from_millis(500);
+
 /// Parses and checks a scenario from `text`; `file` labels its errors.
 pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
     let locator = Locator { file, text };
@@ -87,6 +90,12 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ScenarioError>
         None => 100,
     };
     let duration = locator.duration(&raw.duration)?;
+    let max_stall = raw
+        .max_stall
+        .as_ref()
+        .map(|stall| locator.duration(stall))
+        .transpose()?
+        .unwrap_or(DEFAULT_MAX_STALL);
     if duration < Duration::from_secs(1) {
         return Err(locator.error(raw.duration.span(), "duration must be at least 1s"));
     }
@@ -137,6 +146,7 @@ pub fn parse_scenario(file: &str, text: &str) -> Result<Scenario, ScenarioError>
         expect,
         property,
         min_grants: raw.min_grants.unwrap_or(1),
+        max_stall,
         topology,
         server,
         lock,

@@ -57,6 +57,7 @@ pub const UNITS: &[(&str, &str)] = &[
     ("description", "text"),
     ("seeds", COUNT),
     ("min_grants", COUNT),
+    ("max_stall", DURATION),
     ("duration", DURATION),
     ("expect", NAME),
     ("property", NAME),

@@ -60,6 +60,10 @@ fn write_header(out: &mut Lines, scenario: &Scenario) {
     out.line(format!("seeds = {}", scenario.seeds));
     out.line(format!("min_grants = {}", scenario.min_grants));
     out.line(format!(
+        "max_stall = \"{}\"",
+        duration_text(scenario.max_stall)
+    ));
+    out.line(format!(
         "duration = {}",
         quoted(&duration_text(scenario.duration))
     ));

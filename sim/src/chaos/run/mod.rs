@@ -7,7 +7,8 @@
 //! each fault begin and end; `failover` promotes, demotes and re-points
 //! nodes; [`node_ops`] holds the one-shot commands sent to a node; `storage`
 //! is the fenced storage; `oracle` samples the authoritative view of the
-//! lock key. This file holds the seed's state and its course. Layering:
+//! lock key; `sentinel_watch` records Sentinel's own failovers; `stall`
+//! records the controller's stalls. This file holds the seed's state and its course. Layering:
 //! `clients`, `faults`, `failover` → this file → `recorder`, `node_ops`,
 //! `storage`, `oracle` (which import nothing from it).
 
@@ -18,6 +19,7 @@ mod node_ops;
 mod oracle;
 mod recorder;
 mod sentinel_watch;
+mod stall;
 mod storage;
 
 use std::{collections::BTreeMap, net::Ipv4Addr, time::Duration};
@@ -272,6 +274,7 @@ async fn run_on(
         ))
     });
     let sentinel_task = seed_state.watch_sentinels();
+    let stall_task = tokio::spawn(stall::watch(seed_state.recorder.clone()));
     // Several locks per client: watch for their operations sharing a
     // script call, the simulator's fact `batched-script-call`.
     let batch_watch =
@@ -290,7 +293,11 @@ async fn run_on(
         procs.kill(client.id).await;
     }
     storage_task.abort();
-    for task in oracle_task.into_iter().chain(sentinel_task) {
+    for task in oracle_task
+        .into_iter()
+        .chain(sentinel_task)
+        .chain([stall_task])
+    {
         task.abort();
     }
     let batched = batch_watch.is_some_and(BatchWatch::finish);

@@ -40,6 +40,10 @@ pub(crate) struct RawScenario {
     /// The fewest grants (of any client, any lock) a seed must see to prove
     /// anything; a seed with fewer is `inconclusive` (default 1).
     pub(crate) min_grants: Option<u64>,
+    /// On real processes, the longest the controller may stall before a
+    /// run proves nothing, a duration ("500ms", the default).
+    #[schemars(with = "Option<String>")]
+    pub(crate) max_stall: Option<Spanned<String>>,
     /// The Redis deployment (one node when absent).
     #[serde(default)]
     #[schemars(with = "Option<RawTopology>")]

@@ -34,6 +34,7 @@ pub fn single(name: &str) -> Scenario {
         expect: Expect::Safe,
         property: None,
         min_grants: 1,
+        max_stall: std::time::Duration::from_millis(500),
         topology: Topology::Single,
         server: sim::config::ServerConfig::default(),
         lock: LockConfig {
