@@ -635,16 +635,7 @@ fn real_replies(port: u16, steps: &[Step]) -> Vec<String> {
 
 fn sim_replies(steps: &[Step], flavour: Flavour) -> Vec<String> {
     let replies = Rc::new(RefCell::new(Vec::new()));
-    let mut builder = turmoil::Builder::new();
-    builder
-        .rng_seed(1)
-        .epoch(std::time::UNIX_EPOCH)
-        // Replies must not be delayed past the short ttls some sequences
-        // use: a real loopback answers in microseconds.
-        .min_message_latency(Duration::ZERO)
-        .max_message_latency(Duration::from_millis(1))
-        .simulation_duration(Duration::from_secs(60));
-    let mut sim = builder.build();
+    let mut sim = crate::common::loopback_world();
     let node = NodeHandle::new(NodeConfig::standalone(
         flavour,
         sim::config::Persistence::None,

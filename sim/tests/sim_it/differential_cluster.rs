@@ -331,14 +331,7 @@ fn real_replies(steps: &[Step]) -> Vec<String> {
 
 fn sim_replies(steps: &[Step]) -> Vec<String> {
     let replies = Rc::new(RefCell::new(Vec::new()));
-    let mut builder = turmoil::Builder::new();
-    builder
-        .rng_seed(1)
-        .epoch(std::time::UNIX_EPOCH)
-        .min_message_latency(Duration::ZERO)
-        .max_message_latency(Duration::from_millis(1))
-        .simulation_duration(Duration::from_secs(60));
-    let mut sim = builder.build();
+    let mut sim = crate::common::loopback_world();
     let (cluster, nodes) = ClusterHandle::with_nodes(3, 1);
     for node in &nodes {
         let serving = node.clone();

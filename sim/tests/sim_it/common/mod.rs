@@ -231,3 +231,18 @@ pub fn assert_replays_exactly(name: &str, seeds: &[u64]) {
         );
     }
 }
+
+/// The turmoil world the differential tests replay a command sequence in:
+/// seeded, at the Unix epoch, and with replies never delayed past the
+/// short ttls some sequences use (a real loopback answers in
+/// microseconds).
+pub fn loopback_world<'a>() -> turmoil::Sim<'a> {
+    let mut builder = turmoil::Builder::new();
+    builder
+        .rng_seed(1)
+        .epoch(std::time::UNIX_EPOCH)
+        .min_message_latency(Duration::ZERO)
+        .max_message_latency(Duration::from_millis(1))
+        .simulation_duration(Duration::from_secs(60));
+    builder.build()
+}
