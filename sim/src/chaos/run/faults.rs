@@ -89,18 +89,25 @@ impl Seed<'_> {
         }
         let target = self.resolve(fault.target);
         self.resolved.insert(index, target);
+        if fault.kind == FaultKind::Pause {
+            // Begun once the kernel shows the process stopped: a pause
+            // that did not take is not recorded, and the run proves
+            // nothing of it (validity: a fault that never began).
+            let id = match target {
+                FaultTarget::Client(n) => self.clients.get(n).map(|client| client.id),
+                FaultTarget::Redis(n) => self.deployment()?.nodes[n].proc,
+                _ => None,
+            };
+            if let Some(id) = id {
+                procs.signal(id, Signal::STOP);
+                if stopped(procs.pid_of(id)).await {
+                    self.record_fault(fault, target, Phase::Start);
+                }
+            }
+            return Ok(());
+        }
         self.record_fault(fault, target, Phase::Start);
         match (fault.kind, target) {
-            (FaultKind::Pause, FaultTarget::Client(n)) => {
-                if let Some(client) = self.clients.get(n) {
-                    procs.signal(client.id, Signal::STOP);
-                }
-            }
-            (FaultKind::Pause, FaultTarget::Redis(n)) => {
-                if let Some(id) = self.deployment()?.nodes[n].proc {
-                    procs.signal(id, Signal::STOP);
-                }
-            }
             (FaultKind::Crash, FaultTarget::Client(n)) => {
                 if let Some(client) = self.clients.get(n) {
                     procs.kill(client.id).await;
@@ -349,5 +356,57 @@ impl Seed<'_> {
         }
         self.record_fault(fault, target, Phase::End);
         Ok(())
+    }
+}
+
+/// Whether the process `pid` shows stopped (state `T` in
+/// `/proc/PID/stat`) within 200 ms of its `SIGSTOP`: the kernel's word
+/// that a pause took, polled every millisecond (a read of procfs, from
+/// memory, does not hold the controller up).
+async fn stopped(pid: Option<u32>) -> bool {
+    let Some(pid) = pid else {
+        return false;
+    };
+    let path = format!("/proc/{pid}/stat");
+    for _ in 0..200 {
+        if let Ok(stat) = std::fs::read_to_string(&path)
+            // The state follows the command's closing parenthesis.
+            && let Some((_, after)) = stat.rsplit_once(')')
+            && after.trim_start().starts_with('T')
+        {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_shows_stopped_only_while_it_is_stopped() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("a runtime");
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .expect("sleep runs");
+        let pid = child.id();
+        let signal = |signal| {
+            let pid = rustix::process::Pid::from_raw(pid as i32).expect("a live pid");
+            rustix::process::kill_process(pid, signal).expect("signal sent");
+        };
+        assert!(!runtime.block_on(stopped(Some(pid))), "running");
+        signal(Signal::STOP);
+        assert!(runtime.block_on(stopped(Some(pid))), "stopped");
+        signal(Signal::CONT);
+        assert!(!runtime.block_on(stopped(Some(pid))), "continued");
+        assert!(!runtime.block_on(stopped(None)));
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }
