@@ -413,7 +413,8 @@ server_pass() {
   # in the tests step; Redis 8.2's differences from it (WAITAOF) are
   # compared through the lock's own tests here.
   # And sim chaos on this server, taken by a file's [server] flavour.
-  local chaos_flavour="(binary(sim_it) and test(/^chaos::a_(file_runs_on|flavours_directory)/))"
+  # On Valkey 9.1, the atomic slot migration on real servers too.
+  local chaos_flavour="(binary(sim_it) and test(/^chaos::(a_(file_runs_on|flavours_directory)|an_atomic_slot_migration)/))"
   case "$flavour" in
     valkey-*) filter="(binary(it)$skip) or (binary(sim_it) and test(differential::simulated_valkey)) or $chaos_flavour" ;;
     *)

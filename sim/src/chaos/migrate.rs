@@ -21,7 +21,8 @@ use super::{
 /// One node of the cluster as `CLUSTER NODES` lists it.
 #[derive(Debug, Clone)]
 pub(super) struct ClusterNode {
-    id: String,
+    /// Its node id.
+    pub id: String,
     /// Its client port.
     pub port: u16,
     /// A primary not marked failed.
@@ -211,6 +212,62 @@ pub(super) async fn begin(
     .await
 }
 
+/// The node ports of `deployment` (port, running), by index, and what
+/// each announces ([`cluster_nodes`]).
+pub(super) fn ports_of(deployment: &Deployment) -> (Vec<(u16, bool)>, Vec<(u16, u16)>) {
+    (node_ports(deployment), announced_ports(deployment))
+}
+
+/// Which slot moves, from which node, to which: the slot of `key`, from
+/// its owner to the primary of another shard (`pick` chooses among them,
+/// as the simulator draws among the other shards).
+pub(super) struct Plan {
+    pub slot: u16,
+    /// The owner's index in the deployment.
+    pub from_index: usize,
+    pub owner: ClusterNode,
+    /// The target's index in the deployment.
+    pub to_index: usize,
+    pub target: ClusterNode,
+    /// The other primaries' ports.
+    pub others: Vec<u16>,
+}
+
+/// The [`Plan`] for `key` on the cluster whose nodes are `ports` (port,
+/// running), by index, announcing `announced` ([`cluster_nodes`]); `None`
+/// when the cluster has no other shard or cannot be read.
+pub(super) async fn plan(
+    ports: &[(u16, bool)],
+    announced: &[(u16, u16)],
+    key: &str,
+    pick: u64,
+) -> Option<Plan> {
+    let slot = lock_core::internal::cluster::slot_of(key);
+    let nodes = cluster_nodes(ports, announced).await?;
+    let index_of = |port: u16| ports.iter().position(|&(p, _)| p == port);
+    let owner = nodes.iter().find(|n| n.primary && n.owns(slot))?;
+    let targets: Vec<&ClusterNode> = nodes
+        .iter()
+        .filter(|n| n.primary && !n.slots.is_empty() && n.id != owner.id)
+        .collect();
+    if targets.is_empty() {
+        return None;
+    }
+    let target = targets[(pick % targets.len() as u64) as usize];
+    Some(Plan {
+        slot,
+        from_index: index_of(owner.port)?,
+        owner: owner.clone(),
+        to_index: index_of(target.port)?,
+        target: target.clone(),
+        others: nodes
+            .iter()
+            .filter(|n| n.primary && n.id != owner.id && n.id != target.id)
+            .map(|n| n.port)
+            .collect(),
+    })
+}
+
 /// [`begin`] on the cluster whose nodes are `ports` (port, running), by
 /// index, announcing `announced` ([`cluster_nodes`]).
 async fn begin_among(
@@ -221,23 +278,15 @@ async fn begin_among(
     duration: Duration,
     on_moved: impl Fn(String, usize, usize) + Send + 'static,
 ) -> Result<Option<Migration>, ChaosError> {
-    let slot = lock_core::internal::cluster::slot_of(key);
-    let Some(nodes) = cluster_nodes(ports, announced).await else {
-        return Ok(None);
-    };
-    let index_of = |port: u16| ports.iter().position(|&(p, _)| p == port);
-    let Some(owner) = nodes.iter().find(|n| n.primary && n.owns(slot)) else {
-        return Ok(None);
-    };
-    let targets: Vec<&ClusterNode> = nodes
-        .iter()
-        .filter(|n| n.primary && !n.slots.is_empty() && n.id != owner.id)
-        .collect();
-    if targets.is_empty() {
-        return Ok(None);
-    }
-    let target = targets[(pick % targets.len() as u64) as usize];
-    let (Some(from_index), Some(to_index)) = (index_of(owner.port), index_of(target.port)) else {
+    let Some(Plan {
+        slot,
+        from_index,
+        owner,
+        to_index,
+        target,
+        others,
+    }) = plan(ports, announced, key, pick).await
+    else {
         return Ok(None);
     };
     let mut to_conn = admin(target.port).await?;
@@ -270,13 +319,9 @@ async fn begin_among(
     });
     Ok(Some(Migration {
         slot,
-        from: (from_index, owner.port, owner.id.clone()),
-        to: (to_index, target.port, target.id.clone()),
-        others: nodes
-            .iter()
-            .filter(|n| n.primary && n.id != owner.id && n.id != target.id)
-            .map(|n| n.port)
-            .collect(),
+        from: (from_index, owner.port, owner.id),
+        to: (to_index, target.port, target.id),
+        others,
         stepper,
     }))
 }

@@ -12,10 +12,11 @@
 //!
 //! This file only declares the modules and names what they offer. Layering,
 //! downwards only: `run` → `batches`, `deploy`, `dirs`, `proxy`, `procs`,
-//! `wire`, `lazy_aof`, `migrate`, `cut`, `sentinel`, `target`; `refuse` →
-//! `procs`, `target`; `sentinel` → `deploy`; `deploy` → `cut`; `cut` →
+//! `wire`, `lazy_aof`, `atomic_migrate`, `migrate`, `cut`, `sentinel`, `target`; `refuse` →
+//! `procs`, `target`; `sentinel` → `deploy`; `atomic_migrate` → `migrate`; `deploy` → `cut`; `cut` →
 //! `proxy`; `client` → `wire`.
 
+mod atomic_migrate;
 mod batches;
 pub mod client;
 mod cut;

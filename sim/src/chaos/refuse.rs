@@ -51,9 +51,9 @@ pub fn refusal(
         FaultKind::SlotMigration if !matches!(topology, Topology::Cluster { .. }) => {
             Some("only a Redis Cluster migrates slots")
         }
-        FaultKind::AtomicSlotMigration => Some(
-            "the harness migrates slots key by key (MIGRATE); it does not drive Valkey's CLUSTER MIGRATESLOTS",
-        ),
+        FaultKind::AtomicSlotMigration if !matches!(topology, Topology::Cluster { .. }) => {
+            Some("only a Redis Cluster migrates slots")
+        }
         FaultKind::Restart | FaultKind::Busy | FaultKind::Evict if !server => {
             Some("only a Redis node can be restarted, made busy or evict")
         }
@@ -266,7 +266,7 @@ mod tests {
     }
 
     #[test]
-    fn an_atomic_slot_migration_is_refused_by_name() {
+    fn an_atomic_slot_migration_runs_only_on_a_cluster() {
         let cluster = Topology::Cluster {
             shards: 3,
             replicas: 1,
@@ -276,25 +276,14 @@ mod tests {
             },
             node_timeout: Duration::from_secs(15),
         };
-        let why = refusal(
-            FaultKind::AtomicSlotMigration,
-            FaultTarget::Primary,
-            &cluster,
-            true,
-        );
-        assert!(
-            why.is_some_and(|why| why.contains("MIGRATESLOTS")),
-            "{why:?}"
-        );
-        assert_eq!(
-            refusal(
-                FaultKind::SlotMigration,
-                FaultTarget::Primary,
-                &cluster,
-                true
-            ),
-            None,
-            "key by key, the harness drives it"
-        );
+        for kind in [FaultKind::AtomicSlotMigration, FaultKind::SlotMigration] {
+            assert_eq!(
+                refusal(kind, FaultTarget::Primary, &cluster, true),
+                None,
+                "the harness drives it"
+            );
+            let why = refusal(kind, FaultTarget::Primary, &Topology::Single, true);
+            assert!(why.is_some_and(|why| why.contains("Cluster")), "{why:?}");
+        }
     }
 }

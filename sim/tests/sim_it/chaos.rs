@@ -677,3 +677,85 @@ fn a_flavours_directory_holding_another_server_is_refused() {
         pids(&dir)
     );
 }
+
+/// On Valkey 9.1 (this pass's server, else it says so and passes): the
+/// `atomic-slot-migration` fault moves the lock key's slot by `CLUSTER
+/// MIGRATESLOTS`, the history records its keys moved from the slot's
+/// owner to another primary, that primary is the one `CLUSTER NODES`
+/// names as serving the slot afterwards (the target a later fault on
+/// `redis:primary` resolves to), and the clients are granted or renew
+/// there.
+#[test]
+fn an_atomic_slot_migration_moves_the_lock_slot_to_the_node_that_serves_it_after() {
+    let (binary, flavour) = this_passes_server();
+    if flavour != "valkey-9.1" {
+        eprintln!("atomic slot migration needs Valkey 9.1; this pass runs {flavour}: not run");
+        return;
+    }
+    let dir = scratch("atomic-migration");
+    let servers = servers_dir(&dir, &flavour, &binary);
+    let file = tests_dir().join("atomic-migration.toml");
+    let output = chaos(
+        &dir,
+        &[
+            file.to_str().expect("a utf-8 path"),
+            "--runs",
+            "1",
+            "--history",
+        ],
+    )
+    .arg("--servers")
+    .arg(&servers)
+    .output()
+    .expect("sim runs");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let history = String::from_utf8_lossy(&output.stdout).into_owned();
+    let entries: Vec<serde_json::Value> = history
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .collect();
+    let fault_target = |kind: &str| {
+        entries
+            .iter()
+            .find(|entry| entry["op"] == "fault" && entry["kind"] == kind)
+            .map(|entry| entry["target"].clone())
+            .unwrap_or_else(|| panic!("no {kind} fault\n{history}"))
+    };
+    let moved: Vec<&serde_json::Value> = entries
+        .iter()
+        .filter(|entry| entry["op"] == "migrated")
+        .collect();
+    // The fence floor of the lock's slot is there from the first grant on.
+    let first = moved
+        .first()
+        .unwrap_or_else(|| panic!("no key migrated\n{history}"));
+    let (from, to) = (&first["from"], &first["to"]);
+    assert_ne!(from, to, "{history}");
+    assert!(
+        moved
+            .iter()
+            .all(|entry| (&entry["from"], &entry["to"]) == (from, to)),
+        "{history}"
+    );
+    assert_eq!(
+        fault_target("atomic-slot-migration"),
+        format!("redis:{from}"),
+        "it moves from the slot's owner\n{history}"
+    );
+    assert_eq!(
+        fault_target("latency"),
+        format!("redis:{to}"),
+        "the target serves the slot after\n{history}"
+    );
+    let moved_at = first["at"]["secs"].as_f64().unwrap_or_default()
+        + first["at"]["nanos"].as_f64().unwrap_or_default() / 1e9;
+    assert!(
+        entries.iter().any(|entry| {
+            let at = entry["at"]["secs"].as_f64().unwrap_or_default()
+                + entry["at"]["nanos"].as_f64().unwrap_or_default() / 1e9;
+            at > moved_at && (entry["op"] == "acquire-ok" || entry["op"] == "renewed")
+        }),
+        "no grant or renewal after the move\n{history}"
+    );
+    assert_all_gone(&dir, Duration::from_secs(2));
+}

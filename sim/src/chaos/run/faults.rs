@@ -10,7 +10,7 @@ use super::{
     node_ops::{busy, cluster_owner, evict, lock_key},
 };
 use crate::chaos::{
-    ChaosError,
+    ChaosError, atomic_migrate,
     cut::{self, Proxy},
     deploy::{MASTER, admin},
     migrate,
@@ -157,6 +157,7 @@ impl Seed<'_> {
                 }
             }
             (FaultKind::SlotMigration, _) => self.begin_migration(index, fault).await?,
+            (FaultKind::AtomicSlotMigration, _) => self.begin_atomic_migration(index).await?,
             (kind, target) => {
                 return Err(ChaosError::Internal(format!(
                     "{} on {target} reached the controller unrefused",
@@ -281,6 +282,24 @@ impl Seed<'_> {
         .await?;
         if let Some(migration) = migration {
             self.migrations.insert(index, migration);
+        }
+        Ok(())
+    }
+
+    /// Atomic slot migration `index` begins: Valkey moves the slot by
+    /// itself, and its keys are recorded as moved once the target took it.
+    pub(super) async fn begin_atomic_migration(&mut self, index: usize) -> Result<(), ChaosError> {
+        let pick = self.rng.between(0, 1 << 16);
+        let recorder = self.recorder.clone();
+        let migration = atomic_migrate::begin(
+            self.deployment()?,
+            &lock_key(),
+            pick,
+            move |key, from, to| recorder.record_migrated(key, from, to),
+        )
+        .await?;
+        if let Some(migration) = migration {
+            self.atomic_migrations.insert(index, migration);
         }
         Ok(())
     }

@@ -33,6 +33,7 @@ use self::{
 };
 use super::{
     ChaosError,
+    atomic_migrate::AtomicMigration,
     batches::BatchWatch,
     deploy::Deployment,
     dirs::DataDir,
@@ -79,6 +80,9 @@ struct Seed<'a> {
     sentinel_draws: SentinelDraws,
     /// Slot migrations under way, by schedule index.
     migrations: BTreeMap<usize, Migration>,
+    /// Atomic slot migrations followed, by schedule index (dropped with
+    /// the seed, which stops following them).
+    atomic_migrations: BTreeMap<usize, AtomicMigration>,
     /// Nodes a partition (both ways) cuts off now, by schedule index: no
     /// failover promotes them, as the simulator promotes no node it cannot
     /// reach.
@@ -252,6 +256,7 @@ async fn run_on(
         rng: Rng::fork(seed, 0x5E47_1E11),
         sentinel_draws: SentinelDraws::new(seed),
         migrations: BTreeMap::new(),
+        atomic_migrations: BTreeMap::new(),
         cut_off: BTreeMap::new(),
         repoints: BTreeMap::new(),
         bus_cut: BTreeMap::new(),
