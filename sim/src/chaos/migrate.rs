@@ -212,9 +212,13 @@ pub(super) async fn begin(
     .await
 }
 
+/// A deployment's node ports: (port, running) by index, and the
+/// (announced, real) port pairs ([`cluster_nodes`]).
+pub(super) type NodePorts = (Vec<(u16, bool)>, Vec<(u16, u16)>);
+
 /// The node ports of `deployment` (port, running), by index, and what
 /// each announces ([`cluster_nodes`]).
-pub(super) fn ports_of(deployment: &Deployment) -> (Vec<(u16, bool)>, Vec<(u16, u16)>) {
+pub(super) fn ports_of(deployment: &Deployment) -> NodePorts {
     (node_ports(deployment), announced_ports(deployment))
 }
 
