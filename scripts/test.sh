@@ -340,18 +340,19 @@ chaos_step() {
   # (seeds 0..3; all four miss it about once in 250 runs). There is no safe
   # Sentinel file: with wait_replicas = 1 it is unsafe too, and caught less.
   #
-  # The two commands run side by side (each about 90 s): each takes its
-  # ports from its own fixed range, so their servers cannot meet, and with
-  # the cluster bus ports (port + 10000) both stay below 20000, under the
-  # kernel's ephemeral ports that the tests' servers use and under the
-  # README doctests' Redis (20000 and up).
-  # A third, from 7900: a machine crash made real by lazy_aof (safe with
+  # The commands run side by side (each about 90 s): each takes its ports
+  # from its own fixed range (4100, 4600, 4900 and up), so their servers
+  # cannot meet, and with the cluster bus ports (port + 10000) all stay
+  # below 16384, where the servers crate's walk begins (the matrix's
+  # servers, which run beside them, take 16384 up to the kernel's
+  # ephemeral ports) and under the README doctests' Redis (20000 and up).
+  # The third, from 4900: a machine crash made real by lazy_aof (safe with
   # appendfsync always), a slot migration by real MIGRATEs (safe), and the
   # lock family's clients under pauses (fair order F3, writer exclusion F1,
   # capacity F2; safe, 6 s each).
   local sentinel_log="$LOGS/chaos-sentinel.log" sentinel_pid rc=0
   local newer_log="$LOGS/chaos-newer.log" newer_pid
-  "$BIN/sim" chaos --runs 4 --base-port 7600 --work-dir "$TARGET_DIR/chaos-work/sentinel" \
+  "$BIN/sim" chaos --runs 4 --base-port 4600 --work-dir "$TARGET_DIR/chaos-work/sentinel" \
     --report-dir "$TARGET_DIR/chaos-reports" \
     scenarios/sentinel-stale-primary.toml >"$sentinel_log" 2>&1 &
   sentinel_pid=$!
@@ -364,13 +365,13 @@ chaos_step() {
   else
     echo "LEFT OUT of the chaos runs: scenarios/restart-aof-always.toml, whose flavour valkey-8.1 was not fetched"
   fi
-  "$BIN/sim" chaos --runs 1 --base-port 7900 --work-dir "$TARGET_DIR/chaos-work/newer" \
+  "$BIN/sim" chaos --runs 1 --base-port 4900 --work-dir "$TARGET_DIR/chaos-work/newer" \
     --report-dir "$TARGET_DIR/chaos-reports" \
     "${on_valkey[@]}" scenarios/cluster-slot-migration.toml \
     scenarios/fair-single-pauses.toml scenarios/rw-single-pauses.toml \
     scenarios/semaphore-single-pauses.toml >"$newer_log" 2>&1 &
   newer_pid=$!
-  "$BIN/sim" chaos --runs 1 --base-port 7100 --work-dir "$TARGET_DIR/chaos-work/others" \
+  "$BIN/sim" chaos --runs 1 --base-port 4100 --work-dir "$TARGET_DIR/chaos-work/others" \
     --report-dir "$TARGET_DIR/chaos-reports" \
     scenarios/eviction.toml scenarios/long-pause-fenced.toml scenarios/failover-with-wait.toml \
     scenarios/cluster-shard-failover-wait.toml \
@@ -512,15 +513,16 @@ echo "ok: compare.html holds its $charts charts"
 
 join tests
 join doc_features
-join matrix
 
 step "chaos: scenarios on real processes (single, Sentinel, Cluster; bounded)"
-# After the lock-core test passes, not beside them: they start clusters of
-# their own, and a cluster the chaos run creates (ports from binding port
-# 0, bus ports beside them) once found a node that could not start on a
-# port taken meanwhile. The scenario suite still runs beside it.
+# Beside the matrix's last passes: the chaos runs take fixed ports below
+# the walk the tests' servers take theirs from, bus ports included (see
+# chaos_step), so neither can take a port the other is about to bind. (A
+# chaos cluster on ports of the walk once found a bus port taken by a
+# test's server meanwhile.) The scenario suite still runs beside it.
 chaos_step
 
+join matrix
 join static
 join suite
 
