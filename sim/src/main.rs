@@ -8,6 +8,8 @@
 //! sim schema
 //! sim reference
 //! sim chaos [PATHS…] [--runs K] [--seed S] [--target redis://127.0.0.1:PORT] [--base-port P] [--junit FILE]
+//! sim agree [PATHS…] --budget DURATION [--sim-seeds N] [--max-runs K] [--archive DIR]
+//! sim agree --recheck DIR
 //! ```
 //!
 //! `sim chaos` runs the same scenario files against real processes (see
@@ -113,6 +115,14 @@ enum Command {
         #[arg(long, hide = true)]
         pids_file: Option<PathBuf>,
     },
+    /// The agreement table between the simulator and real processes: each
+    /// file's simulated rate over --sim-seeds seeds; from it, K real runs
+    /// (an unsafe file: enough that an equal real rate shows with 95 %
+    /// probability; a safe file: what the budget leaves); both rates with
+    /// Wilson intervals and a Fisher test per row; and an archive (the
+    /// commit, the command, every real history, the table) from which
+    /// `--recheck DIR` recomputes it.
+    Agree(AgreeArgs),
     /// (internal) A chaos client process.
     #[command(hide = true)]
     ChaosClient {
@@ -186,6 +196,76 @@ struct RunArgs {
     stop_at_first_failure: bool,
 }
 
+/// `sim agree`'s arguments.
+#[derive(clap::Args)]
+struct AgreeArgs {
+    /// Scenario files or directories (default: scenarios/).
+    paths: Vec<PathBuf>,
+    /// What the real runs may take in all, planned from each run's length
+    /// (`90m`, `2h`); required unless --recheck.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    budget: Option<std::time::Duration>,
+    /// Simulated seeds per file.
+    #[arg(long, default_value_t = 1500)]
+    sim_seeds: u64,
+    /// The most real runs a file gets.
+    #[arg(long, default_value_t = 60)]
+    max_runs: u64,
+    /// Parallel workers for the simulated seeds (default: available cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// The archive directory to create (new or empty; default:
+    /// target/agree/ and the start time).
+    #[arg(long)]
+    archive: Option<PathBuf>,
+    /// Recompute the table of the archive in DIR from it alone, and say
+    /// whether it matches.
+    #[arg(long, conflicts_with_all = ["budget", "archive"])]
+    recheck: Option<PathBuf>,
+    /// Where each `[server] flavour`'s server is (as for `sim chaos`).
+    #[arg(long, default_value = "target/servers")]
+    servers: PathBuf,
+    /// Where the servers' logs and data go while a run lasts.
+    #[arg(long, default_value = "target/chaos-work")]
+    work_dir: PathBuf,
+    /// Use ports from here up (each must be free).
+    #[arg(long)]
+    base_port: Option<u16>,
+}
+
+impl AgreeArgs {
+    fn run(self) -> ExitCode {
+        let jobs = self.jobs.unwrap_or_else(runner::available_jobs).max(1);
+        if let Some(dir) = self.recheck {
+            return runner::agree::recheck(&dir, jobs);
+        }
+        let Some(budget) = self.budget else {
+            eprintln!(
+                "error: sim agree needs --budget DURATION (what the real runs may take, e.g. 90m), or --recheck DIR"
+            );
+            return ExitCode::from(2);
+        };
+        let options = runner::agree::AgreeOptions {
+            budget,
+            sim_seeds: self.sim_seeds,
+            max_runs: self.max_runs.max(1),
+            jobs,
+            real: chaos::RealOptions {
+                target: chaos::Target::Started,
+                base_port: self.base_port,
+                work_dir: self.work_dir,
+                pids_file: None,
+                servers: self.servers,
+            },
+            archive: self
+                .archive
+                .unwrap_or_else(|| runner::agree::default_archive(std::time::SystemTime::now())),
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+        };
+        cli::agree(self.paths, &options)
+    }
+}
+
 impl RunArgs {
     fn run(self) -> ExitCode {
         let options = RunOptions {
@@ -208,6 +288,7 @@ impl RunArgs {
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Run(args) => args.run(),
+        Command::Agree(args) => args.run(),
         Command::Merge { files, json, junit } => cli::merge_files(
             &files,
             Outputs {

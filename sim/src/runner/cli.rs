@@ -329,6 +329,15 @@ pub fn merge_files(paths: &[PathBuf], outputs: Outputs<'_>) -> ExitCode {
     }
 }
 
+/// `sim agree`: the agreement table of every scenario under `paths` (see
+/// [`super::agree`]).
+pub fn agree(paths: Vec<PathBuf>, options: &super::agree::AgreeOptions) -> ExitCode {
+    match load_jobs(paths) {
+        Ok(jobs) => super::agree::agree(&jobs, options),
+        Err(code) => code,
+    }
+}
+
 /// `sim replay`: one seed of one file, exactly, with its report.
 pub fn replay(file: &Path, seed: u64, history: bool, report_dir: &Path) -> ExitCode {
     let scenario = match scenario::load(file) {

@@ -13,6 +13,7 @@
 //! gives. [`junit`] writes a run's results as JUnit XML. [`cli`] is what
 //! the command line does with them.
 
+pub mod agree;
 pub mod cli;
 pub mod junit;
 mod real;

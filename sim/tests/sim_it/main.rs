@@ -15,6 +15,7 @@
 
 mod common;
 
+mod agree;
 mod chaos;
 mod cluster;
 mod determinism;
