@@ -260,7 +260,11 @@ impl AgreeArgs {
             archive: self
                 .archive
                 .unwrap_or_else(|| runner::agree::default_archive(std::time::SystemTime::now())),
-            command: std::env::args().collect::<Vec<_>>().join(" "),
+            // As typed, but for the program's own path (a machine's).
+            command: std::iter::once("sim".to_owned())
+                .chain(std::env::args().skip(1))
+                .collect::<Vec<_>>()
+                .join(" "),
         };
         cli::agree(self.paths, &options)
     }

@@ -36,7 +36,11 @@ impl Flavour {
     /// write, advances the fsynced offset to the write offset unless an
     /// fsync is due, whether or not the last writes were fsynced; Redis
     /// fixed the same code in 8.0 (redis/redis#13793), Valkey had not in
-    /// 8.1 nor, by a public report, in 9.1. Measured here on Valkey 8.1.8:
+    /// 8.1 nor in 9.1. Measured here on Valkey 9.1.2 (2026-11-29): the
+    /// same probe lost the acknowledged key in 10 of 30 tries (Redis
+    /// 8.2.3: 0 of 30, its `WAITAOF` answering only after the fsync, up to
+    /// 0.9 s later), and `sim chaos` showed S1 on 5 of 33 real runs of
+    /// `restart-without-fsync-waitaof-valkey9`. On Valkey 8.1.8:
     /// a `WAITAOF 1 0` pipelined behind a `SET` answers `[1, 0]` within
     /// 0.3–103 ms (its next event-loop pass; the cron's is 100 ms away at
     /// most), strace shows the reply written before the background
