@@ -78,6 +78,10 @@ pub(super) struct Archive {
     dir: PathBuf,
     command: String,
     started: SystemTime,
+    /// The commit and the machine when the run started (read then: the
+    /// tree may change while it runs).
+    commit: String,
+    machine: String,
     real: Vec<Summary>,
     simulated: Vec<Summary>,
 }
@@ -96,6 +100,8 @@ impl Archive {
             dir: dir.to_owned(),
             command: command.to_owned(),
             started: SystemTime::now(),
+            commit: commit(),
+            machine: machine(),
             real: Vec::new(),
             simulated: Vec::new(),
         })
@@ -153,9 +159,9 @@ impl Archive {
     pub(super) fn header(&self, options: &AgreeOptions, sim_time: Duration) -> Header {
         Header {
             date: humantime::format_rfc3339_seconds(self.started).to_string(),
-            commit: commit(),
+            commit: self.commit.clone(),
             command: self.command.clone(),
-            machine: machine(),
+            machine: self.machine.clone(),
             sim_seeds: options.sim_seeds,
             budget_s: options.budget.as_secs(),
             sim_s: sim_time.as_secs(),
