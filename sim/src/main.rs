@@ -67,7 +67,8 @@ enum Command {
     /// its own OS process running the production adapter), applying the
     /// fault schedule the simulator draws for the same seeds, and check the
     /// real history with the same checkers. Faults real processes cannot
-    /// take (a server clock jump) are refused by name and file:line:col.
+    /// take (a pause of the storage, a server fault against `--target`) are
+    /// refused by name and file:line:col.
     Chaos {
         /// Scenario files or directories (default: scenarios/).
         paths: Vec<PathBuf>,

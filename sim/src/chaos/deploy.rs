@@ -18,6 +18,7 @@ use servers::{Binaries, Ports, cluster::Member};
 use super::{
     ChaosError,
     cut::{NodeShape, Proxy},
+    fake_clock::{self, ServerClocks},
     procs::{Output, ProcId, Processes, await_started},
     proxy::Link,
 };
@@ -146,6 +147,10 @@ pub(super) struct Deployment {
     /// persist to an AOF: a restart's `kill -9` then loses what a machine
     /// crash would (`super::lazy_aof`).
     pub preload: Option<PathBuf>,
+    /// The nodes' faked clocks, when the schedule has a server clock
+    /// fault: every node runs with the `fake_clock` library preloaded and
+    /// a clock file of its own (`super::fake_clock`).
+    pub clocks: Option<ServerClocks>,
     /// The server binary every node and sentinel runs: the scenario's
     /// flavour's (`super::flavour`).
     pub server: PathBuf,
@@ -335,11 +340,24 @@ impl Deployment {
         let node = &self.nodes[index];
         let name = format!("redis-{index}");
         let output = Output::new(&self.dir, &name);
-        let env: Vec<(&str, &Path)> = self
+        let libraries: Vec<&Path> = self
             .preload
             .iter()
-            .map(|path| ("LD_PRELOAD", path.as_path()))
+            .map(PathBuf::as_path)
+            .chain(self.clocks.iter().map(|clocks| clocks.library.as_path()))
             .collect();
+        let preload = std::env::join_paths(&libraries)
+            .map(PathBuf::from)
+            .map_err(|_| {
+                ChaosError::Internal("a preloaded library's path holds a colon".to_owned())
+            })?;
+        let mut env: Vec<(&str, &Path)> = Vec::new();
+        if !libraries.is_empty() {
+            env.push(("LD_PRELOAD", &preload));
+        }
+        if let Some(file) = self.clocks.as_ref().and_then(|clocks| clocks.file(index)) {
+            env.push((fake_clock::FILE_VAR, file));
+        }
         let program = program(&self.server)?;
         let (id, _) =
             procs.spawn_with_env(&name, program, &node.args, false, &output.stderr, &env)?;
@@ -350,12 +368,15 @@ impl Deployment {
     }
 
     /// Starts what `topology` names, its nodes persisting as
-    /// `persistence` asks; `seed` seeds its replication lags.
+    /// `persistence` asks; `seed` seeds its replication lags; with
+    /// `fake_clocks`, its nodes' clocks can be shifted
+    /// ([`super::fake_clock`]).
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn start(
         server: Binaries,
         topology: &Topology,
         persistence: Persistence,
+        fake_clocks: bool,
         seed: u64,
         procs: &mut Processes,
         ports: &mut Ports,
@@ -368,6 +389,11 @@ impl Deployment {
                 Some(super::lazy_aof::install(&dir)?)
             }
         };
+        let clocks = if fake_clocks {
+            Some(ServerClocks::new(&dir, &data, topology.node_count())?)
+        } else {
+            None
+        };
         let mut deployment = Self {
             nodes: Vec::with_capacity(topology.node_count()),
             sentinels: Vec::new(),
@@ -375,6 +401,7 @@ impl Deployment {
             dir,
             data,
             preload,
+            clocks,
             server: server.server().to_path_buf(),
             identity: server.identity(),
         };

@@ -12,8 +12,8 @@
 //!
 //! This file only declares the modules and names what they offer. Layering,
 //! downwards only: `run` → `batches`, `deploy`, `dirs`, `proxy`, `procs`,
-//! `wire`, `lazy_aof`, `atomic_migrate`, `migrate`, `cut`, `sentinel`, `target`; `refuse` →
-//! `procs`, `target`; `sentinel` → `deploy`; `atomic_migrate` → `migrate`; `deploy` → `cut`; `cut` →
+//! `wire`, `lazy_aof`, `fake_clock`, `atomic_migrate`, `migrate`, `cut`, `sentinel`, `target`; `refuse` →
+//! `procs`, `target`, `fake_clock`; `deploy` → `fake_clock`; `sentinel` → `deploy`; `atomic_migrate` → `migrate`; `deploy` → `cut`; `cut` →
 //! `proxy`; `client` → `wire`.
 
 mod atomic_migrate;
@@ -23,6 +23,7 @@ mod cut;
 mod deploy;
 mod dirs;
 mod error;
+pub mod fake_clock;
 pub mod flavour;
 pub mod lazy_aof;
 mod migrate;

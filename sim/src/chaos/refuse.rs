@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::{ChaosError, target::Target};
+use super::{ChaosError, fake_clock, target::Target};
 use crate::{
     config::{FaultKind, FaultTarget, Scenario, Topology},
     outcome::ConcreteFault,
@@ -41,9 +41,6 @@ pub fn refusal(
         );
     }
     match kind {
-        FaultKind::ClockDrift | FaultKind::ClockJump if server => Some(
-            "a Redis server's clock can be changed only with privileges (the harness runs without root); the client's clock is injected, the server's is not",
-        ),
         FaultKind::Pause | FaultKind::Crash if target == FaultTarget::Storage => {
             Some("the storage runs inside the controller and cannot be stopped apart from it")
         }
@@ -119,6 +116,18 @@ fn locate(text: &str, index: Option<usize>) -> (usize, usize) {
     line_column(text, offset)
 }
 
+/// The target a file's `target` names, as a fault's (any client: the
+/// first).
+fn fault_target(target: crate::config::Target) -> FaultTarget {
+    match target {
+        crate::config::Target::Client(n) => FaultTarget::Client(n),
+        crate::config::Target::AnyClient => FaultTarget::Client(0),
+        crate::config::Target::Primary => FaultTarget::Primary,
+        crate::config::Target::Redis(n) => FaultTarget::Redis(n),
+        crate::config::Target::Storage => FaultTarget::Storage,
+    }
+}
+
 /// Checks every fault the given seeds of `scenario` would apply; the first
 /// that real processes cannot take is refused with where it is written.
 pub fn check_faults(
@@ -141,13 +150,7 @@ pub fn check_faults(
         }
     };
     for (index, spec) in scenario.faults.iter().enumerate() {
-        let target = match spec.target {
-            crate::config::Target::Client(n) => FaultTarget::Client(n),
-            crate::config::Target::AnyClient => FaultTarget::Client(0),
-            crate::config::Target::Primary => FaultTarget::Primary,
-            crate::config::Target::Redis(n) => FaultTarget::Redis(n),
-            crate::config::Target::Storage => FaultTarget::Storage,
-        };
+        let target = fault_target(spec.target);
         if let Some(why) = refusal(spec.kind, target, &scenario.topology, own) {
             return Err(refuse(spec.kind, target, why, Some(index)));
         }
@@ -179,7 +182,10 @@ pub fn check_faults(
 /// The binaries a real run of `scenario` needs, checked before anything
 /// starts: the server of its `[server] flavour` (`super::flavour`), which
 /// also runs the sentinels (`--sentinel`); a cluster is made without
-/// `redis-cli`. `None` against a server the harness did not start.
+/// `redis-cli`. A file with a server clock fault needs a server that can
+/// take the preloaded clock library (`super::fake_clock`): a statically
+/// linked one is refused at that fault. `None` against a server the
+/// harness did not start.
 pub fn check_binaries(
     file: &str,
     scenario: &Scenario,
@@ -188,7 +194,27 @@ pub fn check_binaries(
     if options.target != Target::Started {
         return Ok(None);
     }
-    super::flavour::check(file, scenario, &options.servers).map(Some)
+    let found = super::flavour::check(file, scenario, &options.servers)?;
+    if let Some(index) = fake_clock::written_at(scenario)
+        && let Some(why) = fake_clock::not_preloadable(found.server())
+    {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        let (line, column) = locate(&text, index);
+        let (kind, target) = index
+            .and_then(|index| scenario.faults.get(index))
+            .map_or((FaultKind::ClockJump, FaultTarget::Primary), |spec| {
+                (spec.kind, fault_target(spec.target))
+            });
+        return Err(ChaosError::Refused {
+            file: file.to_owned(),
+            line,
+            column,
+            kind: fault_kind(kind).name,
+            target: target.to_string(),
+            why,
+        });
+    }
+    Ok(Some(found))
 }
 
 #[cfg(test)]

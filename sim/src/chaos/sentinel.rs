@@ -283,6 +283,7 @@ mod tests {
             let late = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 201));
             let node = link(upstream).await;
             let deployment = Deployment {
+                clocks: None,
                 nodes: vec![crate::chaos::deploy::Node {
                     port: upstream,
                     bus: None,

@@ -79,34 +79,47 @@ fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
-/// Runs the test scenario `file` for real (in the scratch folder `name`)
-/// and checks it was refused before anything started: exit 2, the
-/// refusal naming `place` (file:line:col) and saying `says`.
-fn assert_refused(name: &str, file: &str, place: &str, says: &str) {
-    let dir = scratch(name);
-    let file = tests_dir().join(file);
-    let output = chaos(&dir, &[file.to_str().expect("a utf-8 path")])
-        .output()
-        .expect("sim runs");
-    let text = stderr(&output);
-    assert_eq!(output.status.code(), Some(2), "{text}");
-    assert!(text.contains(place), "{text}");
-    assert!(text.contains(says), "{text}");
-    assert!(
-        pids(&dir).is_empty(),
-        "a refused run started {:?}",
-        pids(&dir)
-    );
+/// A server's clock jumps forward 2 s on a real `redis-server` (through
+/// the preloaded `fake_clock` library): its keys expire at once and a
+/// second client is granted the lease its holder still runs on. The run
+/// catches it, and records the jump as begun once the server's `TIME`
+/// showed it.
+#[test]
+fn a_server_clock_jump_on_a_real_server_is_caught() {
+    let (dir, output) = run_to_the_end("server-jump", "server-jump.toml");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}{}", stderr(&output));
+    assert!(stdout.contains("lease-exclusion:1"), "{stdout}");
+    let (_, history) = one_run_history("server-jump-history", "server-jump.toml");
+    let began = instants_of(&history, "fault", Some("start"));
+    assert_eq!(began.len(), 1, "{history}");
+    assert!((2.0..2.5).contains(&began[0]), "{began:?}");
+    assert_all_gone(&dir, Duration::from_secs(2));
 }
 
+/// Its twin with the jump planted out: the same clients on a server that
+/// keeps true time are safe, so what the other catches is the jump's.
 #[test]
-fn a_server_clock_jump_is_refused_by_name_and_place() {
-    assert_refused(
-        "refused",
-        "server-jump.toml",
-        "server-jump.toml:20:1",
-        "fault `clock-jump` on redis:0",
+fn the_same_run_without_the_jump_is_safe() {
+    let (dir, output) = run_to_the_end("server-jump-out", "server-jump-planted-out.toml");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}{}", stderr(&output));
+    assert!(stdout.contains("server-jump-planted-out  safe"), "{stdout}");
+    assert_all_gone(&dir, Duration::from_secs(2));
+}
+
+/// A jump written for a crashed server never shows in its `TIME`: it is
+/// not recorded as begun, and the run is inconclusive (exit status 3).
+#[test]
+fn a_server_clock_jump_that_never_shows_leaves_the_run_inconclusive() {
+    let (dir, output) = run_to_the_end("server-jump-unseen", "server-jump-unseen.toml");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(3), "{stdout}{}", stderr(&output));
+    assert!(
+        stdout.contains("clock-jump faults scheduled inside the run, 0 began"),
+        "{stdout}"
     );
+    assert_all_gone(&dir, Duration::from_secs(2));
 }
 
 /// Runs the test scenario `file` once for real (in the scratch folder

@@ -13,9 +13,9 @@ use crate::chaos::{
     ChaosError, atomic_migrate,
     cut::{self, Proxy},
     deploy::{MASTER, admin},
-    migrate,
+    fake_clock, migrate,
     procs::Processes,
-    wire::ClientCommand,
+    wire::{ClientCommand, mono_ns},
 };
 use crate::{
     config::{FaultKind, FaultTarget, Topology},
@@ -105,6 +105,11 @@ impl Seed<'_> {
                 }
             }
             return Ok(());
+        }
+        if let FaultTarget::Redis(n) = target
+            && fake_clock::is_server_clock(fault.kind, target)
+        {
+            return self.move_server_clock(n, fault, target);
         }
         self.record_fault(fault, target, Phase::Start);
         match (fault.kind, target) {
@@ -236,6 +241,62 @@ impl Seed<'_> {
         }
     }
 
+    /// Node `n`'s clock jumps or starts drifting, through its clock file
+    /// ([`fake_clock`]). The fault is recorded as begun, stamped when the
+    /// file was written, once the node's `TIME` shows the shift (within
+    /// [`fake_clock::evidence_wait`], watched by a task of its own so the
+    /// schedule goes on meanwhile): a node that never shows it (paused,
+    /// down) leaves it unrecorded, and the run inconclusive.
+    fn move_server_clock(
+        &mut self,
+        n: usize,
+        fault: &ConcreteFault,
+        target: FaultTarget,
+    ) -> Result<(), ChaosError> {
+        let deployment = self.deployment()?;
+        let port = deployment.nodes[n].port;
+        let clocks = deployment.clocks.as_mut().ok_or_else(|| {
+            ChaosError::Internal("a server clock fault on a run without faked clocks".to_owned())
+        })?;
+        let observer = clocks.observer(n)?;
+        let before = observer.offset_now();
+        let written = mono_ns();
+        if fault.kind == FaultKind::ClockDrift {
+            clocks.drift(n, fault.rate.unwrap_or_default())?;
+        } else if let Some(offset) = fault.offset {
+            let magnitude = offset.magnitude.as_nanos() as i128;
+            clocks.jump(
+                n,
+                if offset.negative {
+                    -magnitude
+                } else {
+                    magnitude
+                },
+            )?;
+        }
+        let wait = fake_clock::evidence_wait(fault);
+        let recorder = self.recorder.clone();
+        let op = Op::Fault {
+            kind: fault_kind(fault.kind).name.to_owned(),
+            target: target.to_string(),
+            phase: Phase::Start,
+        };
+        tokio::spawn(async move {
+            let shown = tokio::time::timeout(wait, async {
+                if let Ok(mut conn) = admin(port).await {
+                    observer.until_shifted(&mut conn, before).await;
+                    return true;
+                }
+                false
+            })
+            .await;
+            if shown == Ok(true) {
+                recorder.record_at(written, Process::Controller, op);
+            }
+        });
+        Ok(())
+    }
+
     /// Node `n` runs a busy script, or evicts the lock key (an instant:
     /// its end is recorded at once).
     pub(super) async fn load_node(
@@ -349,6 +410,11 @@ impl Seed<'_> {
             }
             (FaultKind::ClockDrift, FaultTarget::Client(n)) => {
                 self.command(n, ClientCommand::Drift { rate: 0.0 }).await;
+            }
+            (FaultKind::ClockDrift, FaultTarget::Redis(n)) => {
+                if let Some(clocks) = self.deployment()?.clocks.as_mut() {
+                    clocks.drift(n, 0.0)?;
+                }
             }
             (FaultKind::Failover, FaultTarget::Redis(old))
                 if !matches!(self.scenario.topology, Topology::Sentinel { .. }) =>

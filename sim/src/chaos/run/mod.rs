@@ -207,32 +207,8 @@ async fn run_on(
     ports: &mut Ports,
     dirs: RunDirs<'_>,
 ) -> Result<SeedOutcome, ChaosError> {
-    let RunDirs {
-        logs: dir,
-        data,
-        servers,
-    } = dirs;
-    let deployment = match target {
-        RunTarget::Started => Some(
-            Deployment::start(
-                super::flavour::find(scenario.server.flavour, servers).map_err(|why| {
-                    ChaosError::Start {
-                        what: format!("a {:?} server", scenario.server.flavour),
-                        why,
-                    }
-                })?,
-                &scenario.topology,
-                scenario.server.persistence,
-                seed,
-                procs,
-                ports,
-                dir.to_path_buf(),
-                data.to_path_buf(),
-            )
-            .await?,
-        ),
-        RunTarget::Url { .. } => None,
-    };
+    let dir = dirs.logs;
+    let deployment = deploy(scenario, seed, schedule, target, procs, ports, dirs).await?;
     let entries = Entries::default();
     // The epoch: true time zero of the history, once everything is up.
     let recorder = Recorder {
@@ -312,6 +288,41 @@ async fn run_on(
         return Err(error);
     }
     Ok(checked(scenario, seed, schedule, entries.take(), batched))
+}
+
+/// Starts the deployment of `scenario` for `seed`, its nodes' clocks faked
+/// when `schedule` has a server clock fault; none against `--target`.
+async fn deploy(
+    scenario: &Scenario,
+    seed: u64,
+    schedule: &[ConcreteFault],
+    target: &RunTarget,
+    procs: &mut Processes,
+    ports: &mut Ports,
+    dirs: RunDirs<'_>,
+) -> Result<Option<Deployment>, ChaosError> {
+    if !matches!(target, RunTarget::Started) {
+        return Ok(None);
+    }
+    let server = super::flavour::find(scenario.server.flavour, dirs.servers).map_err(|why| {
+        ChaosError::Start {
+            what: format!("a {:?} server", scenario.server.flavour),
+            why,
+        }
+    })?;
+    let deployment = Deployment::start(
+        server,
+        &scenario.topology,
+        scenario.server.persistence,
+        super::fake_clock::needed(schedule),
+        seed,
+        procs,
+        ports,
+        dirs.logs.to_path_buf(),
+        dirs.data.to_path_buf(),
+    )
+    .await?;
+    Ok(Some(deployment))
 }
 
 /// The run's outcome: its one history, checked (`batched`: a call of the
