@@ -20,7 +20,10 @@ use std::{
 use flate2::{Compression, read::GzDecoder, write::GzEncoder};
 use serde::{Deserialize, Serialize};
 
-use super::{AgreeOptions, Job, Row, Tally, simulate, table::Header};
+use super::{
+    row::{Row, Tally, simulate},
+    table::Header,
+};
 use crate::{
     chaos::REAL_SLACK,
     checker,
@@ -156,14 +159,14 @@ impl Archive {
     }
 
     /// The table's account of how it was made.
-    pub(super) fn header(&self, options: &AgreeOptions, sim_time: Duration) -> Header {
+    pub(super) fn header(&self, sim_seeds: u64, budget: Duration, sim_time: Duration) -> Header {
         Header {
             date: humantime::format_rfc3339_seconds(self.started).to_string(),
             commit: self.commit.clone(),
             command: self.command.clone(),
             machine: self.machine.clone(),
-            sim_seeds: options.sim_seeds,
-            budget_s: options.budget.as_secs(),
+            sim_seeds,
+            budget_s: budget.as_secs(),
             sim_s: sim_time.as_secs(),
         }
     }
@@ -175,7 +178,7 @@ impl Archive {
         rows: &[Row],
         header: &Header,
         text: &str,
-        jobs: &[Job],
+        jobs: &[crate::runner::Job],
     ) -> Result<(), ArchiveError> {
         let kept = Kept {
             header: header.clone(),

@@ -5,7 +5,10 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Row, Tally, stats};
+use super::{
+    row::{Row, Tally},
+    stats,
+};
 use crate::config::Expect;
 
 /// How a table was made: what its header says.
