@@ -349,7 +349,8 @@ chaos_step() {
   # The third, from 4900: a machine crash made real by lazy_aof (safe with
   # appendfsync always), a slot migration by real MIGRATEs (safe), and the
   # lock family's clients under pauses (fair order F3, writer exclusion F1,
-  # capacity F2; safe, 6 s each).
+  # capacity F2; safe, 6 s each), and a server's clock jumped forward
+  # (the preloaded fake_clock library; S1 on every real run so far, 10 s).
   local sentinel_log="$LOGS/chaos-sentinel.log" sentinel_pid rc=0
   local newer_log="$LOGS/chaos-newer.log" newer_pid
   "$BIN/sim" chaos --runs 4 --base-port 4600 --work-dir "$TARGET_DIR/chaos-work/sentinel" \
@@ -369,7 +370,7 @@ chaos_step() {
     --report-dir "$TARGET_DIR/chaos-reports" \
     "${on_valkey[@]}" scenarios/cluster-slot-migration.toml \
     scenarios/fair-single-pauses.toml scenarios/rw-single-pauses.toml \
-    scenarios/semaphore-single-pauses.toml >"$newer_log" 2>&1 &
+    scenarios/semaphore-single-pauses.toml scenarios/server-clock-jump.toml >"$newer_log" 2>&1 &
   newer_pid=$!
   "$BIN/sim" chaos --runs 1 --base-port 4100 --work-dir "$TARGET_DIR/chaos-work/others" \
     --report-dir "$TARGET_DIR/chaos-reports" \
