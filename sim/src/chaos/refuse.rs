@@ -128,6 +128,26 @@ fn fault_target(target: crate::config::Target) -> FaultTarget {
     }
 }
 
+/// The refusal of `fault` (its kind and target) in `file`, whose text is
+/// `text`, at fault number `index` (or the `[mix]` table's kinds).
+fn refused(
+    file: &str,
+    text: &str,
+    (kind, target): (FaultKind, FaultTarget),
+    why: &'static str,
+    index: Option<usize>,
+) -> ChaosError {
+    let (line, column) = locate(text, index);
+    ChaosError::Refused {
+        file: file.to_owned(),
+        line,
+        column,
+        kind: fault_kind(kind).name,
+        target: target.to_string(),
+        why,
+    }
+}
+
 /// Checks every fault the given seeds of `scenario` would apply; the first
 /// that real processes cannot take is refused with where it is written.
 pub fn check_faults(
@@ -139,15 +159,7 @@ pub fn check_faults(
     let own = *target == Target::Started;
     let text = std::fs::read_to_string(file).unwrap_or_default();
     let refuse = |kind: FaultKind, target: FaultTarget, why: &'static str, index: Option<usize>| {
-        let (line, column) = locate(&text, index);
-        ChaosError::Refused {
-            file: file.to_owned(),
-            line,
-            column,
-            kind: fault_kind(kind).name,
-            target: target.to_string(),
-            why,
-        }
+        refused(file, &text, (kind, target), why, index)
     };
     for (index, spec) in scenario.faults.iter().enumerate() {
         let target = fault_target(spec.target);
@@ -199,20 +211,12 @@ pub fn check_binaries(
         && let Some(why) = fake_clock::not_preloadable(found.server())
     {
         let text = std::fs::read_to_string(file).unwrap_or_default();
-        let (line, column) = locate(&text, index);
-        let (kind, target) = index
+        let fault = index
             .and_then(|index| scenario.faults.get(index))
             .map_or((FaultKind::ClockJump, FaultTarget::Primary), |spec| {
                 (spec.kind, fault_target(spec.target))
             });
-        return Err(ChaosError::Refused {
-            file: file.to_owned(),
-            line,
-            column,
-            kind: fault_kind(kind).name,
-            target: target.to_string(),
-            why,
-        });
+        return Err(refused(file, &text, fault, why, index));
     }
     Ok(Some(found))
 }

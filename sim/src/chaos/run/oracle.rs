@@ -30,7 +30,10 @@ const BLIND_AFTER: Duration = Duration::from_millis(20);
 /// node that does not answer counted with the key it had, until its ttl),
 /// a cluster the node that serves the key's slot (while the cluster is
 /// down and every node answers `CLUSTERDOWN`, the key it last read, until
-/// its ttl: nothing can write it meanwhile). Each node has its own
+/// its ttl: nothing can write it meanwhile; the same while no node is a
+/// primary, each answering as a replica or refusing connections because
+/// its process is gone, as between a primary's death and its successor's
+/// promotion). Each node has its own
 /// [`reader`], whose readings count while [`FRESH`] and only if answered
 /// within [`ORACLE_RTT`]; a sample is stamped with the oldest reading it
 /// rests on. A slow or stopped node blinds the oracle only where its own
@@ -67,8 +70,9 @@ pub(super) async fn oracle(topology: Topology, ports: Vec<u16>, recorder: Record
     // a down node with the keys it had: it grants nobody else meanwhile,
     // and a restart that empties it shows at its first answer.
     let mut remembered: Vec<Option<(String, u64)>> = vec![None; ports.len()];
-    // A cluster: the key as last read on the node serving its slot, and
-    // when its ttl ends (the shared monotonic clock, ns).
+    // The key as last read on the authority (in a cluster, the node
+    // serving its slot), and when its ttl ends (the shared monotonic
+    // clock, ns).
     let mut last_read: Option<(usize, Option<(String, u64)>)> = None;
     let mut sight = Sight::new(mono_ns());
     loop {
@@ -76,6 +80,11 @@ pub(super) async fn oracle(topology: Topology, ports: Vec<u16>, recorder: Record
         let now = mono_ns();
         sight.check(now, &recorder);
         let mut cluster_down = false;
+        // Whether every node is known to take no write this round: each
+        // answered as a replica or refuses connections (its process is
+        // gone). Then nothing can change the key, and the one last read
+        // holds until its ttl, as while a cluster is down.
+        let mut none_writable = !redlock;
         // Stamped with the oldest reading it rests on.
         let mut sent = now;
         let mut views: Vec<Option<(Option<String>, i64)>> = Vec::with_capacity(ports.len());
@@ -84,9 +93,11 @@ pub(super) async fn oracle(topology: Topology, ports: Vec<u16>, recorder: Record
                 .clone()
                 .filter(|r| Duration::from_nanos(now.saturating_sub(r.sent)) <= FRESH);
             let Some(reading) = reading else {
+                none_writable = false;
                 views.push(None);
                 continue;
             };
+            none_writable &= matches!(reading.read, Read::Down | Read::Key { master: false, .. });
             sent = sent.min(reading.sent);
             let view = match reading.read {
                 Read::Key {
@@ -108,6 +119,7 @@ pub(super) async fn oracle(topology: Topology, ports: Vec<u16>, recorder: Record
                     cluster_down = true;
                     None
                 }
+                Read::Down => None,
                 Read::Nothing => None,
             };
             views.push(view);
@@ -120,12 +132,10 @@ pub(super) async fn oracle(topology: Topology, ports: Vec<u16>, recorder: Record
         };
         let sample = match (sample, &last_read) {
             (Some(read), _) => {
-                if matches!(topology, Topology::Cluster { .. }) {
-                    last_read = Some(remember(&read, sent));
-                }
+                last_read = Some(remember(&read, sent));
                 Some(read)
             }
-            (None, Some(read)) if cluster_down => Some(recall(read, sent)),
+            (None, Some(read)) if cluster_down || none_writable => Some(recall(read, sent)),
             (None, _) => None,
         };
         let Some((primary, owner, pttl)) = sample else {
@@ -179,12 +189,22 @@ async fn reader(port: u16, key: String, slot: Slot) {
     loop {
         tokio::time::sleep(Duration::from_millis(2)).await;
         if conn.is_none() {
-            conn = tokio::time::timeout(Duration::from_millis(100), admin(port))
-                .await
-                .ok()
-                .and_then(Result::ok);
-            if conn.is_none() {
-                tokio::time::sleep(Duration::from_millis(20)).await;
+            let sent = mono_ns();
+            if let Ok(Ok(live)) =
+                tokio::time::timeout(Duration::from_millis(100), admin(port)).await
+            {
+                conn = Some(live);
+            } else {
+                // Refused at once: nothing listens there. A reading, and
+                // no backoff (a refusal costs nothing).
+                if refused(port).await {
+                    *lock(&slot) = Some(Reading {
+                        sent,
+                        read: Read::Down,
+                    });
+                } else {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
                 continue;
             }
         }
@@ -194,6 +214,16 @@ async fn reader(port: u16, key: String, slot: Slot) {
             *lock(&slot) = Some(Reading { sent, read });
         }
     }
+}
+
+/// Whether a connection to `port` is refused (nothing listens: the
+/// node's process is gone), as opposed to one that does not answer.
+async fn refused(port: u16) -> bool {
+    let dial = tokio::net::TcpStream::connect((std::net::Ipv4Addr::LOCALHOST, port));
+    matches!(
+        tokio::time::timeout(Duration::from_millis(20), dial).await,
+        Ok(Err(error)) if error.kind() == std::io::ErrorKind::ConnectionRefused
+    )
 }
 
 /// What one node said of the lock key in one round.
@@ -210,6 +240,9 @@ enum Read {
     Moved,
     /// `CLUSTERDOWN`.
     ClusterDown,
+    /// The node refuses connections: its process is gone, so it serves
+    /// nothing and accepts no write.
+    Down,
     /// No answer, or another error.
     Nothing,
 }
