@@ -85,6 +85,8 @@ pub(super) async fn oracle(topology: Topology, ports: Vec<u16>, recorder: Record
         // gone). Then nothing can change the key, and the one last read
         // holds until its ttl, as while a cluster is down.
         let mut none_writable = !redlock;
+        // The nodes whose process is gone (they refuse connections).
+        let mut down = vec![false; ports.len()];
         // Stamped with the oldest reading it rests on.
         let mut sent = now;
         let mut views: Vec<Option<(Option<String>, i64)>> = Vec::with_capacity(ports.len());
@@ -98,6 +100,7 @@ pub(super) async fn oracle(topology: Topology, ports: Vec<u16>, recorder: Record
                 continue;
             };
             none_writable &= matches!(reading.read, Read::Down | Read::Key { master: false, .. });
+            down[index] = matches!(reading.read, Read::Down);
             sent = sent.min(reading.sent);
             let view = match reading.read {
                 Read::Key {
@@ -139,6 +142,13 @@ pub(super) async fn oracle(topology: Topology, ports: Vec<u16>, recorder: Record
             (None, _) => None,
         };
         let Some((primary, owner, pttl)) = sample else {
+            // The authority last seen is gone and no successor shows yet
+            // (a primary's death, until its replica's promotion is read):
+            // no node serves the key as it did, and the oracle knows it.
+            // Not blind; nothing new to record.
+            if !redlock && last.as_ref().is_some_and(|(node, _)| down[*node]) {
+                sight.saw(now, &recorder);
+            }
             continue;
         };
         sight.saw(sent, &recorder);
