@@ -37,9 +37,12 @@ const BLIND_AFTER: Duration = Duration::from_millis(20);
 /// [`reader`], whose readings count while [`FRESH`] and only if answered
 /// within [`ORACLE_RTT`]; a sample is stamped with the oldest reading it
 /// rests on. A slow or stopped node blinds the oracle only where its own
-/// answer is the authority's. When no sample is kept for [`BLIND_AFTER`], the history says the oracle
-/// was blind from its last kept sample until the next (the validity
-/// check's coverage of the hold time).
+/// answer is the authority's. When no sample is kept for [`BLIND_AFTER`],
+/// the history says the oracle was blind from its last kept sample until
+/// the next (the validity check's coverage of the hold time); not while
+/// the authority last seen refuses connections and no successor shows
+/// (its process is gone: no node serves the key as it did, which the
+/// oracle knows).
 pub(super) async fn oracle(topology: Topology, ports: Vec<u16>, recorder: Recorder) {
     let key = lock_key();
     let redlock = matches!(topology, Topology::Redlock { .. });
