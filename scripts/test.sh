@@ -215,15 +215,17 @@ scenario_suite() {
   # own default), every one of them run: 50 x 800 = 40,000. A safe file
   # stops at its first failing seed too, which fails the suite anyway.
   # SIM_CI_SEEDS sets both budgets, for a quick run.
-  # At nice 10 it takes the CPU the steps below leave idle while they wait.
+  # At nice 19 it takes the CPU the steps below leave idle while they wait,
+  # and barely any of the real-time tests' (at nice 10 it took enough to
+  # starve them: see workspace_tests).
   local unsafe safe rc=0
   mapfile -t unsafe < <(grep -l '^expect = "violation"' scenarios/*.toml)
   mapfile -t safe < <(grep -L '^expect = "violation"' scenarios/*.toml)
   if [ "${#unsafe[@]}" -gt 0 ]; then
-    nice -n 10 "$BIN/sim" run "${unsafe[@]}" --seeds "${SIM_CI_SEEDS:-1200}" --stop-at-first-failure || rc=$?
+    nice -n 19 "$BIN/sim" run "${unsafe[@]}" --seeds "${SIM_CI_SEEDS:-1200}" --stop-at-first-failure || rc=$?
   fi
   if [ "${#safe[@]}" -gt 0 ]; then
-    nice -n 10 "$BIN/sim" run "${safe[@]}" --seeds "${SIM_CI_SEEDS:-800}" --stop-at-first-failure || rc=$?
+    nice -n 19 "$BIN/sim" run "${safe[@]}" --seeds "${SIM_CI_SEEDS:-800}" --stop-at-first-failure || rc=$?
   fi
   return "$rc"
 }
@@ -271,7 +273,7 @@ fi
 # Each group below runs in the background and is joined at the end; most of
 # their time is spent waiting on real servers, real processes and real
 # time, so they overlap instead of queueing, and the scenario suite (at
-# nice 10) takes what CPU they leave. Every server they start picks its own
+# nice 19) takes what CPU they leave. Every server they start picks its own
 # free port (and retries on a collision), so they cannot meet. Nothing here
 # builds: a cargo command that found something to build would wait on the
 # others' lock, not race them.
@@ -303,6 +305,15 @@ nextest() {
   cargo nextest run --workspace --cargo-profile "$PROFILE" --profile ci --test-threads "$threads" "$@"
 }
 
+# The tests that keep real time: they start real servers and processes,
+# and their verdicts rest on timing (failovers completed, the chaos oracle's
+# coverage of the hold time, a server answering within seconds): lock-core's
+# integration tests, the benches' and the servers crate's, and sim's real
+# runs (chaos, agree, the differential tests against real servers, the
+# lazy_aof preload). Every other test is the simulator's or the module
+# graph's: CPU alone, the same verdict however slowly it runs.
+REAL_TIME='not (package(sim) or package(modgraph)) or (package(sim) and test(/^(chaos|agree|differential|differential_cluster|lazy_aof)::/))'
+
 workspace_tests() {
   set -euo pipefail
   # sim/tests/sim_it/equivalence.rs checks 3 seeds per scenario by default;
@@ -310,8 +321,21 @@ workspace_tests() {
   # Valkey passes, which have the Valkey binaries, and the real atomic slot
   # migration in the Valkey 9.1 pass. Every server a fixture
   # starts is checked to be Debian's Redis 7.0.
-  LOCK_TEST_SERVER=redis-7.0 SIM_EQUIVALENCE_SEEDS="${SIM_EQUIVALENCE_SEEDS:-20}" nextest 6 \
-    -E 'not (test(simulated_valkey_answers_like_valkey_server) or test(/^chaos::an_atomic_slot_migration/))'
+  #
+  # Two runs side by side: the tests that keep real time at the default
+  # priority, and the simulator's, CPU-bound, at nice 19 with the scenario
+  # suite, taking only the CPU the others leave. On 2 cores the two kinds
+  # at one priority starved the real ones (CI, 2026-11-29: failovers not
+  # completed in time, the chaos oracle's coverage at 61-89 %, 90 % needed).
+  local leave='test(simulated_valkey_answers_like_valkey_server) or test(/^chaos::an_atomic_slot_migration/)'
+  local real_pid rc=0
+  LOCK_TEST_SERVER=redis-7.0 nextest 6 -E "($REAL_TIME) and not ($leave)" &
+  real_pid=$!
+  SIM_EQUIVALENCE_SEEDS="${SIM_EQUIVALENCE_SEEDS:-20}" nice -n 19 \
+    cargo nextest run --workspace --cargo-profile "$PROFILE" --profile ci --test-threads 2 \
+    -E "not ($REAL_TIME) and not ($leave)" || rc=$?
+  wait "$real_pid" || rc=$?
+  return "$rc"
 }
 bg tests "the workspace's tests, under nextest (idle skipping is exact: every scenario, skipping off and on, ${SIM_EQUIVALENCE_SEEDS:-20} seeds)" \
   workspace_tests
@@ -319,7 +343,9 @@ bg tests "the workspace's tests, under nextest (idle skipping is exact: every sc
 doc_and_feature_tests() {
   set -euo pipefail
   echo "-- cargo test --workspace --doc (the README's examples, against REDIS_URL)"
-  cargo test --workspace --profile "$PROFILE" --doc
+  # Compiling the doctests is CPU alone: at nice 19, beside the real-time
+  # tests.
+  nice -n 19 cargo test --workspace --profile "$PROFILE" --doc
   echo "-- redis-lock-check (feature cli) and metrics (feature metrics): their tests"
   LOCK_TEST_SERVER=redis-7.0 nextest 4 --features lock-core/cli,lock-core/metrics --test check_cli --test metrics
 }
@@ -474,8 +500,9 @@ static_after_tests() {
   # Built and linted, not documented (RUSTDOC_CHECK=0): the documentation
   # is checked as the crate is published, with its default features, and
   # it links items of the redis feature.
-  RUSTDOC_CHECK=0 cargo build -p lock-core --no-default-features --profile "$PROFILE"
-  cargo test -p lock-core --no-default-features --profile "$PROFILE" --lib
+  # CPU alone: at nice 19, beside the real-time tests.
+  RUSTDOC_CHECK=0 nice -n 19 cargo build -p lock-core --no-default-features --profile "$PROFILE"
+  nice -n 19 cargo test -p lock-core --no-default-features --profile "$PROFILE" --lib
   echo "-- lock-core without its redis feature depends on neither tokio nor redis"
   # One crate name per line, so a path that happens to contain "redis" (the
   # checkout's own directory, say) cannot match.
