@@ -139,13 +139,16 @@ system_setup() {
   set -euo pipefail
   # The topology tests start TLS servers, clusters (created by redis-cli)
   # and Sentinel groups; the TLS tests check that the system roots load.
+  # The chaos runs' partitions are iptables rules in a network namespace of
+  # their own, its loopback brought up by ip (iproute2).
   if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null \
-    || ! command -v redis-sentinel >/dev/null || [ ! -s /etc/ssl/certs/ca-certificates.crt ]; then
+    || ! command -v redis-sentinel >/dev/null || [ ! -s /etc/ssl/certs/ca-certificates.crt ] \
+    || ! command -v ip >/dev/null || ! command -v iptables >/dev/null; then
     local sudo=""
     if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
     $sudo apt-get update
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y \
-      redis-server redis-sentinel redis-tools ca-certificates
+      redis-server redis-sentinel redis-tools ca-certificates iproute2 iptables
   fi
   redis-server --version
   echo "-- Redis image for testcontainers"

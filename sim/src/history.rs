@@ -155,6 +155,17 @@ pub enum Op {
         /// Start or end.
         phase: Phase,
     },
+    /// A partition made by the kernel (real runs whose partitions are
+    /// iptables rules) ended: how many packets its rules dropped, the
+    /// evidence that it cut something.
+    Dropped {
+        /// The fault kind, as in scenario files.
+        kind: String,
+        /// The target, as in scenario files.
+        target: String,
+        /// The packets its rules dropped.
+        packets: u64,
+    },
     /// The authoritative primary's view of the lock key, sampled when a
     /// client's belief changes (for the server-oracle checker).
     Oracle {

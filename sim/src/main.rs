@@ -115,6 +115,12 @@ enum Command {
         /// (for tests that check none is left).
         #[arg(long, hide = true)]
         pids_file: Option<PathBuf>,
+        /// How partitions are made: `kernel` (iptables rules in the run's
+        /// own network namespace, where the machine allows one; else the
+        /// proxies, and the summary says why) or `proxies` (the
+        /// controller's proxies, in the machine's own network).
+        #[arg(long, value_enum, default_value_t = NetworkArg::Kernel)]
+        network: NetworkArg,
     },
     /// The agreement table between the simulator and real processes: each
     /// file's simulated rate over --sim-seeds seeds; from it, K real runs
@@ -226,6 +232,9 @@ struct AgreeArgs {
     /// Where each `[server] flavour`'s server is (as for `sim chaos`).
     #[arg(long, default_value = "target/servers")]
     servers: PathBuf,
+    /// How the real runs' partitions are made (as for `sim chaos`).
+    #[arg(long, value_enum, default_value_t = NetworkArg::Kernel)]
+    network: NetworkArg,
     /// Where the servers' logs and data go while a run lasts.
     #[arg(long, default_value = "target/chaos-work")]
     work_dir: PathBuf,
@@ -257,6 +266,7 @@ impl AgreeArgs {
                 work_dir: self.work_dir,
                 pids_file: None,
                 servers: self.servers,
+                network: chaos::netns::enter(self.network.into()),
             },
             archive: self
                 .archive
@@ -290,6 +300,24 @@ impl RunArgs {
     }
 }
 
+/// `--network`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum NetworkArg {
+    /// iptables rules in the run's own network namespace, where allowed.
+    Kernel,
+    /// The controller's proxies, in the machine's own network.
+    Proxies,
+}
+
+impl From<NetworkArg> for chaos::netns::Want {
+    fn from(network: NetworkArg) -> Self {
+        match network {
+            NetworkArg::Kernel => Self::Kernel,
+            NetworkArg::Proxies => Self::Proxies,
+        }
+    }
+}
+
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Run(args) => args.run(),
@@ -315,6 +343,7 @@ fn main() -> ExitCode {
             pids_file,
             servers,
             stop_at_first_failure,
+            network,
         } => {
             let target = match target.as_deref().map(chaos::Target::parse_url) {
                 None => chaos::Target::Started,
@@ -324,12 +353,20 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
+            // A user's Redis is in the machine's network: the run stays
+            // there too.
+            let network = if matches!(target, chaos::Target::Started) {
+                chaos::netns::enter(network.into())
+            } else {
+                chaos::netns::Network::Proxies("--target: the Redis is the machine's".to_owned())
+            };
             let options = chaos::RealOptions {
                 target,
                 base_port,
                 work_dir,
                 pids_file,
                 servers,
+                network,
             };
             let seeds: Vec<u64> = seed.map_or_else(|| (0..runs).collect(), |seed| vec![seed]);
             cli::chaos(

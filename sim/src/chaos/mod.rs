@@ -11,7 +11,7 @@
 //! reads the machine's clocks and the simulator's modules never import it.
 //!
 //! This file only declares the modules and names what they offer. Layering,
-//! downwards only: `run` → `batches`, `deploy`, `dirs`, `proxy`, `procs`,
+//! downwards only: `run` → `batches`, `deploy`, `firewall`, `netns`, `dirs`, `proxy`, `procs`,
 //! `wire`, `lazy_aof`, `fake_clock`, `atomic_migrate`, `migrate`, `cut`, `sentinel`, `target`; `refuse` →
 //! `procs`, `target`, `fake_clock`; `deploy` → `fake_clock`; `sentinel` → `deploy`; `atomic_migrate` → `migrate`; `deploy` → `cut`; `cut` →
 //! `proxy`; `client` → `wire`.
@@ -24,9 +24,11 @@ mod deploy;
 mod dirs;
 mod error;
 pub mod fake_clock;
+mod firewall;
 pub mod flavour;
 pub mod lazy_aof;
 mod migrate;
+pub mod netns;
 pub mod procs;
 mod proxy;
 mod refuse;

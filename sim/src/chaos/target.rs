@@ -53,6 +53,8 @@ pub struct RealOptions {
     /// Where each flavour's server is (`DIR/FLAVOUR/path/redis-server`,
     /// as `scripts/servers.sh` makes it): `super::flavour`.
     pub servers: PathBuf,
+    /// How partitions are made ([`super::netns::enter`] says).
+    pub network: super::netns::Network,
 }
 
 /// How long a client's events take to reach the history, at most, on a

@@ -196,6 +196,10 @@ pub fn chaos(
         }
     };
     let per_job: Vec<Vec<u64>> = jobs.iter().map(|_| seeds.to_vec()).collect();
+    let mechanisms: Vec<Vec<String>> = jobs
+        .iter()
+        .map(|job| mechanisms(&job.scenario, &options.network))
+        .collect();
     let mode = Real { options };
     let outcome = match drive(
         &jobs,
@@ -219,7 +223,7 @@ pub fn chaos(
         scenarios: outcome.summaries,
     };
     print!("{}", table(&file));
-    for (job, found) in jobs.iter().zip(&servers) {
+    for ((job, found), mechanisms) in jobs.iter().zip(&servers).zip(&mechanisms) {
         if let Some(found) = found {
             println!(
                 "{}: {} ({}), each node checked from its INFO server",
@@ -227,6 +231,9 @@ pub fn chaos(
                 found.identity(),
                 found.server().display()
             );
+        }
+        for line in mechanisms {
+            println!("{}: {line}", job.scenario.name);
         }
     }
     println!(
@@ -236,6 +243,43 @@ pub fn chaos(
         outcome.wall.as_secs_f64()
     );
     finish(&file, Source::Real, outputs)
+}
+
+/// How a real run of `scenario` makes each kind of fault its file names,
+/// one line per kind and target (partitions as `network` says); a mix's
+/// kinds on a server and on a client where the two differ.
+fn mechanisms(scenario: &crate::config::Scenario, network: &chaos::netns::Network) -> Vec<String> {
+    use crate::config::{FaultKind, Target};
+    let name = |kind| crate::scenario::names::fault_kind(kind).name;
+    let mut lines = std::collections::BTreeSet::new();
+    for fault in &scenario.faults {
+        let server = matches!(fault.target, Target::Redis(_) | Target::Primary);
+        lines.insert(format!(
+            "{} on {}: {}",
+            name(fault.kind),
+            fault.target,
+            chaos::netns::mechanism(fault.kind, server, network)
+        ));
+    }
+    for &kind in scenario.mix.iter().flat_map(|mix| &mix.kinds) {
+        let both = matches!(
+            kind,
+            FaultKind::Crash | FaultKind::ClockDrift | FaultKind::ClockJump
+        );
+        for server in [true, false].into_iter().take(if both { 2 } else { 1 }) {
+            let on = match (both, server) {
+                (false, _) => "",
+                (true, true) => " on a server",
+                (true, false) => " on a client",
+            };
+            lines.insert(format!(
+                "{} (mix){on}: {}",
+                name(kind),
+                chaos::netns::mechanism(kind, server, network)
+            ));
+        }
+    }
+    lines.into_iter().collect()
 }
 
 /// What one seed showed, in words: the properties it violated, or none.

@@ -257,6 +257,8 @@ fn a_missing_redis_server_is_named() {
     assert!(pids(&dir).is_empty());
 }
 
+/// In the machine's own network (`--network proxies`; a run in its own
+/// namespace finds every port free).
 #[test]
 fn a_taken_port_is_named_and_nothing_is_left() {
     let dir = scratch("port");
@@ -269,6 +271,8 @@ fn a_taken_port_is_named_and_nothing_is_left() {
             file.to_str().expect("a utf-8 path"),
             "--base-port",
             &port.to_string(),
+            "--network",
+            "proxies",
         ],
     )
     .output()
@@ -416,6 +420,67 @@ fn a_partitioned_replica_acknowledges_nothing_until_the_heal() {
     );
     // And the refusals say why: the replica acknowledged nothing.
     assert!(history.contains("replicas acknowledged"), "{history}");
+    // The cut was the kernel's, and it dropped the replica's packets.
+    assert!(dropped(&history, "redis:1") > 0, "{history}");
+    assert_all_gone(&dir, Duration::from_secs(2));
+}
+
+/// The packets the kernel's partitions of `target` dropped, summed from
+/// the history's `dropped` entries (none with the proxies).
+fn dropped(history: &str, target: &str) -> u64 {
+    history
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|entry| entry["op"] == "dropped" && entry["target"] == target)
+        .filter_map(|entry| entry["packets"].as_u64())
+        .sum()
+}
+
+/// What the machine needs for the kernel's partitions, for a test that
+/// finds them missing.
+const KERNEL_PARTITIONS: &str = "the kernel's partitions need `unshare --net --map-root-user` \
+    (unprivileged user namespaces: sysctl kernel.unprivileged_userns_clone=1 where the kernel \
+    has it), `ip` (Debian: iproute2) and `iptables` (Debian: iptables); .ci/run installs both";
+
+/// A client partition on real processes is the kernel's by default:
+/// iptables rules in the run's own network namespace, named in the
+/// summary, whose dropped packets the history records at the heal. With
+/// `--network proxies` it is the controller's proxies', named too, and
+/// the history records no packets.
+#[test]
+fn a_partition_is_an_iptables_rule_in_the_runs_namespace_or_the_proxies_when_asked() {
+    let (dir, stdout) = one_run_history("client-cut", "client-cut.toml");
+    assert!(
+        stdout.contains(
+            "partition on client:0: iptables DROP rules in the run's own network namespace"
+        ),
+        "{KERNEL_PARTITIONS}:\n{stdout}"
+    );
+    assert!(dropped(&stdout, "client:0") > 0, "{stdout}");
+    assert_all_gone(&dir, Duration::from_secs(2));
+
+    let dir = scratch("client-cut-proxies");
+    let file = tests_dir().join("client-cut.toml");
+    let output = chaos(
+        &dir,
+        &[
+            file.to_str().expect("a utf-8 path"),
+            "--runs",
+            "1",
+            "--history",
+            "--network",
+            "proxies",
+        ],
+    )
+    .output()
+    .expect("sim runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}{}", stderr(&output));
+    assert!(
+        stdout.contains("partition on client:0: the controller's proxies, holding bytes to measured retransmission times (--network proxies)"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains(r#""op":"dropped""#), "{stdout}");
     assert_all_gone(&dir, Duration::from_secs(2));
 }
 

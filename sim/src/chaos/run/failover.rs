@@ -54,7 +54,7 @@ impl Seed<'_> {
         }
         let old_owner = key_owner(self.deployment()?.nodes[old].port).await;
         if window.is_none() {
-            self.silence(old);
+            self.silence(old).await?;
         }
         let deployment = self.deployment()?;
         if window.is_none()
@@ -158,7 +158,7 @@ impl Seed<'_> {
         // later one meets the same draws on both sides.
         let adoption = self.sentinel_draws.next(count, sentinel_lag);
         if window.is_none() {
-            self.silence(old);
+            self.silence(old).await?;
             if let Some(id) = self.deployment()?.nodes[old].proc.take() {
                 procs.kill(id).await;
             }

@@ -13,7 +13,9 @@ use crate::chaos::{
     ChaosError, atomic_migrate,
     cut::{self, Proxy},
     deploy::{MASTER, admin},
-    fake_clock, migrate,
+    fake_clock,
+    firewall::Rule,
+    migrate,
     procs::Processes,
     wire::{ClientCommand, mono_ns},
 };
@@ -34,12 +36,18 @@ impl Seed<'_> {
     /// Its replication is held too ([`cut::death_acts`]): what the dying
     /// node had sent its replicas but the proxy had not yet passed on never
     /// arrives, as a simulated replica's queue is dropped at the death.
-    pub(super) fn silence(&self, n: usize) {
+    pub(super) async fn silence(&mut self, n: usize) -> Result<(), ChaosError> {
         let Some(deployment) = self.deployment.as_ref() else {
-            return;
+            return Ok(());
         };
         let acts = cut::death_acts(&deployment.shape(), n);
+        if let Some(firewall) = self.firewall {
+            // For good: the next run's reset empties the chain.
+            let rules = self.rules_of(&acts);
+            return firewall.cut(&rules, &format!("death-{n}")).await;
+        }
         self.act_on_proxies(&acts, false, true, Duration::ZERO);
+        Ok(())
     }
 
     /// Asks the deployment which node is primary now (Sentinel and
@@ -120,7 +128,7 @@ impl Seed<'_> {
             }
             (FaultKind::Crash | FaultKind::Restart, FaultTarget::Redis(n)) => {
                 if fault.kind == FaultKind::Crash {
-                    self.silence(n);
+                    self.silence(n).await?;
                 }
                 let deployment = self.deployment()?;
                 if let Some(id) = deployment.nodes[n].proc.take() {
@@ -137,10 +145,10 @@ impl Seed<'_> {
                 if fault.kind == FaultKind::Partition {
                     self.cut_off.insert(index, n);
                 }
-                self.cut_server(n, fault, true);
+                self.cut_server(index, n, fault, true).await?;
             }
             (FaultKind::Partition | FaultKind::PartitionOneway | FaultKind::Latency, _) => {
-                self.cut_links(fault, target);
+                self.cut_links(index, fault, target).await?;
             }
             (FaultKind::ClockDrift | FaultKind::ClockJump, FaultTarget::Client(n)) => {
                 self.move_clock(n, fault).await;
@@ -174,34 +182,136 @@ impl Seed<'_> {
     }
 
     /// A partition (both ways, or one way: a client's requests, a node's
-    /// replies) or latency begins on `target`'s links.
-    pub(super) fn cut_links(&self, fault: &ConcreteFault, target: FaultTarget) {
+    /// replies) or latency begins on `target`'s links: fault `index` of
+    /// the schedule. A partition is the firewall's when the run has one.
+    pub(super) async fn cut_links(
+        &mut self,
+        index: usize,
+        fault: &ConcreteFault,
+        target: FaultTarget,
+    ) -> Result<(), ChaosError> {
         let delay = fault.delay.unwrap_or(Duration::from_millis(100));
+        let client = matches!(target, FaultTarget::Client(_));
+        if fault.kind != FaultKind::Latency && self.firewall.is_some() {
+            let one_way = fault.kind == FaultKind::PartitionOneway;
+            let acts: Vec<(u16, bool, bool)> = self
+                .links_of(target)
+                .iter()
+                .map(|link| (link.port, !one_way || client, !one_way || !client))
+                .collect();
+            let rules = acts
+                .into_iter()
+                .flat_map(|(port, up, down)| Rule::link(port, None, up, down))
+                .collect();
+            return self.firewall_cut(index, rules).await;
+        }
         for link in self.links_of(target) {
             if fault.kind == FaultKind::Latency {
                 link.set(|mode| mode.delay = delay);
             } else {
-                let client = matches!(target, FaultTarget::Client(_));
                 link.set(|mode| cut::hold_link(mode, fault.kind, client, true));
             }
         }
+        Ok(())
     }
 
     /// A partition (both ways, or one way: what the server sends) or
     /// latency of node `n` begins (`begin`) or ends, on every proxy that
     /// carries its traffic ([`cut::server_acts`]): its clients' links, its
-    /// replication and its bus. Latency, as the simulator's, slows only
-    /// the links that have carried traffic when it begins (turmoil sets
-    /// the latency of the links that exist; a link made later keeps the
-    /// base latency); its end clears them all.
-    pub(super) fn cut_server(&self, n: usize, fault: &ConcreteFault, begin: bool) {
+    /// replication and its bus; fault `index` of the schedule. A partition
+    /// is the firewall's when the run has one. Latency, as the
+    /// simulator's, slows only the links that have carried traffic when it
+    /// begins (turmoil sets the latency of the links that exist; a link
+    /// made later keeps the base latency); its end clears them all.
+    pub(super) async fn cut_server(
+        &mut self,
+        index: usize,
+        n: usize,
+        fault: &ConcreteFault,
+        begin: bool,
+    ) -> Result<(), ChaosError> {
         let Some(deployment) = self.deployment.as_ref() else {
-            return;
+            return Ok(());
         };
         let latency = fault.kind == FaultKind::Latency;
         let delay = fault.delay.unwrap_or(Duration::from_millis(100));
         let acts = cut::server_acts(&deployment.shape(), n, fault.kind);
+        if !latency && self.firewall.is_some() {
+            if begin {
+                let rules = self.rules_of(&acts);
+                return self.firewall_cut(index, rules).await;
+            }
+            return self
+                .firewall_heal(index, fault, FaultTarget::Redis(n))
+                .await;
+        }
         self.act_on_proxies(&acts, latency, begin, delay);
+        Ok(())
+    }
+
+    /// The firewall rules that cut what `acts` name: each act's proxy
+    /// ports, narrowed to its scope's source address.
+    fn rules_of(&self, acts: &[cut::Act]) -> Vec<Rule> {
+        let Some(deployment) = self.deployment.as_ref() else {
+            return Vec::new();
+        };
+        let mut rules = Vec::new();
+        for &act in acts {
+            let ports: Vec<u16> = match act.proxy {
+                Proxy::Clients(node) => self
+                    .links_of(FaultTarget::Redis(node))
+                    .iter()
+                    .map(|link| link.port)
+                    .collect(),
+                proxy => deployment
+                    .node_proxy(proxy)
+                    .map(|link| link.port)
+                    .into_iter()
+                    .collect(),
+            };
+            let peer = match act.scope {
+                cut::Scope::Every => None,
+                cut::Scope::From(address) => Some(address),
+            };
+            for port in ports {
+                rules.extend(Rule::link(port, peer, act.up, act.down));
+            }
+        }
+        rules
+    }
+
+    /// Puts fault `index`'s `rules` in place.
+    async fn firewall_cut(&mut self, index: usize, rules: Vec<Rule>) -> Result<(), ChaosError> {
+        let Some(firewall) = self.firewall else {
+            return Ok(());
+        };
+        firewall.cut(&rules, &format!("f{index}")).await?;
+        self.fired.insert(index, rules);
+        Ok(())
+    }
+
+    /// Takes fault `index`'s rules away, and records how many packets they
+    /// dropped ([`Op::Dropped`]): the evidence that the partition cut
+    /// something.
+    async fn firewall_heal(
+        &mut self,
+        index: usize,
+        fault: &ConcreteFault,
+        target: FaultTarget,
+    ) -> Result<(), ChaosError> {
+        let (Some(firewall), Some(rules)) = (self.firewall, self.fired.remove(&index)) else {
+            return Ok(());
+        };
+        let packets = firewall.heal(&rules, &format!("f{index}")).await?;
+        self.recorder.record(
+            Process::Controller,
+            Op::Dropped {
+                kind: fault_kind(fault.kind).name.to_owned(),
+                target: target.to_string(),
+                packets,
+            },
+        );
+        Ok(())
     }
 
     /// Applies `acts` ([`cut::apply`]) to the proxies each names.
@@ -395,7 +505,10 @@ impl Seed<'_> {
                 FaultTarget::Redis(n),
             ) => {
                 self.cut_off.remove(&index);
-                self.cut_server(n, fault, false);
+                self.cut_server(index, n, fault, false).await?;
+            }
+            (FaultKind::Partition | FaultKind::PartitionOneway, _) if self.firewall.is_some() => {
+                self.firewall_heal(index, fault, target).await?;
             }
             (FaultKind::Partition | FaultKind::PartitionOneway, _) => {
                 let client = matches!(target, FaultTarget::Client(_));

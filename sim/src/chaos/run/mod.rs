@@ -37,7 +37,9 @@ use super::{
     batches::BatchWatch,
     deploy::Deployment,
     dirs::DataDir,
+    firewall::{Firewall, Rule},
     migrate::Migration,
+    netns::Network,
     procs::{Ports, ProcId, Processes},
     proxy::Link,
     target::{REAL_SLACK, RealOptions, Target as RunTarget},
@@ -93,6 +95,11 @@ struct Seed<'a> {
     /// by schedule index: its end heals the node its begin cut, and no
     /// other (a heal of another would end a hold a partition still needs).
     bus_cut: BTreeMap<usize, usize>,
+    /// The run's firewall, when its partitions are the kernel's
+    /// ([`super::netns::Network::Kernel`]) and it owns its deployment.
+    firewall: Option<Firewall>,
+    /// The rules of the partitions in place, by schedule index.
+    fired: BTreeMap<usize, Vec<Rule>>,
 }
 
 impl Seed<'_> {
@@ -183,7 +190,7 @@ pub fn run_seed(
     };
     let outcome = runtime.block_on(async {
         tokio::select! {
-            outcome = run_on(scenario, seed, &schedule, &options.target, &mut procs, &mut ports, dirs) => outcome,
+            outcome = run_on(scenario, seed, &schedule, options, &mut procs, &mut ports, dirs) => outcome,
             _ = tokio::signal::ctrl_c() => Err(ChaosError::Interrupted),
         }
     });
@@ -202,13 +209,23 @@ async fn run_on(
     scenario: &Scenario,
     seed: u64,
     schedule: &[ConcreteFault],
-    target: &RunTarget,
+    options: &RealOptions,
     procs: &mut Processes,
     ports: &mut Ports,
     dirs: RunDirs<'_>,
 ) -> Result<SeedOutcome, ChaosError> {
+    let target = &options.target;
     let dir = dirs.logs;
     let deployment = deploy(scenario, seed, schedule, target, procs, ports, dirs).await?;
+    // The kernel's partitions: an empty chain but for the sentinels'
+    // addresses, which no partition cuts.
+    let firewall = match (&options.network, &deployment) {
+        (Network::Kernel, Some(deployment)) => {
+            let spared: Vec<_> = deployment.sentinels.iter().map(|s| s.source).collect();
+            Some(Firewall::reset(&spared).await?)
+        }
+        _ => None,
+    };
     let entries = Entries::default();
     // The epoch: true time zero of the history, once everything is up.
     let recorder = Recorder {
@@ -236,6 +253,8 @@ async fn run_on(
         cut_off: BTreeMap::new(),
         repoints: BTreeMap::new(),
         bus_cut: BTreeMap::new(),
+        firewall,
+        fired: BTreeMap::new(),
     };
     let (reach, ports_to_link) = seed_state.reach(target);
     let epoch = mono_ns();

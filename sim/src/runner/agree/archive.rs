@@ -159,7 +159,13 @@ impl Archive {
     }
 
     /// The table's account of how it was made.
-    pub(super) fn header(&self, sim_seeds: u64, budget: Duration, sim_time: Duration) -> Header {
+    pub(super) fn header(
+        &self,
+        sim_seeds: u64,
+        budget: Duration,
+        sim_time: Duration,
+        partitions: String,
+    ) -> Header {
         Header {
             date: humantime::format_rfc3339_seconds(self.started).to_string(),
             commit: self.commit.clone(),
@@ -168,6 +174,7 @@ impl Archive {
             sim_seeds,
             budget_s: budget.as_secs(),
             sim_s: sim_time.as_secs(),
+            partitions,
         }
     }
 

@@ -238,7 +238,12 @@ pub fn agree(jobs: &[Job], options: &AgreeOptions) -> ExitCode {
             *row = done;
         }
     }
-    let header = archive.header(options.sim_seeds, options.budget, sim_time);
+    let header = archive.header(
+        options.sim_seeds,
+        options.budget,
+        sim_time,
+        options.real.network.partitions(),
+    );
     let text = table::markdown(&rows, &header);
     print!("{text}");
     if let Err(error) = archive.finish(&rows, &header, &text, jobs) {
@@ -362,6 +367,7 @@ mod tests {
                 work_dir: PathBuf::new(),
                 pids_file: None,
                 servers: PathBuf::new(),
+                network: chaos::netns::Network::Kernel,
             },
             archive: PathBuf::new(),
             command: String::new(),

@@ -29,6 +29,11 @@ pub struct Header {
     pub budget_s: u64,
     /// What the simulated seeds took, in seconds.
     pub sim_s: u64,
+    /// How the real runs' partitions were made
+    /// (`chaos::netns::Network::partitions`); empty in an archive made
+    /// before it was kept.
+    #[serde(default)]
+    pub partitions: String,
 }
 
 /// A tally as `k of n: r % (low–high %)`, over the seeds that count, with
@@ -71,6 +76,9 @@ pub fn markdown(rows: &[Row], header: &Header) -> String {
         header.sim_s,
         header.budget_s,
     );
+    if !header.partitions.is_empty() {
+        let _ = writeln!(out, "\nPartitions: {}.", header.partitions);
+    }
     out.push_str(
         "| scenario | topology | server | expects | simulator | real | p | agrees | K, and why |\n",
     );
@@ -145,6 +153,7 @@ mod tests {
             sim_seeds: 1500,
             budget_s: 600,
             sim_s: 40,
+            partitions: "iptables".into(),
         };
         let text = markdown(&[row], &header);
         assert!(
