@@ -24,9 +24,16 @@ fn repo() -> PathBuf {
 /// The script's verdicts on `history` (JSON lines): S1 (None where it does
 /// not apply) and S4, violated or not.
 fn independent(history: &str, workload: &str) -> (Option<bool>, bool) {
+    script_verdict(history, workload, "-")
+}
+
+/// The script's verdicts on the history at `path` (read by the script
+/// itself, gzipped or not), or on `history` given on its standard input
+/// when `path` is `-`.
+fn script_verdict(history: &str, workload: &str, path: &str) -> (Option<bool>, bool) {
     let mut child = Command::new("python3")
         .arg(repo().join("scripts/check_history.py"))
-        .args(["--workload", workload, "-"])
+        .args(["--workload", workload, path])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -68,12 +75,7 @@ fn the_independent_checker_agrees_on_s1_and_s4() {
     for (file, seeds) in files {
         let path = repo().join("scenarios").join(format!("{file}.toml"));
         let scenario = scenario::load(&path).expect("a scenario file");
-        let workload = match scenario.clients.workload.kind {
-            WorkloadKind::Mutex => "plain",
-            WorkloadKind::Fair => "fair",
-            WorkloadKind::ReadWrite => "read-write",
-            WorkloadKind::Semaphore => "semaphore",
-        };
+        let workload = workload_name(scenario.clients.workload.kind);
         for seed in 0..seeds {
             let outcome = world::run_seed(&scenario, seed);
             let violated = outcome.verdict.violated();
@@ -98,4 +100,103 @@ fn the_independent_checker_agrees_on_s1_and_s4() {
         "S1 on {s1_seen}, S4 on {s4_seen}"
     );
     assert!(disagreements.is_empty(), "{disagreements:#?}");
+}
+
+/// The script's name for a workload kind.
+fn workload_name(kind: WorkloadKind) -> &'static str {
+    match kind {
+        WorkloadKind::Mutex => "plain",
+        WorkloadKind::Fair => "fair",
+        WorkloadKind::ReadWrite => "read-write",
+        WorkloadKind::Semaphore => "semaphore",
+    }
+}
+
+/// Every real history kept in an agreement archive (`docs/agreement/*/`,
+/// written by `sim agree`): the independent checker and `check_real` (with
+/// the schedule drawn again for the seed, as `sim agree --recheck` does)
+/// give the same S1 and S4 verdicts. Real histories carry real timing, so
+/// this is where the two definitions' edges (instants of zero length,
+/// holds ended by their deadline) meet what a machine recorded.
+#[test]
+fn the_independent_checker_agrees_on_every_archived_real_history() {
+    let archives = repo().join("docs/agreement");
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&archives)
+        .expect("docs/agreement holds the archives sim agree wrote")
+        .filter_map(|entry| Some(entry.ok()?.path()))
+        .filter(|path| path.join("histories").is_dir())
+        .collect();
+    dirs.sort();
+    let (mut checked, mut s1_seen, mut disagreements) = (0, 0, Vec::new());
+    for dir in &dirs {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join("histories"))
+            .expect("a histories directory")
+            .filter_map(|entry| Some(entry.ok()?.path()))
+            .collect();
+        files.sort();
+        for name_dir in files {
+            let name = name_dir
+                .file_name()
+                .and_then(|name| name.to_str())
+                .expect("a file name")
+                .to_owned();
+            let scenario = scenario::load(&dir.join("scenarios").join(format!("{name}.toml")))
+                .expect("the archive keeps each scenario file as it ran");
+            let workload = workload_name(scenario.clients.workload.kind);
+            let mut histories: Vec<PathBuf> = std::fs::read_dir(&name_dir)
+                .expect("a scenario's histories")
+                .filter_map(|entry| Some(entry.ok()?.path()))
+                .collect();
+            histories.sort();
+            for path in histories {
+                let seed: u64 = path
+                    .file_name()
+                    .and_then(|name| name.to_str())
+                    .and_then(|name| name.strip_prefix("real-")?.strip_suffix(".jsonl.gz"))
+                    .and_then(|seed| seed.parse().ok())
+                    .unwrap_or_else(|| panic!("{} is not real-SEED.jsonl.gz", path.display()));
+                let history = read_gz(&path);
+                let schedule = sim::schedule::draw_schedule(&scenario, seed);
+                let verdict = sim::checker::check_real(
+                    &scenario,
+                    &schedule,
+                    &history,
+                    sim::chaos::REAL_SLACK,
+                );
+                let violated = verdict.violated();
+                let ours = (
+                    violated.contains(&Property::LeaseExclusion),
+                    violated.contains(&Property::FencedWrites),
+                );
+                let (s1, s4) = script_verdict("", workload, path.to_str().expect("a utf-8 path"));
+                checked += 1;
+                s1_seen += usize::from(ours.0);
+                if s1.is_some_and(|s1| s1 != ours.0) || s4 != ours.1 {
+                    disagreements.push(format!(
+                        "{}: S1 ours {} theirs {s1:?}, S4 ours {} theirs {s4}",
+                        path.display(),
+                        ours.0,
+                        ours.1
+                    ));
+                }
+            }
+        }
+    }
+    // Not vacuous: histories were read, and some show S1.
+    assert!(
+        checked >= 50 && s1_seen >= 1,
+        "{checked} histories, S1 on {s1_seen}"
+    );
+    assert!(disagreements.is_empty(), "{disagreements:#?}");
+}
+
+/// A gzipped JSON-lines history.
+fn read_gz(path: &Path) -> sim::history::History {
+    use std::io::BufRead as _;
+    let file = std::fs::File::open(path).expect("an archived history");
+    let entries = std::io::BufReader::new(flate2::read::GzDecoder::new(file))
+        .lines()
+        .map(|line| serde_json::from_str(&line.expect("a line")).expect("a history entry"))
+        .collect();
+    sim::history::History { entries }
 }
