@@ -21,7 +21,7 @@ use std::{net::IpAddr, process::Stdio};
 
 use tokio::io::AsyncWriteExt;
 
-use super::ChaosError;
+use super::{ChaosError, wire::mono_ns};
 
 /// Which way of a link a rule drops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -122,15 +122,17 @@ impl Firewall {
         restore(&script(rules, tag, true)).await
     }
 
-    /// Deletes `rules` tagged `tag`; returns how many packets they dropped
-    /// while they were in place.
-    pub(super) async fn heal(self, rules: &[Rule], tag: &str) -> Result<u64, ChaosError> {
+    /// Deletes `rules` tagged `tag`; returns when the deletion was sent
+    /// (the shared monotonic clock, ns: the heal is no earlier) and how
+    /// many packets they dropped while they were in place.
+    pub(super) async fn heal(self, rules: &[Rule], tag: &str) -> Result<(u64, u64), ChaosError> {
         if rules.is_empty() {
-            return Ok(0);
+            return Ok((mono_ns(), 0));
         }
         let saved = run("iptables-save", &["-c"], None).await?;
+        let healed = mono_ns();
         restore(&script(rules, tag, false)).await?;
-        Ok(dropped(&saved, tag))
+        Ok((healed, dropped(&saved, tag)))
     }
 }
 

@@ -119,7 +119,18 @@ impl Seed<'_> {
         {
             return self.move_server_clock(n, fault, target);
         }
-        self.record_fault(fault, target, Phase::Start);
+        // A partition made by the firewall is recorded once its rules are
+        // in place (`iptables-restore` returned), its end once their
+        // deletion was sent: the history never claims a cut that was not
+        // yet, or no longer, there.
+        let kernel_cut = self.firewall.is_some()
+            && matches!(
+                fault.kind,
+                FaultKind::Partition | FaultKind::PartitionOneway
+            );
+        if !kernel_cut {
+            self.record_fault(fault, target, Phase::Start);
+        }
         match (fault.kind, target) {
             (FaultKind::Crash, FaultTarget::Client(n)) => {
                 if let Some(client) = self.clients.get(n) {
@@ -177,6 +188,9 @@ impl Seed<'_> {
                     fault_kind(kind).name
                 )));
             }
+        }
+        if kernel_cut {
+            self.record_fault(fault, target, Phase::Start);
         }
         Ok(())
     }
@@ -302,8 +316,12 @@ impl Seed<'_> {
         let (Some(firewall), Some(rules)) = (self.firewall, self.fired.remove(&index)) else {
             return Ok(());
         };
-        let packets = firewall.heal(&rules, &format!("f{index}")).await?;
-        self.recorder.record(
+        let (healed, packets) = firewall.heal(&rules, &format!("f{index}")).await?;
+        // The fault's end is stamped there too (`end`): a grant the heal
+        // lets through may come back before the deletion's process exits.
+        self.healed.insert(index, healed);
+        self.recorder.record_at(
+            healed,
             Process::Controller,
             Op::Dropped {
                 kind: fault_kind(fault.kind).name.to_owned(),
@@ -552,7 +570,10 @@ impl Seed<'_> {
             }
             _ => {}
         }
-        self.record_fault(fault, target, Phase::End);
+        match self.healed.remove(&index) {
+            Some(healed) => self.record_fault_at(healed, fault, target, Phase::End),
+            None => self.record_fault(fault, target, Phase::End),
+        }
         Ok(())
     }
 }

@@ -100,6 +100,9 @@ struct Seed<'a> {
     firewall: Option<Firewall>,
     /// The rules of the partitions in place, by schedule index.
     fired: BTreeMap<usize, Vec<Rule>>,
+    /// When each partition healed by the firewall was healed (the shared
+    /// monotonic clock, ns), by schedule index, until its end is recorded.
+    healed: BTreeMap<usize, u64>,
 }
 
 impl Seed<'_> {
@@ -255,6 +258,7 @@ async fn run_on(
         bus_cut: BTreeMap::new(),
         firewall,
         fired: BTreeMap::new(),
+        healed: BTreeMap::new(),
     };
     let (reach, ports_to_link) = seed_state.reach(target);
     let epoch = mono_ns();
@@ -419,7 +423,14 @@ impl Seed<'_> {
     }
 
     fn record_fault(&self, fault: &ConcreteFault, target: FaultTarget, phase: Phase) {
-        self.recorder.record(
+        self.record_fault_at(mono_ns(), fault, target, phase);
+    }
+
+    /// As [`Self::record_fault`], stamped at `mono` (the shared monotonic
+    /// clock, ns).
+    fn record_fault_at(&self, mono: u64, fault: &ConcreteFault, target: FaultTarget, phase: Phase) {
+        self.recorder.record_at(
+            mono,
             Process::Controller,
             Op::Fault {
                 kind: fault_kind(fault.kind).name.to_owned(),
