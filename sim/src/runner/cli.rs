@@ -10,6 +10,7 @@
 //! the file is about).
 
 use std::{
+    fmt::Write as _,
     io::IsTerminal,
     path::{Path, PathBuf},
     process::ExitCode,
@@ -392,27 +393,33 @@ pub fn replay(file: &Path, seed: u64, history: bool, report_dir: &Path) -> ExitC
         }
     };
     let outcome = world::run_seed(&scenario, seed);
+    // One text, written once: a reader that stops early (`| head`) ends
+    // the output, not the program.
+    let mut text = String::new();
     if history {
-        print!("{}", outcome.history.to_json_lines());
+        text.push_str(&outcome.history.to_json_lines());
     }
-    println!("scenario: {}  seed: {seed}", scenario.name);
-    println!(
+    let _ = writeln!(text, "scenario: {}  seed: {seed}", scenario.name);
+    let _ = writeln!(
+        text,
         "history: {} entries, hash {}",
         outcome.history.entries.len(),
         outcome.history.hash()
     );
     if outcome.verdict.violations.is_empty() {
-        println!("verdict: no violations");
+        let _ = writeln!(text, "verdict: no violations");
     }
     for violation in &outcome.verdict.violations {
-        println!(
+        let _ = writeln!(
+            text,
             "violation: {} at {:?}: {}",
             scenario::property_name(violation.property),
             violation.at,
             violation.message
         );
     }
-    println!(
+    let _ = writeln!(
+        text,
         "facts: {}",
         outcome
             .verdict
@@ -425,19 +432,39 @@ pub fn replay(file: &Path, seed: u64, history: bool, report_dir: &Path) -> ExitC
     let html = report::render_html(&scenario, &outcome, None);
     let path = report_dir.join(format!("{}-{seed}.html", scenario.name));
     match std::fs::create_dir_all(report_dir).and_then(|()| std::fs::write(&path, html)) {
-        Ok(()) => println!("report: {}", path.display()),
+        Ok(()) => {
+            let _ = writeln!(text, "report: {}", path.display());
+        }
         Err(error) => eprintln!("warning: cannot write {}: {error}", path.display()),
     }
     for reason in &outcome.verdict.invalid {
-        println!("not valid: {reason}");
+        let _ = writeln!(text, "not valid: {reason}");
     }
+    let inconclusive = inconclusive(&scenario, &outcome.verdict);
+    if seed_meets(&scenario, &outcome.verdict) && inconclusive {
+        let _ = writeln!(text, "inconclusive: the run proves nothing");
+    }
+    emit(&text);
     if !seed_meets(&scenario, &outcome.verdict) {
         ExitCode::FAILURE
-    } else if inconclusive(&scenario, &outcome.verdict) {
-        println!("inconclusive: the run proves nothing");
+    } else if inconclusive {
         ExitCode::from(3)
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+/// Writes `text` to stdout. A reader that closed early (`sim replay
+/// --history | head`) is no error; any other failure is said on stderr.
+fn emit(text: &str) {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(error) = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        && error.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        eprintln!("error: writing the output: {error}");
     }
 }
 

@@ -137,6 +137,42 @@ fn a_run_that_proves_nothing_is_inconclusive_with_exit_status_3() {
     assert_eq!(output.status.code(), Some(0), "{stdout}");
 }
 
+/// `sim replay --history | head`: a reader that stops after its first
+/// line ends the output, not the program (it once panicked on the broken
+/// pipe).
+#[test]
+fn a_replay_read_by_a_reader_that_stops_early_does_not_panic() {
+    use std::io::{BufRead as _, BufReader};
+    let dir = scratch("replay-head");
+    let file = dir.join("long.toml");
+    // About 250 KB of history: more than a pipe holds, so the replay is
+    // still writing it when the reader goes.
+    std::fs::write(
+        &file,
+        "name = \"long\"\ndescription = \"d\"\nseeds = 1\nduration = \"20s\"\n\
+         expect = \"safe\"\n[lock]\nttl = \"1s\"\n[clients]\ncount = 4\n",
+    )
+    .expect("write");
+    let mut child = sim()
+        .args(["replay", "--seed", "0", "--history", "--report-dir"])
+        .arg(dir.join("reports"))
+        .arg(&file)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("replay");
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().expect("piped"))
+        .read_line(&mut first)
+        .expect("a first line");
+    // The reader is gone: the rest of the history meets a closed pipe.
+    let output = child.wait_with_output().expect("replay ends");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(first.starts_with('{'), "{first}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+}
+
 #[test]
 fn replay_twice_gives_the_same_hash() {
     let dir = scratch("replay");
