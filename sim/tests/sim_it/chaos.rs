@@ -126,19 +126,21 @@ fn a_server_clock_jump_that_never_shows_leaves_the_run_inconclusive() {
 /// `name`), checks it exited 0, and returns that folder and the run's
 /// history (JSON lines).
 fn one_run_history(name: &str, file: &str) -> (PathBuf, String) {
+    one_run_history_with(name, file, &[])
+}
+
+/// As [`one_run_history`], with `extra` arguments to `sim chaos`.
+fn one_run_history_with(name: &str, file: &str, extra: &[&str]) -> (PathBuf, String) {
     let dir = scratch(name);
     let file = tests_dir().join(file);
-    let output = chaos(
-        &dir,
-        &[
-            file.to_str().expect("a utf-8 path"),
-            "--runs",
-            "1",
-            "--history",
-        ],
-    )
-    .output()
-    .expect("sim runs");
+    let mut args = vec![
+        file.to_str().expect("a utf-8 path"),
+        "--runs",
+        "1",
+        "--history",
+    ];
+    args.extend_from_slice(extra);
+    let output = chaos(&dir, &args).output().expect("sim runs");
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     (dir, String::from_utf8_lossy(&output.stdout).into_owned())
 }
@@ -459,23 +461,11 @@ fn a_partition_is_an_iptables_rule_in_the_runs_namespace_or_the_proxies_when_ask
     assert!(dropped(&stdout, "client:0") > 0, "{stdout}");
     assert_all_gone(&dir, Duration::from_secs(2));
 
-    let dir = scratch("client-cut-proxies");
-    let file = tests_dir().join("client-cut.toml");
-    let output = chaos(
-        &dir,
-        &[
-            file.to_str().expect("a utf-8 path"),
-            "--runs",
-            "1",
-            "--history",
-            "--network",
-            "proxies",
-        ],
-    )
-    .output()
-    .expect("sim runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(output.status.code(), Some(0), "{stdout}{}", stderr(&output));
+    let (dir, stdout) = one_run_history_with(
+        "client-cut-proxies",
+        "client-cut.toml",
+        &["--network", "proxies"],
+    );
     assert!(
         stdout.contains("partition on client:0: the controller's proxies, holding bytes to measured retransmission times (--network proxies)"),
         "{stdout}"

@@ -208,14 +208,11 @@ impl Seed<'_> {
         let client = matches!(target, FaultTarget::Client(_));
         if fault.kind != FaultKind::Latency && self.firewall.is_some() {
             let one_way = fault.kind == FaultKind::PartitionOneway;
-            let acts: Vec<(u16, bool, bool)> = self
+            let (up, down) = (!one_way || client, !one_way || !client);
+            let rules = self
                 .links_of(target)
                 .iter()
-                .map(|link| (link.port, !one_way || client, !one_way || !client))
-                .collect();
-            let rules = acts
-                .into_iter()
-                .flat_map(|(port, up, down)| Rule::link(port, None, up, down))
+                .flat_map(|link| Rule::link(link.port, None, up, down))
                 .collect();
             return self.firewall_cut(index, rules).await;
         }
