@@ -121,6 +121,11 @@ enum Command {
         /// controller's proxies, in the machine's own network).
         #[arg(long, value_enum, default_value_t = NetworkArg::Kernel)]
         network: NetworkArg,
+        /// Plant a bug (repeatable): a positive control, whose property
+        /// must then fire (`sim_it::chaos` runs each). The summary names
+        /// every plant; a planted run is never evidence for the lock.
+        #[arg(long = "plant", value_enum)]
+        plants: Vec<chaos::plant::Plant>,
     },
     /// The agreement table between the simulator and real processes: each
     /// file's simulated rate over --sim-seeds seeds; from it, K real runs
@@ -267,6 +272,8 @@ impl AgreeArgs {
                 pids_file: None,
                 servers: self.servers,
                 network: chaos::netns::enter(self.network.into()),
+                // The agreement table is evidence: nothing is planted.
+                plants: Vec::new(),
             },
             archive: self
                 .archive
@@ -344,6 +351,7 @@ fn main() -> ExitCode {
             servers,
             stop_at_first_failure,
             network,
+            plants,
         } => {
             let target = match target.as_deref().map(chaos::Target::parse_url) {
                 None => chaos::Target::Started,
@@ -367,6 +375,7 @@ fn main() -> ExitCode {
                 pids_file,
                 servers,
                 network,
+                plants,
             };
             let seeds: Vec<u64> = seed.map_or_else(|| (0..runs).collect(), |seed| vec![seed]);
             cli::chaos(

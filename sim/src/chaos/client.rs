@@ -27,7 +27,10 @@ use lock_core::{
 };
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-use super::wire::{ClientArgs, ClientCommand, ClientLine, Reach, mono_ns, since};
+use super::{
+    plant::{Plant, client_scenario},
+    wire::{ClientArgs, ClientCommand, ClientLine, Reach, mono_ns, since},
+};
 use crate::{
     client::{Attempt, KEY, acquire, client_host, lock_options, own_locks},
     config::{DurationRange, FencingMode, WorkloadKind},
@@ -57,6 +60,9 @@ const PREPARE: DurationRange = DurationRange {
     min: Duration::from_millis(10),
     max: Duration::from_millis(100),
 };
+
+/// How long after its release a `zombie-writes` client writes again.
+const ZOMBIE_AFTER: Duration = Duration::from_millis(50);
 
 /// The client's clock: the machine's monotonic clock, with the drift and
 /// steps the controller orders. `local(t) = base_local + (t − base_true)
@@ -222,8 +228,11 @@ impl Out {
 /// Runs the client process until it is killed. Returns an error only when
 /// it could not start.
 pub fn main(args_json: &str) -> Result<(), String> {
-    let args: ClientArgs = serde_json::from_str(args_json)
+    let mut args: ClientArgs = serde_json::from_str(args_json)
         .map_err(|error| format!("bad client arguments: {error}"))?;
+    // A planted client may run a workload other than the file's (the
+    // controller's checkers keep the file's).
+    args.scenario = client_scenario(&args.scenario, &args.plants);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -373,12 +382,16 @@ async fn cycle(
         (args.index as u64) << 32 | seq
     };
     let workload = scenario.clients.workload;
+    let planted = |plant| args.plants.contains(&plant);
     loop {
         let reading = workload.kind == WorkloadKind::ReadWrite && rng.chance(workload.read_share);
         attempt.reading.store(reading, Ordering::Relaxed);
         attempt.waiting.store(false, Ordering::Relaxed);
         out.record(Op::AcquireInvoke);
-        let Some(acquired) = acquire(locker, opts, scenario, reading, &mut rng).await else {
+        // `write-as-read`: a writer takes a read lock, and the history
+        // (from `attempt.reading`) says it believes the hold exclusive.
+        let take_read = reading || planted(Plant::WriteAsRead);
+        let Some(acquired) = acquire(locker, opts, scenario, take_read, &mut rng).await else {
             out.record(Op::AcquireCancel);
             tokio::time::sleep(rng.duration(scenario.clients.think)).await;
             continue;
@@ -431,12 +444,27 @@ async fn cycle(
                 }
             }
         }
-        if rng.chance(scenario.clients.drop_guard) {
-            out.record(Op::GuardDropped { token });
+        if planted(Plant::NeverRelease) {
+            // The client says it is done and never releases: the guard's
+            // renewals go on (forgotten, it is never dropped).
+            out.record(Op::ReleaseInvoke {
+                token: token.clone(),
+            });
+            std::mem::forget(guard);
+        } else if rng.chance(scenario.clients.drop_guard) {
+            out.record(Op::GuardDropped {
+                token: token.clone(),
+            });
             drop(guard);
         } else {
-            out.record(Op::ReleaseInvoke { token });
+            out.record(Op::ReleaseInvoke {
+                token: token.clone(),
+            });
             let _ = guard.release().await;
+        }
+        if planted(Plant::ZombieWrites) && fence.is_some() {
+            tokio::time::sleep(ZOMBIE_AFTER).await;
+            write(next_value()).await;
         }
         tokio::time::sleep(rng.duration(scenario.clients.think)).await;
     }

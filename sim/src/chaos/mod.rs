@@ -12,9 +12,9 @@
 //!
 //! This file only declares the modules and names what they offer. Layering,
 //! downwards only: `run` → `batches`, `deploy`, `firewall`, `netns`, `dirs`, `proxy`, `procs`,
-//! `wire`, `lazy_aof`, `fake_clock`, `atomic_migrate`, `migrate`, `cut`, `sentinel`, `target`; `refuse` →
+//! `wire`, `lazy_aof`, `fake_clock`, `plant`, `atomic_migrate`, `migrate`, `cut`, `sentinel`, `target`; `refuse` →
 //! `procs`, `target`, `fake_clock`; `deploy` → `fake_clock`; `sentinel` → `deploy`; `atomic_migrate` → `migrate`; `deploy` → `cut`; `cut` →
-//! `proxy`; `client` → `wire`.
+//! `proxy`; `client` → `wire`, `plant`.
 
 mod atomic_migrate;
 mod batches;
@@ -29,6 +29,7 @@ pub mod flavour;
 pub mod lazy_aof;
 mod migrate;
 pub mod netns;
+pub mod plant;
 pub mod procs;
 mod proxy;
 mod refuse;

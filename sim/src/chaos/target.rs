@@ -55,6 +55,9 @@ pub struct RealOptions {
     pub servers: PathBuf,
     /// How partitions are made ([`super::netns::enter`] says).
     pub network: super::netns::Network,
+    /// The bugs planted in the run ([`super::plant`]): positive controls
+    /// for the checkers, never evidence for the lock.
+    pub plants: Vec<super::plant::Plant>,
 }
 
 /// How long a client's events take to reach the history, at most, on a

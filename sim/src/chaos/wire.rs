@@ -75,6 +75,9 @@ pub struct ClientArgs {
     pub links: BTreeMap<u16, u16>,
     /// The storage's real port.
     pub storage: u16,
+    /// The bugs planted in this client (`sim chaos --plant`), if any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub plants: Vec<super::plant::Plant>,
 }
 
 /// One line a client process writes on its stdout.

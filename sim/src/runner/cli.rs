@@ -172,6 +172,16 @@ pub fn chaos(
     // Refuse before starting anything.
     let mut servers = Vec::new();
     for job in &jobs {
+        // A plant whose bug cannot show in this file would make its
+        // positive control pass for nothing.
+        if let Some(why) = options
+            .plants
+            .iter()
+            .find_map(|plant| plant.refusal(&job.scenario))
+        {
+            eprintln!("error: {}: {why}", job.file);
+            return ExitCode::from(2);
+        }
         let checked = chaos::check_binaries(&job.file, &job.scenario, &options).and_then(|found| {
             chaos::check_faults(&job.file, &job.scenario, seeds, &options.target).map(|()| found)
         });
@@ -201,6 +211,7 @@ pub fn chaos(
         .iter()
         .map(|job| mechanisms(&job.scenario, &options.network))
         .collect();
+    let plants: Vec<String> = options.plants.iter().map(|p| p.describe()).collect();
     let mode = Real { options };
     let outcome = match drive(
         &jobs,
@@ -233,7 +244,7 @@ pub fn chaos(
                 found.server().display()
             );
         }
-        for line in mechanisms {
+        for line in mechanisms.iter().chain(&plants) {
             println!("{}: {line}", job.scenario.name);
         }
     }

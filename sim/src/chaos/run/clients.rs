@@ -106,6 +106,7 @@ impl Seed<'_> {
                 .map(|(real, link)| (*real, link.port))
                 .collect(),
             storage: self.storage_port,
+            plants: self.plants.to_vec(),
         };
         let json = serde_json::to_string(&args).map_err(|e| ChaosError::Internal(e.to_string()))?;
         let exe = std::env::current_exe().map_err(|source| ChaosError::Io {

@@ -40,6 +40,7 @@ use super::{
     firewall::{Firewall, Rule},
     migrate::Migration,
     netns::Network,
+    plant::Plant,
     procs::{Ports, ProcId, Processes},
     proxy::Link,
     target::{REAL_SLACK, RealOptions, Target as RunTarget},
@@ -69,6 +70,8 @@ struct ClientProc {
 /// Everything a running seed holds.
 struct Seed<'a> {
     scenario: &'a Scenario,
+    /// The bugs planted in this run (`sim chaos --plant`).
+    plants: &'a [Plant],
     deployment: Option<Deployment>,
     clients: Vec<ClientProc>,
     storage_port: u16,
@@ -244,6 +247,7 @@ async fn run_on(
     let storage_port = storage.local_addr().map_or(0, |a| a.port());
     let mut seed_state = Seed {
         scenario,
+        plants: &options.plants,
         deployment,
         clients: Vec::new(),
         storage_port,
@@ -263,7 +267,16 @@ async fn run_on(
     let (reach, ports_to_link) = seed_state.reach(target);
     let epoch = mono_ns();
     seed_state.recorder.epoch = epoch;
-    let storage_task = tokio::spawn(serve_storage(storage, seed_state.recorder.clone()));
+    let storage_task = tokio::spawn(serve_storage(
+        storage,
+        seed_state.recorder.clone(),
+        options.plants.contains(&Plant::StorageIgnoresFences),
+    ));
+    let counter_reset = options.plants.contains(&Plant::FenceCounterReset).then(|| {
+        tokio::spawn(node_ops::reset_fence_counter(
+            seed_state.oracle_ports(target),
+        ))
+    });
     // The read-write lock's and the semaphore's keys are not one owner's
     // string: their checkers (F1, F2) read the clients' holds alone.
     let one_owner = matches!(
@@ -300,6 +313,7 @@ async fn run_on(
     for task in oracle_task
         .into_iter()
         .chain(sentinel_task)
+        .chain(counter_reset)
         .chain([stall_task])
     {
         task.abort();

@@ -11,6 +11,27 @@ pub(in crate::chaos) fn lock_key() -> String {
     crate::client::key_names().lock
 }
 
+/// The planted bug `fence-counter-reset`: every 200 ms, `DEL` of the
+/// namespace's fence counter on each node of `ports` (a replica's
+/// `READONLY` and a cluster node's `MOVED` are ignored: the primary that
+/// holds it deletes it). Runs until aborted.
+pub(super) async fn reset_fence_counter(ports: Vec<u16>) {
+    let counter = crate::client::key_names().counter.to_string();
+    let mut conns = vec![None; ports.len()];
+    loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        for (&port, conn) in ports.iter().zip(&mut conns) {
+            if conn.is_none() {
+                *conn = admin(port).await.ok();
+            }
+            if let Some(conn) = conn {
+                let _: redis::RedisResult<redis::Value> =
+                    redis::cmd("DEL").arg(&counter).query_async(conn).await;
+            }
+        }
+    }
+}
+
 /// Whether node `port` took `REPLICAOF 127.0.0.1 primary`.
 pub(super) async fn replica_of(port: u16, primary: u16) -> bool {
     let Ok(mut conn) = admin(port).await else {

@@ -11,8 +11,10 @@ use super::recorder::Recorder;
 use crate::history::{Op, Phase, Process};
 
 /// The fenced storage: accepts a write iff its fence is at least the
-/// highest accepted, recording each decision when it is made.
-pub(super) async fn serve_storage(listener: TcpListener, recorder: Recorder) {
+/// highest accepted, recording each decision when it is made; with
+/// `ignores_fences` (the planted bug `storage-ignores-fences`), every
+/// write.
+pub(super) async fn serve_storage(listener: TcpListener, recorder: Recorder, ignores_fences: bool) {
     let highest: Arc<Mutex<Option<u64>>> = Arc::default();
     while let Ok((stream, _)) = listener.accept().await {
         let recorder = recorder.clone();
@@ -29,8 +31,9 @@ pub(super) async fn serve_storage(listener: TcpListener, recorder: Recorder) {
                                 let accepted = {
                                     let mut highest =
                                         highest.lock().unwrap_or_else(PoisonError::into_inner);
-                                    let accepted = highest.is_none_or(|h| fence >= h);
-                                    if accepted {
+                                    let accepted =
+                                        ignores_fences || highest.is_none_or(|h| fence >= h);
+                                    if accepted && highest.is_none_or(|h| fence >= h) {
                                         *highest = Some(fence);
                                     }
                                     accepted

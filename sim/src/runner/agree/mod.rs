@@ -368,6 +368,7 @@ mod tests {
                 pids_file: None,
                 servers: PathBuf::new(),
                 network: chaos::netns::Network::Kernel,
+                plants: Vec::new(),
             },
             archive: PathBuf::new(),
             command: String::new(),

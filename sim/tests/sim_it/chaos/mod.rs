@@ -1,6 +1,9 @@
 //! `sim chaos` on real processes: bad input gets one clear error and a
 //! non-zero exit, and no process a run started outlives it (normal end,
-//! Ctrl-C, the controller killed outright).
+//! Ctrl-C, the controller killed outright). [`plant`]: the checkers'
+//! positive controls on real runs.
+
+mod plant;
 
 use std::{
     path::{Path, PathBuf},

@@ -1,0 +1,230 @@
+//! Planted bugs: positive controls for the checkers on real processes.
+//!
+//! A checker that never fires proves nothing. `sim chaos --plant BUG` runs
+//! a file with one deliberate bug in the client, the storage or the
+//! server's state, and the property the bug breaks must then show in the
+//! real history; `sim/tests/sim_it/chaos.rs` runs each. A planted run is
+//! never evidence for the lock: the summary names every plant, and
+//! `sim agree` takes none.
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{FencingMode, Property, Scenario, WorkloadKind};
+
+/// One deliberate bug.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Plant {
+    /// The storage accepts every write whatever its fence (a resource that
+    /// does not check fences). With `zombie-writes` it breaks S4.
+    StorageIgnoresFences,
+    /// Each client writes once more with its old fence 50 ms after it
+    /// released (a task that outlived its lock). An honest storage refuses
+    /// those writes once a newer holder has written; beside
+    /// `storage-ignores-fences`, S4 must fire.
+    ZombieWrites,
+    /// The namespace's fence counter is deleted every 200 ms (`DEL` on
+    /// every node, as an eviction would), so `Fencing::Counter` issues a
+    /// fence lower than one already issued: S3 must fire.
+    FenceCounterReset,
+    /// A client never releases: it records the release and forgets the
+    /// guard, whose renewals go on. The key outlives its client's
+    /// interest: A1 must fire.
+    NeverRelease,
+    /// A read-write client that means to write takes a read lock and
+    /// believes it exclusive: F1 must fire.
+    WriteAsRead,
+    /// Semaphore clients count one permit more than the file's: F2 must
+    /// fire.
+    ExtraPermit,
+    /// Fair-mode clients take the plain lock, which lets a newcomer
+    /// overtake a live waiter: F3 must fire.
+    Unfair,
+}
+
+impl Plant {
+    /// Every plant, in the order `--plant` lists them.
+    pub const ALL: [Self; 7] = [
+        Self::StorageIgnoresFences,
+        Self::ZombieWrites,
+        Self::FenceCounterReset,
+        Self::NeverRelease,
+        Self::WriteAsRead,
+        Self::ExtraPermit,
+        Self::Unfair,
+    ];
+
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::StorageIgnoresFences => "storage-ignores-fences",
+            Self::ZombieWrites => "zombie-writes",
+            Self::FenceCounterReset => "fence-counter-reset",
+            Self::NeverRelease => "never-release",
+            Self::WriteAsRead => "write-as-read",
+            Self::ExtraPermit => "extra-permit",
+            Self::Unfair => "unfair",
+        }
+    }
+
+    /// The property its bug breaks (for `storage-ignores-fences` and
+    /// `zombie-writes`, the two together).
+    pub fn breaks(self) -> Property {
+        match self {
+            Self::StorageIgnoresFences | Self::ZombieWrites => Property::FencedWrites,
+            Self::FenceCounterReset => Property::Tokens,
+            Self::NeverRelease => Property::NoOrphans,
+            Self::WriteAsRead => Property::WriterExclusion,
+            Self::ExtraPermit => Property::Capacity,
+            Self::Unfair => Property::FairOrder,
+        }
+    }
+
+    /// Why it cannot be planted in `scenario`, if it cannot: the bug
+    /// needs a workload, or fences, that the file does not have.
+    pub fn refusal(self, scenario: &Scenario) -> Option<String> {
+        let kind = scenario.clients.workload.kind;
+        let fencing = scenario.lock.fencing;
+        let need = |what: &str| Some(format!("--plant {} needs {what}", self.name()));
+        match self {
+            Self::StorageIgnoresFences | Self::ZombieWrites
+                if kind == WorkloadKind::Semaphore || fencing == FencingMode::None =>
+            {
+                need("fenced writes: an exclusive workload and `fencing` other than none")
+            }
+            Self::FenceCounterReset
+                if kind == WorkloadKind::Semaphore || fencing != FencingMode::Counter =>
+            {
+                need("`fencing = \"counter\"` and an exclusive workload")
+            }
+            Self::NeverRelease if !matches!(kind, WorkloadKind::Mutex | WorkloadKind::Fair) => {
+                need("a mutex or fair workload (A1 reads the one lock key)")
+            }
+            Self::WriteAsRead if kind != WorkloadKind::ReadWrite => need("a read-write workload"),
+            Self::ExtraPermit if kind != WorkloadKind::Semaphore => need("a semaphore workload"),
+            Self::Unfair if kind != WorkloadKind::Fair => need("a fair workload"),
+            _ => None,
+        }
+    }
+
+    /// The summary's line for it.
+    pub fn describe(self) -> String {
+        let what = match self {
+            Self::StorageIgnoresFences => "the storage accepts every fence",
+            Self::ZombieWrites => "each client writes with its old fence 50 ms after releasing",
+            Self::FenceCounterReset => "the fence counter is deleted every 200 ms",
+            Self::NeverRelease => "clients forget their guards instead of releasing",
+            Self::WriteAsRead => "writers take read locks",
+            Self::ExtraPermit => "clients count one permit more",
+            Self::Unfair => "fair clients take the plain lock",
+        };
+        let property = crate::scenario::property_name(self.breaks());
+        let control = match self {
+            Self::StorageIgnoresFences => format!("with zombie-writes, {property} must fire"),
+            Self::ZombieWrites => format!(
+                "alone, the fenced storage refuses them (fact fenced-write-rejected); with storage-ignores-fences, {property} must fire"
+            ),
+            _ => format!("{property} must fire"),
+        };
+        format!(
+            "planted bug {}: {what} (a positive control: {control}; not evidence for the lock)",
+            self.name()
+        )
+    }
+}
+
+/// The scenario a planted client runs: `extra-permit` counts one permit
+/// more, `unfair` takes the plain lock. The controller's checkers keep
+/// the file's own.
+pub(crate) fn client_scenario(scenario: &Scenario, plants: &[Plant]) -> Scenario {
+    let mut scenario = scenario.clone();
+    let workload = &mut scenario.clients.workload;
+    if plants.contains(&Plant::ExtraPermit) {
+        workload.permits += 1;
+    }
+    if plants.contains(&Plant::Unfair) && workload.kind == WorkloadKind::Fair {
+        workload.kind = WorkloadKind::Mutex;
+    }
+    scenario
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scenario(workload: &str, fencing: &str) -> Scenario {
+        let text = format!(
+            "name = \"p\"\ndescription = \"\"\nduration = \"1s\"\nexpect = \"safe\"\n[lock]\nttl = \"1s\"\nfencing = \"{fencing}\"\n\
+             [clients]\ncount = 2\n[workload]\nkind = \"{workload}\"\n"
+        );
+        crate::scenario::parse_scenario("p.toml", &text).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn each_plant_is_refused_where_its_bug_cannot_show_and_accepted_where_it_can() {
+        let cases = [
+            (
+                Plant::StorageIgnoresFences,
+                "mutex",
+                "time-mixed",
+                "mutex",
+                "none",
+            ),
+            (
+                Plant::ZombieWrites,
+                "read-write",
+                "time-mixed",
+                "semaphore",
+                "time-mixed",
+            ),
+            (
+                Plant::FenceCounterReset,
+                "mutex",
+                "counter",
+                "mutex",
+                "time-mixed",
+            ),
+            (
+                Plant::NeverRelease,
+                "fair",
+                "time-mixed",
+                "read-write",
+                "time-mixed",
+            ),
+            (Plant::WriteAsRead, "read-write", "none", "mutex", "none"),
+            (Plant::ExtraPermit, "semaphore", "none", "fair", "none"),
+            (Plant::Unfair, "fair", "none", "mutex", "none"),
+        ];
+        for (plant, ok_kind, ok_fencing, bad_kind, bad_fencing) in cases {
+            assert_eq!(
+                plant.refusal(&scenario(ok_kind, ok_fencing)),
+                None,
+                "{plant:?}"
+            );
+            let refusal = plant.refusal(&scenario(bad_kind, bad_fencing));
+            assert!(
+                refusal.is_some_and(|why| why.contains(plant.name())),
+                "{plant:?} on {bad_kind}/{bad_fencing}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_planted_client_counts_one_permit_more_or_takes_the_plain_lock() {
+        let semaphore = scenario("semaphore", "none");
+        let planted = client_scenario(&semaphore, &[Plant::ExtraPermit]);
+        assert_eq!(
+            planted.clients.workload.permits,
+            semaphore.clients.workload.permits + 1
+        );
+        let fair = scenario("fair", "none");
+        let planted = client_scenario(&fair, &[Plant::Unfair]);
+        assert_eq!(planted.clients.workload.kind, WorkloadKind::Mutex);
+        assert_eq!(
+            client_scenario(&fair, &[]).clients.workload,
+            fair.clients.workload
+        );
+    }
+}
