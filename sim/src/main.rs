@@ -234,6 +234,18 @@ struct AgreeArgs {
     /// whether it matches.
     #[arg(long, conflicts_with_all = ["budget", "archive"])]
     recheck: Option<PathBuf>,
+    /// Fill the last column of FILE's guarantees table (after its line
+    /// `<!-- agreement: DIR -->`) from the archive --from names, or the
+    /// one the line names.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["budget", "archive", "recheck"])]
+    readme: Option<PathBuf>,
+    /// With --readme: the archive to fill it from.
+    #[arg(long, value_name = "DIR", requires = "readme")]
+    from: Option<PathBuf>,
+    /// With --readme: change nothing; exit 1 if the column is not what
+    /// its archive says.
+    #[arg(long, requires = "readme")]
+    check: bool,
     /// Where each `[server] flavour`'s server is (as for `sim chaos`).
     #[arg(long, default_value = "target/servers")]
     servers: PathBuf,
@@ -253,6 +265,9 @@ impl AgreeArgs {
         let jobs = self.jobs.unwrap_or_else(runner::available_jobs).max(1);
         if let Some(dir) = self.recheck {
             return runner::agree::recheck(&dir, jobs);
+        }
+        if let Some(readme) = self.readme {
+            return runner::agree::readme(&readme, self.from.as_deref(), self.check);
         }
         let Some(budget) = self.budget else {
             eprintln!(

@@ -112,3 +112,66 @@ fn an_agreement_run_archives_what_recomputes_its_table() {
     assert_eq!(again.status.code(), Some(2), "{out}");
     assert!(out.contains("is never overwritten"), "{out}");
 }
+
+/// The README's guarantees table: its last column is what the archive its
+/// marker line names says (`sim agree --readme README.md --check`), so a
+/// hand edit of a real-process result fails CI.
+#[test]
+fn the_readmes_real_process_column_is_what_its_archive_says() {
+    let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+    let output = sim(&[
+        "agree",
+        "--readme",
+        readme.to_str().expect("a utf-8 path"),
+        "--check",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+}
+
+/// A cell edited by hand is caught, at its line, with the command that
+/// writes it again; writing it brings back what the archive says.
+#[test]
+fn a_hand_edited_real_process_cell_is_caught_and_written_again() {
+    let dir = scratch("readme");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let original = std::fs::read_to_string(root.join("README.md")).expect("the README");
+    let archive = original
+        .lines()
+        .find_map(|line| line.strip_prefix("<!-- agreement: "))
+        .and_then(|rest| rest.strip_suffix(" -->"))
+        .expect("the README's marker line");
+    // The archive's table alone is what the column is made from.
+    std::fs::create_dir_all(dir.join(archive)).expect("the archive's directory");
+    std::fs::copy(
+        root.join(archive).join("table.json"),
+        dir.join(archive).join("table.json"),
+    )
+    .expect("the archive's table");
+    let (line, cell) = original
+        .lines()
+        .enumerate()
+        .find_map(|(at, line)| {
+            let cell = line.strip_prefix("| Eviction")?.rsplit('|').nth(1)?;
+            Some((at + 1, cell.trim().to_owned()))
+        })
+        .expect("the eviction row");
+    let edited = original.replacen(&format!("| {cell} |"), "| safe, 100 of 100 |", 1);
+    let readme = dir.join("README.md");
+    std::fs::write(&readme, &edited).expect("a scratch README");
+    let path = readme.to_str().expect("a utf-8 path");
+    let output = sim(&["agree", "--readme", path, "--check"]);
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    assert!(
+        text(&output).contains(&format!(
+            "README.md:{line}: the agreement column is not what"
+        )),
+        "{}",
+        text(&output)
+    );
+    let output = sim(&["agree", "--readme", path]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    assert_eq!(
+        std::fs::read_to_string(&readme).expect("the README written"),
+        original
+    );
+}

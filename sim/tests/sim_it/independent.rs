@@ -59,6 +59,35 @@ fn script_verdict(history: &str, workload: &str, path: &str) -> (Option<bool>, b
     )
 }
 
+/// The independent checker's S1 and S4 verdicts on the history files
+/// `paths`, in one process, in their order.
+fn script_verdicts(workload: &str, paths: &[&str]) -> Vec<(Option<bool>, bool)> {
+    let output = Command::new("python3")
+        .arg(repo().join("scripts/check_history.py"))
+        .args(["--workload", workload])
+        .args(paths)
+        .output()
+        .expect("python3 runs scripts/check_history.py (install Python 3.11 or newer)");
+    assert!(
+        output.status.success(),
+        "check_history.py failed: {output:?}"
+    );
+    let verdicts: Vec<(Option<bool>, bool)> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| {
+            let verdict: serde_json::Value = serde_json::from_str(line).expect("one JSON object");
+            (
+                verdict["lease-exclusion"].as_bool(),
+                verdict["fenced-writes"]
+                    .as_bool()
+                    .expect("fenced-writes is a bool"),
+            )
+        })
+        .collect();
+    assert_eq!(verdicts.len(), paths.len(), "a verdict per history");
+    verdicts
+}
+
 #[test]
 fn the_independent_checker_agrees_on_s1_and_s4() {
     let files = [
@@ -148,14 +177,20 @@ fn the_independent_checker_agrees_on_every_archived_real_history() {
                 .filter_map(|entry| Some(entry.ok()?.path()))
                 .collect();
             histories.sort();
-            for path in histories {
+            // One checker process per scenario, over all its histories.
+            let paths: Vec<&str> = histories
+                .iter()
+                .map(|path| path.to_str().expect("a utf-8 path"))
+                .collect();
+            let theirs = script_verdicts(workload, &paths);
+            for (path, (s1, s4)) in histories.iter().zip(theirs) {
                 let seed: u64 = path
                     .file_name()
                     .and_then(|name| name.to_str())
                     .and_then(|name| name.strip_prefix("real-")?.strip_suffix(".jsonl.gz"))
                     .and_then(|seed| seed.parse().ok())
                     .unwrap_or_else(|| panic!("{} is not real-SEED.jsonl.gz", path.display()));
-                let history = read_gz(&path);
+                let history = read_gz(path);
                 let schedule = sim::schedule::draw_schedule(&scenario, seed);
                 let verdict = sim::checker::check_real(
                     &scenario,
@@ -168,7 +203,6 @@ fn the_independent_checker_agrees_on_every_archived_real_history() {
                     violated.contains(&Property::LeaseExclusion),
                     violated.contains(&Property::FencedWrites),
                 );
-                let (s1, s4) = script_verdict("", workload, path.to_str().expect("a utf-8 path"));
                 checked += 1;
                 s1_seen += usize::from(ours.0);
                 if s1.is_some_and(|s1| s1 != ours.0) || s4 != ours.1 {

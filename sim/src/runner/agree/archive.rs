@@ -76,6 +76,18 @@ struct Kept {
     rows: Vec<Row>,
 }
 
+/// The header and rows of the table kept in the archive `dir`
+/// (`table.json`).
+pub(super) fn load_table(dir: &Path) -> Result<(Header, Vec<Row>), ArchiveError> {
+    let path = dir.join("table.json");
+    let text = std::fs::read_to_string(&path).map_err(io(format!("reading {}", path.display())))?;
+    let kept: Kept = serde_json::from_str(&text).map_err(|error| ArchiveError::Bad {
+        what: path.display().to_string(),
+        message: error.to_string(),
+    })?;
+    Ok((kept.header, kept.rows))
+}
+
 /// An archive being written.
 pub(super) struct Archive {
     dir: PathBuf,
@@ -318,16 +330,8 @@ fn recompute(dir: &Path, row: &Row, sim_seeds: u64, jobs: usize) -> Result<Row, 
 /// and prints the table; exit 0 when it matches the kept one, 1 when a row
 /// differs (named), 2 when the archive cannot be read.
 pub fn recheck(dir: &Path, jobs: usize) -> ExitCode {
-    let path = dir.join("table.json");
-    let kept: Kept = match std::fs::read_to_string(&path)
-        .map_err(io(format!("reading {}", path.display())))
-        .and_then(|text| {
-            serde_json::from_str(&text).map_err(|error| ArchiveError::Bad {
-                what: path.display().to_string(),
-                message: error.to_string(),
-            })
-        }) {
-        Ok(kept) => kept,
+    let kept = match load_table(dir) {
+        Ok((header, rows)) => Kept { header, rows },
         Err(error) => {
             eprintln!("error: {error}");
             return ExitCode::from(2);

@@ -22,6 +22,7 @@
 //! deterministic), and says whether it matches the kept table.
 
 mod archive;
+pub mod readme;
 mod row;
 pub mod stats;
 mod table;
@@ -252,6 +253,83 @@ pub fn agree(jobs: &[Job], options: &AgreeOptions) -> ExitCode {
     }
     println!("archive: {}", archive.dir().display());
     exit(&rows)
+}
+
+/// `sim agree --readme FILE`: fills the guarantees table's last column of
+/// `readme` from the archive `from` (default: the one its marker names),
+/// or with `check`, says whether it already is what that archive gives.
+/// Exit status 0 when written or matching, 1 when `check` finds it
+/// differs, 2 when the README or the archive cannot be read.
+pub fn readme(readme: &Path, from: Option<&Path>, check: bool) -> ExitCode {
+    let text = match std::fs::read_to_string(readme) {
+        Ok(text) => text,
+        Err(error) => {
+            eprintln!("error: reading {}: {error}", readme.display());
+            return ExitCode::from(2);
+        }
+    };
+    let base = readme.parent().unwrap_or(Path::new(""));
+    // The archive as the README names it: relative to the README.
+    let shown = match from {
+        Some(dir) => dir
+            .strip_prefix(base)
+            .unwrap_or(dir)
+            .to_string_lossy()
+            .into_owned(),
+        None => match readme::marked_archive(&text) {
+            Some(dir) => dir.to_owned(),
+            None => {
+                eprintln!(
+                    "error: {} names no archive (a line `<!-- agreement: DIR -->`): give --from DIR",
+                    readme.display()
+                );
+                return ExitCode::from(2);
+            }
+        },
+    };
+    let rendered = match readme::render(&text, &base.join(&shown), &shown) {
+        Ok(rendered) => rendered,
+        Err(error) => {
+            eprintln!("error: {}: {error}", readme.display());
+            return ExitCode::from(2);
+        }
+    };
+    if check {
+        if rendered == text {
+            println!(
+                "{}: the agreement column is what {shown} says",
+                readme.display()
+            );
+            return ExitCode::SUCCESS;
+        }
+        let first = text
+            .lines()
+            .zip(rendered.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(0);
+        eprintln!(
+            "{}:{}: the agreement column is not what {shown} says (edited by hand?): run `sim agree --readme {} --from {shown}`\n  is:       {}\n  archive:  {}",
+            readme.display(),
+            first + 1,
+            readme.display(),
+            text.lines().nth(first).unwrap_or(""),
+            rendered.lines().nth(first).unwrap_or("")
+        );
+        return ExitCode::FAILURE;
+    }
+    match std::fs::write(readme, rendered) {
+        Ok(()) => {
+            println!(
+                "{}: the agreement column written from {shown}",
+                readme.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("error: writing {}: {error}", readme.display());
+            ExitCode::from(2)
+        }
+    }
 }
 
 /// 0 when every row that ran agrees, else 1.
