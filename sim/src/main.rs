@@ -426,7 +426,7 @@ fn main() -> ExitCode {
         } => cli::replay(&file, seed, history, &report_dir),
         Command::Schema => cli::schema(),
         Command::Reference => {
-            print!("{}", sim::scenario::reference::markdown());
+            cli::emit(&sim::scenario::reference::markdown());
             ExitCode::SUCCESS
         }
     }

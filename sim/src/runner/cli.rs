@@ -145,12 +145,12 @@ pub fn run(paths: Vec<PathBuf>, options: &RunOptions, outputs: Outputs<'_>) -> E
         shard: options.shard,
         scenarios: outcome.summaries,
     };
-    print!("{}", table(&file));
-    println!(
-        "ran in {:.1}s on {} workers",
+    emit(&format!(
+        "{}ran in {:.1}s on {} workers\n",
+        table(&file),
         outcome.wall.as_secs_f64(),
         options.jobs
-    );
+    ));
     finish(&file, Source::Simulated, outputs)
 }
 
@@ -202,7 +202,7 @@ pub fn chaos(
                 seed_words(outcome),
             );
             if history {
-                print!("{}", outcome.history.to_json_lines());
+                emit(&outcome.history.to_json_lines());
             }
         }
     };
@@ -234,10 +234,11 @@ pub fn chaos(
         shard: Shard::WHOLE,
         scenarios: outcome.summaries,
     };
-    print!("{}", table(&file));
+    let mut text = table(&file);
     for ((job, found), mechanisms) in jobs.iter().zip(&servers).zip(&mechanisms) {
         if let Some(found) = found {
-            println!(
+            let _ = writeln!(
+                text,
                 "{}: {} ({}), each node checked from its INFO server",
                 job.scenario.name,
                 found.identity(),
@@ -245,15 +246,17 @@ pub fn chaos(
             );
         }
         for line in mechanisms.iter().chain(&plants) {
-            println!("{}: {line}", job.scenario.name);
+            let _ = writeln!(text, "{}: {line}", job.scenario.name);
         }
     }
-    println!(
+    let _ = writeln!(
+        text,
         "ran {} scenarios x {} real runs in {:.1}s",
         jobs.len(),
         seeds.len(),
         outcome.wall.as_secs_f64()
     );
+    emit(&text);
     finish(&file, Source::Real, outputs)
 }
 
@@ -375,7 +378,7 @@ pub fn merge_files(paths: &[PathBuf], outputs: Outputs<'_>) -> ExitCode {
     }
     match merge(&files) {
         Ok(merged) => {
-            print!("{}", table(&merged));
+            emit(&table(&merged));
             finish(&merged, Source::Simulated, outputs)
         }
         Err(error) => {
@@ -466,8 +469,9 @@ pub fn replay(file: &Path, seed: u64, history: bool, report_dir: &Path) -> ExitC
 }
 
 /// Writes `text` to stdout. A reader that closed early (`sim replay
-/// --history | head`) is no error; any other failure is said on stderr.
-fn emit(text: &str) {
+/// --history | head`, `sim run | head`) is no error; any other failure is
+/// said on stderr. Every command's stdout goes through it.
+pub fn emit(text: &str) {
     use std::io::Write as _;
     let mut stdout = std::io::stdout().lock();
     if let Err(error) = stdout
@@ -483,7 +487,7 @@ fn emit(text: &str) {
 pub fn schema() -> ExitCode {
     match serde_json::to_string_pretty(&scenario::json_schema()) {
         Ok(text) => {
-            println!("{text}");
+            emit(&format!("{text}\n"));
             ExitCode::SUCCESS
         }
         Err(error) => {

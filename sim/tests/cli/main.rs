@@ -173,6 +173,29 @@ fn a_replay_read_by_a_reader_that_stops_early_does_not_panic() {
     assert_eq!(output.status.code(), Some(0), "{stderr}");
 }
 
+/// `sim run | head -0`: a reader gone before the table is written ends
+/// the output, not the program (`print!` panicked on the broken pipe).
+#[test]
+fn a_run_whose_reader_is_gone_does_not_panic() {
+    let dir = scratch("run-closed");
+    let file = dir.join("tiny.toml");
+    std::fs::write(&file, GOOD).expect("write");
+    let mut child = sim()
+        .args(["run", "--seeds", "2", "--report-dir"])
+        .arg(dir.join("reports"))
+        .arg(&file)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run");
+    // The read end closed at once: the table meets a closed pipe.
+    drop(child.stdout.take());
+    let output = child.wait_with_output().expect("run ends");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+}
+
 #[test]
 fn replay_twice_gives_the_same_hash() {
     let dir = scratch("replay");

@@ -31,7 +31,7 @@ use crate::{
     history::{Entry, History},
     outcome::SeedOutcome,
     report,
-    runner::{RunFile, Shard, Summary},
+    runner::{RunFile, Shard, Summary, cli::emit},
     scenario,
     schedule::draw_schedule,
 };
@@ -356,17 +356,19 @@ pub fn recheck(dir: &Path, jobs: usize) -> ExitCode {
             }
         }
     }
-    print!("{}", super::table::markdown(&rows, &kept.header));
+    emit(&super::table::markdown(&rows, &kept.header));
     if differ.is_empty() {
-        println!(
-            "recheck: every row matches the archive's table ({} rows)",
+        emit(&format!(
+            "recheck: every row matches the archive's table ({} rows)\n",
             rows.len()
-        );
+        ));
         ExitCode::SUCCESS
     } else {
-        for line in &differ {
-            println!("recheck: differs: {line}");
-        }
+        let lines: String = differ
+            .iter()
+            .map(|line| format!("recheck: differs: {line}\n"))
+            .collect();
+        emit(&lines);
         ExitCode::FAILURE
     }
 }

@@ -33,6 +33,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use super::cli::emit;
 use archive::Archive;
 pub use archive::{ArchiveError, recheck};
 pub use row::{Row, Tally};
@@ -246,12 +247,12 @@ pub fn agree(jobs: &[Job], options: &AgreeOptions) -> ExitCode {
         options.real.network.partitions(),
     );
     let text = table::markdown(&rows, &header);
-    print!("{text}");
+    emit(&text);
     if let Err(error) = archive.finish(&rows, &header, &text, jobs) {
         eprintln!("error: {error}");
         return ExitCode::from(2);
     }
-    println!("archive: {}", archive.dir().display());
+    emit(&format!("archive: {}\n", archive.dir().display()));
     exit(&rows)
 }
 
@@ -296,10 +297,10 @@ pub fn readme(readme: &Path, from: Option<&Path>, check: bool) -> ExitCode {
     };
     if check {
         if rendered == text {
-            println!(
-                "{}: the agreement column is what {shown} says",
+            emit(&format!(
+                "{}: the agreement column is what {shown} says\n",
                 readme.display()
-            );
+            ));
             return ExitCode::SUCCESS;
         }
         let first = text
@@ -319,10 +320,10 @@ pub fn readme(readme: &Path, from: Option<&Path>, check: bool) -> ExitCode {
     }
     match std::fs::write(readme, rendered) {
         Ok(()) => {
-            println!(
-                "{}: the agreement column written from {shown}",
+            emit(&format!(
+                "{}: the agreement column written from {shown}\n",
                 readme.display()
-            );
+            ));
             ExitCode::SUCCESS
         }
         Err(error) => {
