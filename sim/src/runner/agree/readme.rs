@@ -161,16 +161,36 @@ fn cell_for(name: &str, rows: &[Row]) -> String {
         return format!("not run: {}", short_reason(why));
     }
     let real = row.real;
+    if real.valid() == 0 {
+        return format!(
+            "inconclusive: none of {} runs proved something (the archive's `real.json` says why)",
+            real.seeds
+        );
+    }
     let code = row.property.as_deref().map_or("a violation", code_of);
+    // An unsafe file's violation not shown in fewer runs than an equal
+    // rate needs: too few runs to say, not a disagreement.
+    let chance = super::stats::chance_to_show(row.simulated.rate(), real.valid());
+    let underpowered = row.expect == Expect::Violation && real.showing == 0 && chance < 0.95;
     let mut text = match row.expect {
+        Expect::Violation if underpowered => format!(
+            "{code} not shown in {} runs: too few (the simulator's {:.1} % shows in as many with {:.0} % probability)",
+            real.valid(),
+            100.0 * row.simulated.rate(),
+            100.0 * chance
+        ),
         Expect::Violation => format!("{code} on {} of {}", real.showing, real.valid()),
         Expect::Safe if real.showing == 0 => format!("safe, {} of {}", real.valid(), real.valid()),
         Expect::Safe => format!("**{code} on {} of {}**", real.showing, real.valid()),
     };
     if real.inconclusive > 0 {
-        let _ = write!(text, ", {} inconclusive", real.inconclusive);
+        let _ = write!(text, "; {} inconclusive", real.inconclusive);
     }
-    if !row.agrees() && real.valid() > 0 {
+    let wrong_verdict = match row.expect {
+        Expect::Violation => real.showing == 0 && !underpowered,
+        Expect::Safe => real.showing > 0,
+    };
+    if wrong_verdict || row.fisher_p < 0.05 {
         let _ = write!(
             text,
             " (**disagrees**: the simulator {} of {}, p = {:.3})",
@@ -272,10 +292,25 @@ mod tests {
         assert!(out.starts_with("# Lock\n\nIntro.\n\n<!-- agreement: docs/agreement/x -->\n"));
         assert!(out.contains("commit 0123456789ab: `sim agree scenarios/ --budget 75m`"));
         assert!(out.contains("| Pause | yes | [`a`](scenarios/a.toml) | safe, 10 of 10 |\n"));
-        assert!(out.contains(
-            "| `b`: S1 on 3 of 9, 1 inconclusive (**disagrees**: the simulator 50 of 100, p = "
-        ));
+        assert!(
+            out.contains("| `b`: S1 on 3 of 9; 1 inconclusive; `c`"),
+            "{out}"
+        );
         assert!(out.contains("; `c`: not run: a server clock fault on a server that refuses it |"));
+        // Far fewer violations than the simulator's rate: a disagreement.
+        let mut rare = row("a", Expect::Violation, Some("lease-exclusion"), (100, 1, 0));
+        rare.test();
+        assert!(cell_for("a", &[rare]).contains("(**disagrees**: the simulator 50 of 100, p = "));
+        // Not shown in too few runs to expect it: said so, no disagreement.
+        let mut few = row("a", Expect::Violation, Some("lease-exclusion"), (2, 0, 0));
+        few.simulated.showing = 5;
+        assert_eq!(
+            cell_for("a", &[few]),
+            "S1 not shown in 2 runs: too few (the simulator's 5.0 % shows in as many with 10 % probability)"
+        );
+        // Nothing proved: inconclusive.
+        let none = row("a", Expect::Safe, None, (3, 0, 3));
+        assert!(cell_for("a", &[none]).starts_with("inconclusive: none of 3 runs"));
         assert!(out.contains("| Reset | yes | unit tests | – |\n"));
         assert!(out.contains("| [`d`](scenarios/d.toml) | not in this run |\n"));
         assert!(out.ends_with("\nAfter.\n"));

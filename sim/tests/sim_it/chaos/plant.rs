@@ -140,16 +140,27 @@ fn writers_that_take_read_locks_overlap_and_f1_fires() {
     assert_eq!(run.code, Some(1), "{}", run.text);
 }
 
+/// The file `file` is safe unplanted, and with `plant` its property
+/// `property` fires (a run each).
+fn safe_until_planted(name: &str, file: &str, plant: &str, property: &str) {
+    let honest = run(&format!("{name}-honest"), file, &[]);
+    assert_eq!(honest.code, Some(0), "{}", honest.text);
+    assert!(honest.violations.is_empty(), "{}", honest.text);
+    let planted = run(&format!("{name}-planted"), file, &[plant]);
+    assert!(planted.fired(property), "{}", planted.text);
+    assert_eq!(planted.code, Some(1), "{}", planted.text);
+}
+
 /// F2: clients that count one permit more than the file's put three
 /// holders on a two-permit semaphore; the honest clients never do.
 #[test]
 fn one_permit_too_many_exceeds_the_semaphore_and_f2_fires() {
-    let honest = run("permits-honest", "plant-semaphore.toml", &[]);
-    assert_eq!(honest.code, Some(0), "{}", honest.text);
-    assert!(honest.violations.is_empty(), "{}", honest.text);
-    let planted = run("permits-planted", "plant-semaphore.toml", &["extra-permit"]);
-    assert!(planted.fired("capacity"), "{}", planted.text);
-    assert_eq!(planted.code, Some(1), "{}", planted.text);
+    safe_until_planted(
+        "permits",
+        "plant-semaphore.toml",
+        "extra-permit",
+        "capacity",
+    );
 }
 
 /// F3: fair-mode clients on the plain lock let a client that has just
@@ -157,12 +168,7 @@ fn one_permit_too_many_exceeds_the_semaphore_and_f2_fires() {
 /// never does.
 #[test]
 fn fair_clients_on_the_plain_lock_overtake_a_waiter_and_f3_fires() {
-    let honest = run("fair-honest", "plant-fair.toml", &[]);
-    assert_eq!(honest.code, Some(0), "{}", honest.text);
-    assert!(honest.violations.is_empty(), "{}", honest.text);
-    let planted = run("fair-planted", "plant-fair.toml", &["unfair"]);
-    assert!(planted.fired("fair-order"), "{}", planted.text);
-    assert_eq!(planted.code, Some(1), "{}", planted.text);
+    safe_until_planted("fair", "plant-fair.toml", "unfair", "fair-order");
 }
 
 /// A plant whose bug cannot show in the file (fair clients taking the
