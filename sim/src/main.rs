@@ -426,7 +426,7 @@ fn main() -> ExitCode {
         } => cli::replay(&file, seed, history, &report_dir),
         Command::Schema => cli::schema(),
         Command::Reference => {
-            cli::emit(&sim::scenario::reference::markdown());
+            sim::runner::output::emit(&sim::scenario::reference::markdown());
             ExitCode::SUCCESS
         }
     }

@@ -18,6 +18,7 @@ use std::{
 
 use indicatif::{ProgressBar, ProgressStyle};
 
+use super::output::emit;
 use super::{
     Drive, Job, Progress, Real, RunFile, RunOptions, Shard, Status, Summary, Until, drive,
     inconclusive,
@@ -465,21 +466,6 @@ pub fn replay(file: &Path, seed: u64, history: bool, report_dir: &Path) -> ExitC
         ExitCode::from(3)
     } else {
         ExitCode::SUCCESS
-    }
-}
-
-/// Writes `text` to stdout. A reader that closed early (`sim replay
-/// --history | head`, `sim run | head`) is no error; any other failure is
-/// said on stderr. Every command's stdout goes through it.
-pub fn emit(text: &str) {
-    use std::io::Write as _;
-    let mut stdout = std::io::stdout().lock();
-    if let Err(error) = stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-        && error.kind() != std::io::ErrorKind::BrokenPipe
-    {
-        eprintln!("error: writing the output: {error}");
     }
 }
 

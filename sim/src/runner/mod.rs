@@ -16,6 +16,7 @@
 pub mod agree;
 pub mod cli;
 pub mod junit;
+pub mod output;
 mod real;
 mod seeds;
 mod summary;

@@ -31,7 +31,7 @@ use crate::{
     history::{Entry, History},
     outcome::SeedOutcome,
     report,
-    runner::{RunFile, Shard, Summary, cli::emit},
+    runner::{RunFile, Shard, Summary, output::emit},
     scenario,
     schedule::draw_schedule,
 };

@@ -33,7 +33,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::cli::emit;
+use super::output::emit;
 use archive::Archive;
 pub use archive::{ArchiveError, recheck};
 pub use row::{Row, Tally};

@@ -27,7 +27,7 @@ pub enum ReadmeError {
     Shape(String),
     /// The archive could not be read.
     #[error(transparent)]
-    Archive(#[from] super::ArchiveError),
+    Archive(#[from] super::archive::ArchiveError),
 }
 
 /// The archive directory the marker line of `readme` names.
