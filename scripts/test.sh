@@ -395,18 +395,30 @@ chaos_step() {
   else
     echo "LEFT OUT of the chaos runs: scenarios/restart-aof-always.toml, whose flavour valkey-8.1 was not fetched"
   fi
-  "$BIN/sim" chaos --runs 1 --base-port 4900 --work-dir "$TARGET_DIR/chaos-work/newer" \
-    --report-dir "$TARGET_DIR/chaos-reports" \
-    "${on_valkey[@]}" scenarios/cluster-slot-migration.toml \
-    scenarios/fair-single-pauses.toml scenarios/rw-single-pauses.toml \
-    scenarios/semaphore-single-pauses.toml scenarios/server-clock-jump.toml >"$newer_log" 2>&1 &
+  # The unsafe files run up to 3 seeds, stopping at the first that shows
+  # the violation: a single real run missed it in CI (2026-11-29:
+  # cluster-shard-failover and server-clock-jump showed S2 but not S1 on
+  # seed 0, beside the matrix and the suite); their rates are the
+  # agreement table's, this step only checks each is caught.
+  {
+    "$BIN/sim" chaos --runs 1 --base-port 4900 --work-dir "$TARGET_DIR/chaos-work/newer" \
+      --report-dir "$TARGET_DIR/chaos-reports" \
+      "${on_valkey[@]}" scenarios/cluster-slot-migration.toml \
+      scenarios/fair-single-pauses.toml scenarios/rw-single-pauses.toml \
+      scenarios/semaphore-single-pauses.toml &&
+      "$BIN/sim" chaos --runs 3 --stop-at-first-failure --base-port 4900 \
+        --work-dir "$TARGET_DIR/chaos-work/newer" --report-dir "$TARGET_DIR/chaos-reports" \
+        scenarios/server-clock-jump.toml
+  } >"$newer_log" 2>&1 &
   newer_pid=$!
   "$BIN/sim" chaos --runs 1 --base-port 4100 --work-dir "$TARGET_DIR/chaos-work/others" \
     --report-dir "$TARGET_DIR/chaos-reports" \
-    scenarios/eviction.toml scenarios/long-pause-fenced.toml scenarios/failover-with-wait.toml \
-    scenarios/cluster-shard-failover-wait.toml \
-    scenarios/cluster-shard-failover.toml scenarios/redlock-majority-partition.toml \
+    scenarios/long-pause-fenced.toml scenarios/failover-with-wait.toml \
+    scenarios/cluster-shard-failover-wait.toml scenarios/redlock-majority-partition.toml \
     scenarios/cluster-down.toml || rc=$?
+  "$BIN/sim" chaos --runs 3 --stop-at-first-failure --base-port 4100 \
+    --work-dir "$TARGET_DIR/chaos-work/others" --report-dir "$TARGET_DIR/chaos-reports" \
+    scenarios/eviction.toml scenarios/cluster-shard-failover.toml || rc=$?
   wait "$sentinel_pid" || rc=$?
   wait "$newer_pid" || rc=$?
   cat "$sentinel_log" "$newer_log"
