@@ -82,7 +82,11 @@ fn killing_a_cluster_primary_promotes_its_replica() {
     let key = "{kill}:orders";
     let old = cluster.owner_of_key(key).port();
     let _: String = cluster.node(old).query(&["SET", key, "1"]);
-    let _: i64 = cluster.node(old).query(&["WAIT", "1", "1000"]);
+    // The replica has the key before its primary dies: WAIT until it
+    // acknowledges (its link may still be coming up; CI once saw WAIT
+    // answer 0 and the promoted replica without the key).
+    let acknowledged = (0..10).any(|_| cluster.node(old).query::<i64>(&["WAIT", "1", "1000"]) >= 1);
+    assert!(acknowledged, "the replica never acknowledged the write");
     let new = cluster.kill_primary(old);
     assert_eq!(cluster.owner_of_key(key).port(), new);
     assert_eq!(cluster.node(new).query::<String>(&["GET", key]), "1");
