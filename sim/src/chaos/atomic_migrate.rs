@@ -14,12 +14,13 @@
 //! heard so. A job that fails or is cancelled ends `failed` or
 //! `canceled`. Measured on Valkey 9.1.2 in the chaos cluster: a slot of
 //! two keys moves 50-120 ms after the command (the target's `success`),
-//! most of it the snapshot, against the simulator's 18 ms (a 10 ms stream
-//! and the cut-over).
+//! most of it the snapshot, which reaches the target just before the
+//! cut-over (`world::atomic_migration` has the measurement); the
+//! scenario files draw the simulator's `duration` from 40-110 ms to match.
 //!
-//! What the simulator draws and a real server does not take: the length
-//! of the stream (the fault's duration). Valkey streams until the target
-//! has caught up and asks for the pause itself; the fault's end does
+//! What the simulator draws and a real server does not take: the time
+//! before the snapshot arrives (the fault's duration). Valkey snapshots,
+//! streams until the target has caught up and asks for the pause itself; the fault's end does
 //! nothing here, so a fault timed against the simulator's cut-over may
 //! meet the real migration still under way.
 //!

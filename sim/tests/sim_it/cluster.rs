@@ -174,6 +174,50 @@ fn an_atomic_migration_serves_on_the_source_until_the_cut_over_then_moves() {
 }
 
 #[test]
+fn an_atomic_migrations_keys_reach_the_target_shard_only_at_the_cut_over() {
+    // Measured on Valkey 9.1.2: the snapshot reaches the target 44-56 ms
+    // after the command and the cut-over follows within 1-6 ms, so the
+    // target's replicas get the slot's keys a replication lag after the
+    // cut-over, however long the migration took. Here it takes 500 ms,
+    // longer than any lag (50-150 ms), and the target's shard fails over
+    // 20 ms after the cut-over: its replica lacks the lock key. Were the
+    // keys loaded at the command, the replica would have had them for
+    // 350 ms and more.
+    let scenario = Scenario {
+        server: ServerConfig {
+            flavour: ServerFlavour::Valkey91,
+            ..ServerConfig::default()
+        },
+        topology: Topology::Cluster {
+            shards: 3,
+            replicas: 1,
+            replication_lag: common::range(50, 150),
+            node_timeout: common::ms(15_000),
+        },
+        ..common::single("cluster-atomic-late-keys")
+    };
+    let schedule = vec![
+        common::fault(
+            FaultKind::AtomicSlotMigration,
+            3_000,
+            "redis:primary",
+            Some(500),
+        ),
+        common::fault(FaultKind::ShardFailover, 3_528, "redis:primary", None),
+    ];
+    let lost = (0..6)
+        .filter(|&seed| {
+            let outcome = world::run_schedule(&scenario, seed, &schedule);
+            outcome.verdict.facts.contains("failover-lost-migrated-key")
+        })
+        .count();
+    assert_eq!(
+        lost, 6,
+        "the promoted replica lacked the key on {lost} of 6 seeds"
+    );
+}
+
+#[test]
 fn a_forced_shard_failover_moves_the_clients_to_the_promoted_replica() {
     // No stale window: the old primary answers MOVED at once.
     let scenario = cluster("cluster-forced-failover");
