@@ -101,7 +101,8 @@ fn check_with_slack(
     quorum::quorum_availability(scenario, schedule, &holds, &mut verdict);
     progress::facts(scenario, history, &holds, &mut verdict);
     verdict.violations.sort_by_key(|v| (v.at, v.property));
-    verdict.invalid = validity::findings(scenario, schedule, history, &holds, !complete_oracle);
+    verdict.invalid =
+        validity::findings(scenario, schedule, history, &holds, slack, !complete_oracle);
     verdict
 }
 

@@ -8,7 +8,14 @@
 //! - a start in the history for each fault the schedule put inside the
 //!   run, and for each failover a completed one ([`Op::Failover`]) or the
 //!   record that it found no replica to promote ([`Op::NoFailover`]): one
-//!   asked for and never seen to happen proves nothing;
+//!   asked for and never seen to happen proves nothing. A fault is inside
+//!   the run when it is due at least `slack` (a tick; on real processes
+//!   their timing error) before its end, and a failover Sentinel must
+//!   detect when it is due [`SENTINEL_DETECTION`] before that. A fault on
+//!   a host the schedule already crashed for good, or took down (a
+//!   restart) until past the run's end, needs no start: it proves nothing
+//!   either way, and a dead host shows no evidence (a pause of a dead
+//!   process never shows it stopped), though the simulator records it;
 //! - on real processes, an oracle that saw the lock key for at least
 //!   [`MIN_COVERAGE`] of the time some client held the lock (its blind
 //!   spells are in the history as [`Op::OracleBlind`]), and a controller
@@ -17,9 +24,9 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
-use super::{Hold, TICK_SLACK};
+use super::Hold;
 use crate::{
-    config::{FaultKind, Scenario},
+    config::{FaultKind, FaultTarget, Scenario, Topology},
     history::{History, Op, Phase},
     outcome::ConcreteFault,
     scenario::names::fault_kind,
@@ -28,20 +35,35 @@ use crate::{
 /// The least share of the hold time a real run's oracle must have seen.
 pub const MIN_COVERAGE: f64 = 0.90;
 
+/// How long before the run's end a Sentinel failover without a stale
+/// window must be due to be demanded: its old primary dies, and the
+/// sentinels elect a new one once they find it down. Real sentinels are
+/// given `down-after-milliseconds 1000` (`chaos::deploy`), then agree and
+/// vote; the archive `docs/agreement/2026-11-29-all` shows 2.2–2.3 s from
+/// the kill to the new primary answering as one. The simulator's failover
+/// is at once; the rule is the same in both modes.
+pub const SENTINEL_DETECTION: Duration = Duration::from_secs(3);
+
 /// Why the run of `scenario` that drew `schedule` and wrote `history`
-/// proves nothing; empty when it is valid. `real`: recorded on real
-/// processes (the oracle's coverage is checked).
+/// proves nothing; empty when it is valid. `slack`: how long a fault may
+/// take to begin (a tick; on real processes their timing error). `real`:
+/// recorded on real processes (the oracle's coverage is checked).
 pub fn findings(
     scenario: &Scenario,
     schedule: &[ConcreteFault],
     history: &History,
     holds: &[Hold],
+    slack: Duration,
     real: bool,
 ) -> Vec<String> {
     let mut findings = Vec::new();
+    let demanded: Vec<&ConcreteFault> = schedule
+        .iter()
+        .filter(|fault| inside(scenario, fault, slack) && !host_gone(scenario, schedule, fault))
+        .collect();
     grants(scenario, history, &mut findings);
-    faults_began(scenario, schedule, history, &mut findings);
-    failovers_completed(scenario, schedule, history, &mut findings);
+    faults_began(&demanded, history, &mut findings);
+    failovers_completed(scenario, &demanded, slack, history, &mut findings);
     if real && let Some(finding) = coverage(history, holds, scenario.duration) {
         findings.push(finding);
     }
@@ -51,10 +73,42 @@ pub fn findings(
     findings
 }
 
-/// Whether `fault` is due inside the run: before its last steps (a fault
-/// drawn for the run's last tick begins after the run ended).
-fn inside(scenario: &Scenario, fault: &ConcreteFault) -> bool {
-    fault.at + TICK_SLACK <= scenario.duration
+/// Whether `fault` is due inside the run: at least `slack` before its end
+/// (a fault drawn for the run's last tick begins after the run ended; a
+/// real partition is in place once `iptables-restore` returned).
+fn inside(scenario: &Scenario, fault: &ConcreteFault, slack: Duration) -> bool {
+    fault.at + slack <= scenario.duration
+}
+
+/// Whether `fault`'s host is down when it is due, for good or until past
+/// the run's end, by an earlier fault of `schedule`: a crash, or a
+/// restart whose down time outlasts the run. Only a named host
+/// (`client:N`, `redis:N`) is matched: which node `redis:primary` names is
+/// known only when the fault fires.
+fn host_gone(scenario: &Scenario, schedule: &[ConcreteFault], fault: &ConcreteFault) -> bool {
+    if !matches!(fault.target, FaultTarget::Client(_) | FaultTarget::Redis(_)) {
+        return false;
+    }
+    schedule.iter().any(|earlier| {
+        earlier.target == fault.target
+            && earlier.at < fault.at
+            && match earlier.kind {
+                FaultKind::Crash => true,
+                FaultKind::Restart => earlier
+                    .duration
+                    .is_some_and(|down| earlier.at + down >= scenario.duration),
+                _ => false,
+            }
+    })
+}
+
+/// Whether `fault` is a failover whose detection is Sentinel's: the old
+/// primary is killed, and the sentinels must notice
+/// ([`SENTINEL_DETECTION`]).
+fn detected_by_sentinel(scenario: &Scenario, fault: &ConcreteFault) -> bool {
+    fault.kind == FaultKind::Failover
+        && fault.duration.is_none()
+        && matches!(scenario.topology, Topology::Sentinel { .. })
 }
 
 fn grants(scenario: &Scenario, history: &History, findings: &mut Vec<String>) {
@@ -71,16 +125,11 @@ fn grants(scenario: &Scenario, history: &History, findings: &mut Vec<String>) {
     }
 }
 
-/// Each kind's scheduled faults inside the run against the starts the
-/// history records of it.
-fn faults_began(
-    scenario: &Scenario,
-    schedule: &[ConcreteFault],
-    history: &History,
-    findings: &mut Vec<String>,
-) {
+/// Each kind's `demanded` faults against the starts the history records
+/// of it.
+fn faults_began(demanded: &[&ConcreteFault], history: &History, findings: &mut Vec<String>) {
     let mut scheduled: BTreeMap<&str, usize> = BTreeMap::new();
-    for fault in schedule.iter().filter(|f| inside(scenario, f)) {
+    for fault in demanded {
         *scheduled.entry(fault_kind(fault.kind).name).or_default() += 1;
     }
     let mut began: BTreeMap<&str, usize> = BTreeMap::new();
@@ -104,16 +153,21 @@ fn faults_began(
     }
 }
 
+/// The `demanded` failovers against the completed ones; one Sentinel must
+/// detect is demanded only when due [`SENTINEL_DETECTION`] before the end.
 fn failovers_completed(
     scenario: &Scenario,
-    schedule: &[ConcreteFault],
+    demanded: &[&ConcreteFault],
+    slack: Duration,
     history: &History,
     findings: &mut Vec<String>,
 ) {
-    let scheduled = schedule
+    let scheduled = demanded
         .iter()
         .filter(|f| {
-            inside(scenario, f) && matches!(f.kind, FaultKind::Failover | FaultKind::ShardFailover)
+            matches!(f.kind, FaultKind::Failover | FaultKind::ShardFailover)
+                && (!detected_by_sentinel(scenario, f)
+                    || f.at + SENTINEL_DETECTION + slack <= scenario.duration)
         })
         .count();
     let completed = history
@@ -221,13 +275,20 @@ fn coverage(history: &History, holds: &[Hold], run_end: Duration) -> Option<Stri
 
 #[cfg(test)]
 mod tests {
-    use super::super::planted::{entry, ms};
+    use super::super::{
+        TICK_SLACK,
+        planted::{entry, ms},
+    };
     use super::*;
     use crate::history::{Entry, Process};
 
     fn scenario(extra: &str) -> Scenario {
+        lasting("2s", extra)
+    }
+
+    fn lasting(duration: &str, extra: &str) -> Scenario {
         let text = format!(
-            "name = \"v\"\ndescription = \"d\"\nduration = \"2s\"\nexpect = \"safe\"\n{extra}\n\
+            "name = \"v\"\ndescription = \"d\"\nduration = \"{duration}\"\nexpect = \"safe\"\n{extra}\n\
              [lock]\nttl = \"1s\"\n"
         );
         crate::scenario::parse_scenario("v.toml", &text).expect("a valid scenario")
@@ -261,10 +322,101 @@ mod tests {
     }
 
     fn judge(scenario: &Scenario, entries: Vec<Entry>, real: bool) -> Vec<String> {
+        judge_with(scenario, entries, TICK_SLACK, real)
+    }
+
+    fn judge_with(
+        scenario: &Scenario,
+        entries: Vec<Entry>,
+        slack: Duration,
+        real: bool,
+    ) -> Vec<String> {
         let history = History { entries };
         let holds = super::super::holds(&history, scenario.duration);
         let schedule = crate::schedule::draw_schedule(scenario, 0);
-        findings(scenario, &schedule, &history, &holds, real)
+        findings(scenario, &schedule, &history, &holds, slack, real)
+    }
+
+    fn began(at: u64, kind: &str, target: &str) -> Entry {
+        entry(
+            at,
+            Process::Controller,
+            Op::Fault {
+                kind: kind.to_owned(),
+                target: target.to_owned(),
+                phase: Phase::Start,
+            },
+        )
+    }
+
+    #[test]
+    fn a_fault_on_a_host_already_gone_for_the_run_needs_no_start() {
+        // Client 0 crashes at 0.5 s: its pause at 1 s needs no evidence
+        // (a dead process never shows stopped); client 1's does.
+        let file = scenario(
+            "[[fault]]\nkind = \"crash\"\nat = \"500ms\"\ntarget = \"client:0\"\n\
+             [[fault]]\nkind = \"pause\"\nat = \"1s\"\ntarget = \"client:0\"\nduration = \"100ms\"\n\
+             [[fault]]\nkind = \"pause\"\nat = \"1s\"\ntarget = \"client:1\"\nduration = \"100ms\"\n",
+        );
+        let crash = began(500, "crash", "client:0");
+        let found = judge(&file, vec![grant(10, 1, "a"), crash.clone()], true);
+        assert_eq!(found, ["1 pause faults scheduled inside the run, 0 began"]);
+        let pause = began(1000, "pause", "client:1");
+        assert!(judge(&file, vec![grant(10, 1, "a"), crash, pause], true).is_empty());
+        // A node restarted until past the run's end is gone for the rest
+        // of it; one back before the end is not.
+        let restart = |down: &str| {
+            scenario(&format!(
+                "[topology]\nkind = \"redlock\"\nnodes = 3\n\
+                 [[fault]]\nkind = \"restart\"\nat = \"500ms\"\ntarget = \"redis:0\"\nduration = \"{down}\"\n\
+                 [[fault]]\nkind = \"clock-jump\"\nat = \"1s\"\ntarget = \"redis:0\"\noffset = \"200ms\"\n"
+            ))
+        };
+        let down = began(500, "restart", "redis:0");
+        assert!(judge(&restart("2s"), vec![grant(10, 1, "a"), down.clone()], true).is_empty());
+        assert_eq!(
+            judge(&restart("1s"), vec![grant(10, 1, "a"), down], true),
+            ["1 clock-jump faults scheduled inside the run, 0 began"]
+        );
+    }
+
+    #[test]
+    fn a_sentinel_failover_is_demanded_only_when_due_in_time_to_be_detected() {
+        let file = |at: &str| {
+            lasting(
+                "6s",
+                &format!(
+                    "[topology]\nkind = \"sentinel\"\nreplicas = 2\nsentinels = 3\n\
+                 [[fault]]\nkind = \"failover\"\nat = \"{at}\"\ntarget = \"redis:primary\"\n"
+                ),
+            )
+        };
+        let start = |at| began(at, "failover", "redis:0");
+        // Due 2.15 s before the end: Sentinel may not have found the
+        // primary down yet (down-after 1 s, then the vote).
+        assert!(judge(&file("3850ms"), vec![grant(10, 0, "a"), start(3850)], true).is_empty());
+        assert_eq!(
+            judge(&file("2500ms"), vec![grant(10, 0, "a"), start(2500)], true),
+            ["1 failovers scheduled inside the run, 0 completed"]
+        );
+    }
+
+    #[test]
+    fn a_fault_due_within_the_slack_of_the_end_is_not_demanded() {
+        let file = scenario(
+            "[[fault]]\nkind = \"partition\"\nat = \"1990ms\"\ntarget = \"client:0\"\nduration = \"1s\"\n",
+        );
+        let real = judge_with(
+            &file,
+            vec![grant(10, 1, "a")],
+            Duration::from_millis(25),
+            true,
+        );
+        assert!(real.is_empty(), "{real:?}");
+        assert_eq!(
+            judge(&file, vec![grant(10, 1, "a")], false),
+            ["1 partition faults scheduled inside the run, 0 began"]
+        );
     }
 
     #[test]
