@@ -44,7 +44,7 @@ use super::{
     procs::{Ports, ProcId, Processes},
     proxy::Link,
     target::{REAL_SLACK, RealOptions, Target as RunTarget},
-    wire::mono_ns,
+    wire::{self, mono_ns},
 };
 use crate::{
     checker,
@@ -126,7 +126,15 @@ impl Seed<'_> {
             }
         }
         events.sort_by_key(|(at, index, start)| (*at, !*start, *index));
-        let start = tokio::time::Instant::now();
+        // The schedule counts from the history's epoch, as the simulator's
+        // faults and clients share time zero: counted from after the
+        // clients' start (13 ms later in the 2026-11-29 archive), a fault
+        // due in the run's last milliseconds was recorded past its end,
+        // and dropped.
+        let now = tokio::time::Instant::now();
+        let start = now
+            .checked_sub(wire::since(self.recorder.epoch, mono_ns()))
+            .unwrap_or(now);
         for (at, index, begin) in events {
             if at >= self.scenario.duration {
                 break;
