@@ -513,7 +513,17 @@ impl Seed<'_> {
                 }
             }
             (FaultKind::Restart, FaultTarget::Redis(n)) => {
-                self.deployment()?.start_node(procs, n).await?;
+                // Restarts of one node overlap (a mix draws them at
+                // random): the first to end brought it back, and this one
+                // restarts it again, as the simulator's bounce of a
+                // running host does. Starting it beside itself found its
+                // port taken (`sim agree`, 2026-11-29: mix-redlock-unsafe
+                // seed 3).
+                let deployment = self.deployment()?;
+                if let Some(id) = deployment.nodes[n].proc.take() {
+                    procs.kill(id).await;
+                }
+                deployment.start_node(procs, n).await?;
             }
             (
                 FaultKind::Partition | FaultKind::PartitionOneway | FaultKind::Latency,
