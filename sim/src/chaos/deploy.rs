@@ -364,6 +364,23 @@ impl Deployment {
         let port = node.port;
         self.nodes[index].proc = Some(id);
         let said = await_started(procs, id, port, name.clone(), &output).await?;
+        // A clock fault's evidence is the node's `TIME` agreeing with the
+        // model, which a node that does not read its file would also show
+        // while the offset is small: the file must be mapped.
+        if let Some(file) = self.clocks.as_ref().and_then(|clocks| clocks.file(index))
+            && !procs
+                .pid_of(id)
+                .is_some_and(|pid| fake_clock::maps_clock_file(pid, file))
+        {
+            return Err(ChaosError::Start {
+                what: name,
+                why: format!(
+                    "it does not map its clock file {} (the clock library did not load or \
+                     did not find it)",
+                    file.display()
+                ),
+            });
+        }
         super::flavour::check_started(&name, self.identity, said)
     }
 

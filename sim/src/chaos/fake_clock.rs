@@ -291,43 +291,43 @@ pub(super) struct Observer {
 
 impl Observer {
     /// The model's offset now, in ns.
-    pub(super) fn offset_now(&self) -> i64 {
+    fn offset_now(&self) -> i64 {
         offset_ns(&self.clock, self.origin.elapsed())
     }
 
-    /// Returns once the node's `TIME`, asked on `conn` every 2 ms, shows
-    /// its clock as the model has it and more than [`TOLERANCE`] twice over
-    /// from `before_ns` (the offset before the fault): the evidence that
-    /// the fault took. The caller bounds the wait: a node that does not
-    /// answer (paused, down) never shows it.
-    pub(super) async fn until_shifted(&self, conn: &mut MultiplexedConnection, before_ns: i64) {
+    /// Returns `true` once the node's `TIME`, asked on `conn` every 2 ms,
+    /// reads its clock as the model has it: the evidence that the fault
+    /// took, with [`maps_clock_file`] (checked at the node's start), which
+    /// shows that the node reads its clock through the file. The offset
+    /// need not have moved past the [`TOLERANCE`]: a drift of 0.1 % takes 6
+    /// s to grow that far, longer than many drifts last. Returns `false`
+    /// when the node does not answer (down, restarting): the caller dials
+    /// again.
+    pub(super) async fn until_agrees(&self, conn: &mut MultiplexedConnection) -> bool {
         loop {
             let sent = unix_ns();
             let answer: redis::RedisResult<(i64, i64)> = redis::cmd("TIME").query_async(conn).await;
             let heard = unix_ns();
-            let offset = self.offset_now();
-            if let Ok((secs, micros)) = answer
-                && agrees(secs, micros, (sent, heard), offset)
-                && (offset - before_ns).unsigned_abs() > 2 * TOLERANCE.as_nanos() as u64
-            {
-                return;
+            let Ok((secs, micros)) = answer else {
+                return false;
+            };
+            if agrees(secs, micros, (sent, heard), self.offset_now()) {
+                return true;
             }
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
     }
 }
 
-/// How long a server clock fault's evidence may take to show: a jump
-/// shows at once (its node's next command), a drift once its offset has
-/// grown past twice the [`TOLERANCE`]; a second more for a loaded machine.
-pub fn evidence_wait(fault: &ConcreteFault) -> Duration {
-    let grow = match (fault.kind, fault.rate) {
-        (FaultKind::ClockDrift, Some(rate)) if rate != 0.0 => {
-            Duration::from_secs_f64((2.0 * TOLERANCE.as_secs_f64() / rate.abs()).min(30.0))
-        }
-        _ => Duration::ZERO,
+/// Whether the process `pid` maps the clock file `file` (its
+/// `/proc/PID/maps` names it): the library loaded, found the file and
+/// reads its offset from it, the kernel's word for it.
+pub(super) fn maps_clock_file(pid: u32, file: &Path) -> bool {
+    let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+        return false;
     };
-    grow + Duration::from_secs(1)
+    let file = file.to_string_lossy();
+    maps.lines().any(|line| line.ends_with(file.as_ref()))
 }
 
 /// Whether a server's `TIME` (`secs`, `micros`), asked between the Unix
@@ -412,6 +412,19 @@ mod tests {
         let (s, us) = secs(sent - 10_000_000_000);
         assert!(agrees(s, us, (sent, heard), -10_000_000_000));
         assert!(!agrees(s, us, (sent, heard), -9_900_000_000));
+    }
+
+    #[test]
+    fn a_process_maps_the_files_its_maps_name() {
+        // This test's own binary is mapped into it; a file never opened
+        // is not.
+        let me = std::env::current_exe().expect("the test binary's path");
+        assert!(maps_clock_file(std::process::id(), &me));
+        assert!(!maps_clock_file(
+            std::process::id(),
+            Path::new("/nowhere/redis-0.clock")
+        ));
+        assert!(!maps_clock_file(u32::MAX, &me), "no such process");
     }
 
     #[test]

@@ -368,10 +368,14 @@ impl Seed<'_> {
 
     /// Node `n`'s clock jumps or starts drifting, through its clock file
     /// ([`fake_clock`]). The fault is recorded as begun, stamped when the
-    /// file was written, once the node's `TIME` shows the shift (within
-    /// [`fake_clock::evidence_wait`], watched by a task of its own so the
-    /// schedule goes on meanwhile): a node that never shows it (paused,
-    /// down) leaves it unrecorded, and the run inconclusive.
+    /// file was written, once the node's `TIME` reads its clock as the
+    /// model has it (watched by a task of its own so the schedule goes on
+    /// meanwhile). A node down or restarting is dialled again until it
+    /// answers, as late as the run's end: its clock file outlives a
+    /// restart, and the simulator's node clock steps while the node is
+    /// down. A node that never answers again leaves it unrecorded, and the
+    /// run inconclusive unless the schedule took the node away for good
+    /// (validity).
     fn move_server_clock(
         &mut self,
         n: usize,
@@ -384,7 +388,6 @@ impl Seed<'_> {
             ChaosError::Internal("a server clock fault on a run without faked clocks".to_owned())
         })?;
         let observer = clocks.observer(n)?;
-        let before = observer.offset_now();
         let written = mono_ns();
         if fault.kind == FaultKind::ClockDrift {
             clocks.drift(n, fault.rate.unwrap_or_default())?;
@@ -399,7 +402,6 @@ impl Seed<'_> {
                 },
             )?;
         }
-        let wait = fake_clock::evidence_wait(fault);
         let recorder = self.recorder.clone();
         let op = Op::Fault {
             kind: fault_kind(fault.kind).name.to_owned(),
@@ -407,16 +409,14 @@ impl Seed<'_> {
             phase: Phase::Start,
         };
         tokio::spawn(async move {
-            let shown = tokio::time::timeout(wait, async {
-                if let Ok(mut conn) = admin(port).await {
-                    observer.until_shifted(&mut conn, before).await;
-                    return true;
+            loop {
+                if let Ok(mut conn) = admin(port).await
+                    && observer.until_agrees(&mut conn).await
+                {
+                    recorder.record_at(written, Process::Controller, op);
+                    return;
                 }
-                false
-            })
-            .await;
-            if shown == Ok(true) {
-                recorder.record_at(written, Process::Controller, op);
+                tokio::time::sleep(Duration::from_millis(10)).await;
             }
         });
         Ok(())
