@@ -64,26 +64,49 @@ pub(super) async fn key_owner(port: u16) -> Option<String> {
         .flatten()
 }
 
-/// Makes the node on `port` answer BUSY for `duration`: a script that
-/// spins until then (Redis answers BUSY to others once it has run for
-/// `busy-reply-threshold`).
+/// Makes the node on `port` answer BUSY for `duration` of true time: a
+/// script that spins until then (Redis answers BUSY to others once it has
+/// run for `busy-reply-threshold`). The script reads the server's wall
+/// clock (`TIME`), which a server clock fault shifts: it counts the steps
+/// between its readings, each at most [`BUSY_STEP`] and never back, so
+/// that a jump neither ends it early nor stretches it (a node whose clock
+/// stepped back 2 s spun 2 s past its end, longer than the simulator's
+/// node was busy, and a clock fault on it showed no evidence before the
+/// run's end: mix-redlock-unsafe seed 9).
 pub(super) async fn busy(port: u16, duration: Duration) {
     let Ok(mut conn) = admin(port).await else {
         return;
     };
-    let script = "local t = redis.call('TIME') \
-        local stop = tonumber(t[1]) * 1000000 + tonumber(t[2]) + tonumber(ARGV[1]) \
-        while true do \
-          local n = redis.call('TIME') \
-          if tonumber(n[1]) * 1000000 + tonumber(n[2]) >= stop then return 1 end \
-        end";
+    let script = "local function now() \
+          local t = redis.call('TIME') \
+          return tonumber(t[1]) * 1000000 + tonumber(t[2]) \
+        end \
+        local left = tonumber(ARGV[1]) \
+        local cap = tonumber(ARGV[2]) \
+        local last = now() \
+        while left > 0 do \
+          local n = now() \
+          local step = n - last \
+          if step < 0 then step = 0 elseif step > cap then step = cap end \
+          left = left - step \
+          last = n \
+        end \
+        return 1";
     let _: redis::RedisResult<redis::Value> = redis::cmd("EVAL")
         .arg(script)
         .arg(0)
         .arg(duration.as_micros() as u64)
+        .arg(BUSY_STEP.as_micros() as u64)
         .query_async(&mut conn)
         .await;
 }
+
+/// The most true time one step of the busy script counts between two
+/// readings of its clock: its loop reads `TIME` every microsecond or so,
+/// so a longer step is a clock fault's jump, or the process descheduled
+/// (whose time beyond this is not counted: the script runs that much
+/// longer).
+const BUSY_STEP: Duration = Duration::from_millis(10);
 
 /// Evicts under memory pressure: `maxmemory` just above what is used,
 /// `volatile-ttl` (the key nearest expiry goes first: the lock's), and
