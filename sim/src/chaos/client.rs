@@ -64,6 +64,10 @@ const PREPARE: DurationRange = DurationRange {
 /// How long after its release a `zombie-writes` client writes again.
 const ZOMBIE_AFTER: Duration = Duration::from_millis(50);
 
+/// How long after its release deleted the key a `late-release` client
+/// records the release.
+const LATE_RELEASE: Duration = Duration::from_millis(100);
+
 /// The client's clock: the machine's monotonic clock, with the drift and
 /// steps the controller orders. `local(t) = base_local + (t − base_true)
 /// × (1 + rate)`, all in ns since the epoch.
@@ -299,6 +303,8 @@ async fn workload(args: ClientArgs) {
     );
 
     let attempt = Arc::new(Attempt::default());
+    let late_lost = args.plants.contains(&Plant::LateLost);
+    let ttl = args.scenario.lock.ttl;
     let observer = {
         let attempt = Arc::clone(&attempt);
         let out = out.clone();
@@ -326,6 +332,16 @@ async fn workload(args: ClientArgs) {
             ) else {
                 return;
             };
+            // `late-lost`: the client learns of its loss a ttl late (the
+            // record is stamped when it is written).
+            if late_lost && matches!(op, Op::Lost { .. }) {
+                let out = out.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(ttl).await;
+                    out.record(op);
+                });
+                return;
+            }
             out.record(op);
         }
     };
@@ -456,6 +472,13 @@ async fn cycle(
                 token: token.clone(),
             });
             drop(guard);
+        } else if planted(Plant::LateRelease) {
+            // The client goes on as if it held after its key is gone.
+            let _ = guard.release().await;
+            tokio::time::sleep(LATE_RELEASE).await;
+            out.record(Op::ReleaseInvoke {
+                token: token.clone(),
+            });
         } else {
             out.record(Op::ReleaseInvoke {
                 token: token.clone(),

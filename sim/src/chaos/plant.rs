@@ -3,13 +3,13 @@
 //! A checker that never fires proves nothing. `sim chaos --plant BUG` runs
 //! a file with one deliberate bug in the client, the storage or the
 //! server's state, and the property the bug breaks must then show in the
-//! real history; `sim/tests/sim_it/chaos.rs` runs each. A planted run is
+//! real history; `sim/tests/sim_it/chaos/plant.rs` runs each. A planted run is
 //! never evidence for the lock: the summary names every plant, and
 //! `sim agree` takes none.
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{FencingMode, Property, Scenario, WorkloadKind};
+use crate::config::{FaultKind, FencingMode, Property, Scenario, Target, WorkloadKind};
 
 /// One deliberate bug.
 #[derive(
@@ -42,11 +42,18 @@ pub enum Plant {
     /// Fair-mode clients take the plain lock, which lets a newcomer
     /// overtake a live waiter: F3 must fire.
     Unfair,
+    /// A client records the `Lost` lock-core delivers one ttl late (a
+    /// holder that learns of its loss long after its lease ran out): where
+    /// a fault ends a hold while its client runs, S6 must fire.
+    LateLost,
+    /// A client records its release 100 ms after the release deleted its
+    /// key (work that goes on after the key is gone): S2 must fire.
+    LateRelease,
 }
 
 impl Plant {
     /// Every plant, in the order `--plant` lists them.
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 9] = [
         Self::StorageIgnoresFences,
         Self::ZombieWrites,
         Self::FenceCounterReset,
@@ -54,6 +61,8 @@ impl Plant {
         Self::WriteAsRead,
         Self::ExtraPermit,
         Self::Unfair,
+        Self::LateLost,
+        Self::LateRelease,
     ];
 
     /// Its name on the command line.
@@ -66,6 +75,8 @@ impl Plant {
             Self::WriteAsRead => "write-as-read",
             Self::ExtraPermit => "extra-permit",
             Self::Unfair => "unfair",
+            Self::LateLost => "late-lost",
+            Self::LateRelease => "late-release",
         }
     }
 
@@ -79,11 +90,13 @@ impl Plant {
             Self::WriteAsRead => Property::WriterExclusion,
             Self::ExtraPermit => Property::Capacity,
             Self::Unfair => Property::FairOrder,
+            Self::LateLost => Property::TimelyLoss,
+            Self::LateRelease => Property::ServerOracle,
         }
     }
 
     /// Why it cannot be planted in `scenario`, if it cannot: the bug
-    /// needs a workload, or fences, that the file does not have.
+    /// needs a workload, fences or a fault that the file does not have.
     pub fn refusal(self, scenario: &Scenario) -> Option<String> {
         let kind = scenario.clients.workload.kind;
         let fencing = scenario.lock.fencing;
@@ -105,6 +118,12 @@ impl Plant {
             Self::WriteAsRead if kind != WorkloadKind::ReadWrite => need("a read-write workload"),
             Self::ExtraPermit if kind != WorkloadKind::Semaphore => need("a semaphore workload"),
             Self::Unfair if kind != WorkloadKind::Fair => need("a fair workload"),
+            Self::LateLost if !loses_holds(scenario) => need(
+                "a fault that can end a hold while its client runs (a client pause or crash exempts the loss, and without a fault there is none)",
+            ),
+            Self::LateRelease if !matches!(kind, WorkloadKind::Mutex | WorkloadKind::Fair) => {
+                need("a mutex or fair workload (S2 reads the one lock key)")
+            }
             _ => None,
         }
     }
@@ -119,6 +138,8 @@ impl Plant {
             Self::WriteAsRead => "writers take read locks",
             Self::ExtraPermit => "clients count one permit more",
             Self::Unfair => "fair clients take the plain lock",
+            Self::LateLost => "clients record each Lost one ttl late",
+            Self::LateRelease => "clients record each release 100 ms after it deleted the key",
         };
         let property = crate::scenario::property_name(self.breaks());
         let control = match self {
@@ -133,6 +154,19 @@ impl Plant {
             self.name()
         )
     }
+}
+
+/// Whether a fault of `scenario` can end a hold while its client runs: any
+/// but a client's pause or crash (S6 exempts a loss its client could not
+/// see), fixed or in the mix.
+fn loses_holds(scenario: &Scenario) -> bool {
+    let can = |kind: FaultKind| !matches!(kind, FaultKind::Pause | FaultKind::Crash);
+    scenario.faults.iter().any(|fault| {
+        can(fault.kind) || !matches!(fault.target, Target::Client(_) | Target::AnyClient)
+    }) || scenario
+        .mix
+        .as_ref()
+        .is_some_and(|mix| mix.kinds.iter().copied().any(can))
 }
 
 /// The scenario a planted client runs: `extra-permit` counts one permit
@@ -196,6 +230,7 @@ mod tests {
             (Plant::WriteAsRead, "read-write", "none", "mutex", "none"),
             (Plant::ExtraPermit, "semaphore", "none", "fair", "none"),
             (Plant::Unfair, "fair", "none", "mutex", "none"),
+            (Plant::LateRelease, "fair", "none", "semaphore", "none"),
         ];
         for (plant, ok_kind, ok_fencing, bad_kind, bad_fencing) in cases {
             assert_eq!(
@@ -209,6 +244,25 @@ mod tests {
                 "{plant:?} on {bad_kind}/{bad_fencing}"
             );
         }
+    }
+
+    #[test]
+    fn late_lost_needs_a_fault_that_ends_a_hold_while_its_client_runs() {
+        let fault = |kind: &str, target: &str| {
+            let text = format!(
+                "name = \"p\"\ndescription = \"\"\nduration = \"1s\"\nexpect = \"safe\"\n[lock]\nttl = \"1s\"\n\
+                 [[fault]]\nkind = \"{kind}\"\nat = \"100ms\"\ntarget = \"{target}\"\nduration = \"100ms\"\n"
+            );
+            crate::scenario::parse_scenario("p.toml", &text).unwrap_or_else(|e| panic!("{e}"))
+        };
+        let refused = |scenario: &Scenario| Plant::LateLost.refusal(scenario).is_some();
+        assert!(refused(&scenario("mutex", "none")), "no fault, no loss");
+        assert!(
+            refused(&fault("pause", "client:0")),
+            "a paused client is exempt"
+        );
+        assert!(!refused(&fault("busy", "redis:0")), "a busy server");
+        assert!(!refused(&fault("partition", "client:0")));
     }
 
     #[test]

@@ -171,6 +171,26 @@ fn fair_clients_on_the_plain_lock_overtake_a_waiter_and_f3_fires() {
     safe_until_planted("fair", "plant-fair.toml", "unfair", "fair-order");
 }
 
+/// S6: a client cut off from the server past its ttl is told `Lost` at
+/// its deadline while it runs; one that records it a ttl late breaks S6.
+#[test]
+fn a_lost_recorded_a_ttl_late_breaks_s6() {
+    safe_until_planted("late-lost", "plant-lost.toml", "late-lost", "timely-loss");
+}
+
+/// S2: a client that records its release 100 ms after the release deleted
+/// its key believes it holds while the oracle reads the key absent, or
+/// another client's.
+#[test]
+fn a_release_recorded_after_the_key_is_gone_breaks_s2() {
+    safe_until_planted(
+        "late-release",
+        "plant-mutex.toml",
+        "late-release",
+        "server-oracle",
+    );
+}
+
 /// A plant whose bug cannot show in the file (fair clients taking the
 /// plain lock, in a file of the plain lock) would pass for nothing: it is
 /// refused before anything starts.
