@@ -183,6 +183,24 @@ pub enum Op {
         /// Blind from here, or seeing again.
         phase: Phase,
     },
+    /// A real run's journal (the primary's replication stream, read as a
+    /// replica reads it) changed the lock key: `owner` set it, or `None`
+    /// deleted it (a release, an expiry, an eviction). The first is the
+    /// key as the journal began; from there on every owner the key ever
+    /// had on that node is here, in order, until `JournalEnd`.
+    Journal {
+        /// The node followed.
+        node: usize,
+        /// The key's owner from here on, if any.
+        owner: Option<String>,
+    },
+    /// A real run's journal stopped following the primary (its stream
+    /// ended, or carried a command on the key it cannot read): it says
+    /// nothing from here on.
+    JournalEnd {
+        /// Why, a sentence.
+        why: String,
+    },
     /// A real run's controller stalled: its one thread ran nothing for
     /// `lasted` (a blocking call, a starved machine), so faults and oracle
     /// samples waited. Recorded at the stall's start; the simulator never

@@ -7,14 +7,16 @@
 //! each fault begin and end; `failover` promotes, demotes and re-points
 //! nodes; [`node_ops`] holds the one-shot commands sent to a node; `storage`
 //! is the fenced storage; `oracle` samples the authoritative view of the
-//! lock key; `sentinel_watch` records Sentinel's own failovers; `stall`
+//! lock key; `journal` records its every owner from the primary's
+//! replication stream; `sentinel_watch` records Sentinel's own failovers; `stall`
 //! records the controller's stalls. This file holds the seed's state and its course. Layering:
 //! `clients`, `faults`, `failover` → this file → `recorder`, `node_ops`,
-//! `storage`, `oracle` (which import nothing from it).
+//! `storage`, `oracle`, `journal` (which import nothing from it).
 
 mod clients;
 mod failover;
 mod faults;
+mod journal;
 mod node_ops;
 mod oracle;
 mod recorder;
@@ -298,6 +300,7 @@ async fn run_on(
             seed_state.recorder.clone(),
         ))
     });
+    let journal_task = seed_state.follow_journal(one_owner).await?;
     let sentinel_task = seed_state.watch_sentinels();
     let stall_task = tokio::spawn(stall::watch(seed_state.recorder.clone()));
     // Several locks per client: watch for their operations sharing a
@@ -321,6 +324,7 @@ async fn run_on(
     for task in oracle_task
         .into_iter()
         .chain(sentinel_task)
+        .chain(journal_task)
         .chain(counter_reset)
         .chain([stall_task])
     {
@@ -405,6 +409,31 @@ fn lasts(kind: FaultKind) -> bool {
 }
 
 impl Seed<'_> {
+    /// S5 needs every owner the lock key ever had: the primary's
+    /// replication stream, followed from before the first client starts,
+    /// by a task this starts. Single node and primary-replica only (a
+    /// sentinel would take the journal for a replica it may promote; a
+    /// cluster or Redlock has no one primary); elsewhere S5 is unchecked.
+    async fn follow_journal(
+        &self,
+        one_owner: bool,
+    ) -> Result<Option<tokio::task::JoinHandle<()>>, ChaosError> {
+        let followed = matches!(
+            self.scenario.topology,
+            Topology::Single | Topology::PrimaryReplica { .. }
+        );
+        let Some(deployment) = self.deployment.as_ref().filter(|_| one_owner && followed) else {
+            return Ok(None);
+        };
+        let node = deployment.primary;
+        let Some(primary) = deployment.nodes.get(node) else {
+            return Ok(None);
+        };
+        let key = node_ops::lock_key();
+        let task = journal::follow(node, primary.port, key, self.recorder.clone()).await?;
+        Ok(Some(task))
+    }
+
     /// Sentinel elects by itself: its failovers are recorded when they
     /// have completed ([`sentinel_watch`]), by a task this starts.
     fn watch_sentinels(&self) -> Option<tokio::task::JoinHandle<()>> {
