@@ -20,7 +20,7 @@ use std::{
 };
 
 use lock_core::{
-    Event, LockOptions, Locker, LockerBuilder, Observed,
+    Event, LockOptions, Locker, LockerBuilder, Observed, ReleaseOutcome,
     internal::{
         Clock, ConnectFuture, Connector, Dialer, Entropy, NodeAddress, OsEntropy, RedisStream,
     },
@@ -32,7 +32,7 @@ use super::{
     wire::{ClientArgs, ClientCommand, ClientLine, Reach, mono_ns, since},
 };
 use crate::{
-    client::{Attempt, KEY, acquire, client_host, lock_options, own_locks},
+    client::{Attempt, Guard, KEY, acquire, client_host, lock_options, own_locks},
     config::{DurationRange, FencingMode, WorkloadKind},
     history::{Op, Phase},
     rng::Rng,
@@ -472,6 +472,8 @@ async fn cycle(
                 token: token.clone(),
             });
             drop(guard);
+        } else if planted(Plant::SkipOwnerCheck) {
+            release_without_owner_check(guard, &token, out, dialer, &args.reach, timeout).await;
         } else if planted(Plant::LateRelease) {
             // The client goes on as if it held after its key is gone.
             let _ = guard.release().await;
@@ -534,6 +536,54 @@ fn remap(clock: &DriftClock, out: &Out, held: &Held) {
             valid_until: clock.true_time_of(deadline),
         });
     }
+}
+
+/// `skip-owner-check`'s release of `guard` (token `token`): a plain `DEL`
+/// ([`plain_delete`]), its outcome recorded as lock-core's would be.
+async fn release_without_owner_check(
+    guard: Guard,
+    token: &str,
+    out: &Out,
+    dialer: &LinkDialer,
+    reach: &Reach,
+    timeout: Duration,
+) {
+    out.record(Op::ReleaseInvoke {
+        token: token.to_owned(),
+    });
+    let outcome = match plain_delete(dialer, reach, timeout).await {
+        Some(true) => ReleaseOutcome::Deleted,
+        Some(false) => ReleaseOutcome::NotOwner,
+        None => ReleaseOutcome::Unknown,
+    };
+    out.record(Op::ReleaseOk {
+        token: token.to_owned(),
+        outcome: format!("{outcome:?}"),
+    });
+    // Its own release now finds the key gone or another's, and leaves it
+    // (its outcome is recorded too: `NotOwner`).
+    drop(guard);
+}
+
+/// `skip-owner-check`'s delete: a plain `DEL` of the lock key on the
+/// primary at start (the plant is refused where there is none), whoever
+/// owns it. Whether it deleted a key; `None` without an answer in time.
+async fn plain_delete(dialer: &LinkDialer, reach: &Reach, timeout: Duration) -> Option<bool> {
+    let Reach::Primary { nodes, primary } = reach else {
+        return None;
+    };
+    let port = *nodes.get(*primary)?;
+    let key = crate::client::key_names().lock;
+    let exchange = async {
+        let stream = dialer.open(port).await.ok()?;
+        let (read, mut write) = tokio::io::split(stream);
+        let command = format!("*2\r\n$3\r\nDEL\r\n${}\r\n{key}\r\n", key.len());
+        write.write_all(command.as_bytes()).await.ok()?;
+        let mut answer = String::new();
+        BufReader::new(read).read_line(&mut answer).await.ok()?;
+        Some(answer.trim() == ":1")
+    };
+    tokio::time::timeout(timeout, exchange).await.ok().flatten()
 }
 
 /// One request to the storage; `None` when it got no answer in time.

@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{FaultKind, FencingMode, Property, Scenario, Target, WorkloadKind};
+use crate::config::{FaultKind, FencingMode, Property, Scenario, Target, Topology, WorkloadKind};
 
 /// One deliberate bug.
 #[derive(
@@ -49,11 +49,16 @@ pub enum Plant {
     /// A client records its release 100 ms after the release deleted its
     /// key (work that goes on after the key is gone): S2 must fire.
     LateRelease,
+    /// A client releases with a plain `DEL` of the lock key, without
+    /// checking the key is its own: where its key can expire under it (a
+    /// pause past the ttl) and another client take the lock, it deletes
+    /// that client's key, and S5 (checked from the journal) must fire.
+    SkipOwnerCheck,
 }
 
 impl Plant {
     /// Every plant, in the order `--plant` lists them.
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 10] = [
         Self::StorageIgnoresFences,
         Self::ZombieWrites,
         Self::FenceCounterReset,
@@ -63,6 +68,7 @@ impl Plant {
         Self::Unfair,
         Self::LateLost,
         Self::LateRelease,
+        Self::SkipOwnerCheck,
     ];
 
     /// Its name on the command line.
@@ -77,6 +83,7 @@ impl Plant {
             Self::Unfair => "unfair",
             Self::LateLost => "late-lost",
             Self::LateRelease => "late-release",
+            Self::SkipOwnerCheck => "skip-owner-check",
         }
     }
 
@@ -92,6 +99,7 @@ impl Plant {
             Self::Unfair => Property::FairOrder,
             Self::LateLost => Property::TimelyLoss,
             Self::LateRelease => Property::ServerOracle,
+            Self::SkipOwnerCheck => Property::OwnerOnly,
         }
     }
 
@@ -124,6 +132,17 @@ impl Plant {
             Self::LateRelease if !matches!(kind, WorkloadKind::Mutex | WorkloadKind::Fair) => {
                 need("a mutex or fair workload (S2 reads the one lock key)")
             }
+            Self::SkipOwnerCheck
+                if !matches!(kind, WorkloadKind::Mutex | WorkloadKind::Fair)
+                    || !matches!(
+                        scenario.topology,
+                        Topology::Single | Topology::PrimaryReplica { .. }
+                    ) =>
+            {
+                need(
+                    "a mutex or fair workload on a single node or primary-replica (S5 is checked on real runs from the primary's replication stream, there alone)",
+                )
+            }
             _ => None,
         }
     }
@@ -140,6 +159,7 @@ impl Plant {
             Self::Unfair => "fair clients take the plain lock",
             Self::LateLost => "clients record each Lost one ttl late",
             Self::LateRelease => "clients record each release 100 ms after it deleted the key",
+            Self::SkipOwnerCheck => "clients release with a plain DEL, whoever owns the key",
         };
         let property = crate::scenario::property_name(self.breaks());
         let control = match self {
@@ -231,6 +251,7 @@ mod tests {
             (Plant::ExtraPermit, "semaphore", "none", "fair", "none"),
             (Plant::Unfair, "fair", "none", "mutex", "none"),
             (Plant::LateRelease, "fair", "none", "semaphore", "none"),
+            (Plant::SkipOwnerCheck, "mutex", "none", "read-write", "none"),
         ];
         for (plant, ok_kind, ok_fencing, bad_kind, bad_fencing) in cases {
             assert_eq!(

@@ -191,6 +191,31 @@ fn a_release_recorded_after_the_key_is_gone_breaks_s2() {
     );
 }
 
+/// S5, checked on real runs from the primary's replication stream: a
+/// holder stopped past its ttl wakes after the other client took the
+/// lock; its honest release leaves that key alone, its plain `DEL`
+/// deletes it. Both runs say S5 was checked.
+#[test]
+fn a_release_that_deletes_another_clients_key_breaks_s5() {
+    let honest = run("skip-owner-honest", "plant-owner.toml", &[]);
+    assert_eq!(honest.code, Some(0), "{}", honest.text);
+    assert!(honest.violations.is_empty(), "{}", honest.text);
+    let planted = run(
+        "skip-owner-planted",
+        "plant-owner.toml",
+        &["skip-owner-check"],
+    );
+    assert!(planted.fired("owner-only"), "{}", planted.text);
+    assert_eq!(planted.code, Some(1), "{}", planted.text);
+    for run in [&honest, &planted] {
+        assert!(
+            run.facts.iter().any(|f| f == "owner-only-checked"),
+            "S5 was not checked: {}",
+            run.text
+        );
+    }
+}
+
 /// A plant whose bug cannot show in the file (fair clients taking the
 /// plain lock, in a file of the plain lock) would pass for nothing: it is
 /// refused before anything starts.
