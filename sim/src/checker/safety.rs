@@ -155,7 +155,9 @@ pub(super) fn fenced_writes(history: &History, holds: &[Hold], verdict: &mut Ver
 /// on the caller's own key. A release counts if the authoritative view
 /// showed that owner since the grant; a renewal, if it showed that owner
 /// within `window` (a command timeout) before its reply: the renewal ran
-/// then, and a reply later than that is not counted by the client.
+/// then, and a reply later than that is not counted by the client. This
+/// reads the simulator's oracle, told of every change; real runs read the
+/// journal instead (`super::journal`).
 pub(super) fn owner_only(
     history: &History,
     holds: &[Hold],
