@@ -56,37 +56,77 @@ const ACK_EVERY: Duration = Duration::from_millis(100);
 /// How long the handshake and the snapshot may take.
 const SYNC_LIMIT: Duration = Duration::from_secs(5);
 
-/// Follows node `node` (on `port`) as a replica: returns once the snapshot
-/// is skipped and the key's owner recorded, with the task that records
-/// every later change of `key` until the stream ends. Call it before any
-/// client starts, so that the owner read after the snapshot is the one the
-/// stream starts from.
-pub(super) async fn follow(
+/// A journal whose command stream is live: nothing recorded yet.
+pub(super) struct Follower {
     node: usize,
-    port: u16,
     key: String,
-    recorder: Recorder,
-) -> Result<tokio::task::JoinHandle<()>, ChaosError> {
-    let failed = |why: String| ChaosError::Start {
-        what: format!("the replication journal of node {node}"),
-        why,
-    };
+    stream: TcpStream,
+    buffer: Vec<u8>,
+    conn: redis::aio::MultiplexedConnection,
+}
+
+/// Follows node `node` (on `port`) as a replica, up to a live command
+/// stream. Call it before any client starts, so that the owner
+/// [`Follower::start`] reads is the one the stream starts from.
+pub(super) async fn connect(node: usize, port: u16, key: String) -> Result<Follower, ChaosError> {
     let (stream, buffer) = tokio::time::timeout(SYNC_LIMIT, sync(port))
         .await
-        .map_err(|_| failed(format!("no snapshot in {SYNC_LIMIT:?}")))?
-        .map_err(|error| failed(error.to_string()))?;
+        .map_err(|_| failed(node, format!("no snapshot in {SYNC_LIMIT:?}")))?
+        .map_err(|error| failed(node, error.to_string()))?;
     let mut conn = admin(port).await?;
     let (stream, buffer) = tokio::time::timeout(SYNC_LIMIT, live(stream, buffer, &mut conn))
         .await
-        .map_err(|_| failed(format!("no command stream in {SYNC_LIMIT:?}")))?
-        .map_err(|error| failed(error.to_string()))?;
-    let owner: Option<String> = redis::cmd("GET")
-        .arg(&key)
-        .query_async(&mut conn)
-        .await
-        .map_err(|error| failed(error.to_string()))?;
-    recorder.record(Process::Controller, Op::Journal { node, owner });
-    Ok(tokio::spawn(record(node, stream, buffer, key, recorder)))
+        .map_err(|_| failed(node, format!("no command stream in {SYNC_LIMIT:?}")))?
+        .map_err(|error| failed(node, error.to_string()))?;
+    Ok(Follower {
+        node,
+        key,
+        stream,
+        buffer,
+        conn,
+    })
+}
+
+/// Starts `follower`, if any ([`Follower::start`]).
+pub(super) async fn start(
+    follower: Option<Follower>,
+    recorder: &Recorder,
+) -> Result<Option<tokio::task::JoinHandle<()>>, ChaosError> {
+    match follower {
+        Some(follower) => Ok(Some(follower.start(recorder.clone()).await?)),
+        None => Ok(None),
+    }
+}
+
+fn failed(node: usize, why: String) -> ChaosError {
+    ChaosError::Start {
+        what: format!("the replication journal of node {node}"),
+        why,
+    }
+}
+
+impl Follower {
+    /// Records the key's owner now, and returns the task that records
+    /// every later change of it until the stream ends.
+    pub(super) async fn start(
+        mut self,
+        recorder: Recorder,
+    ) -> Result<tokio::task::JoinHandle<()>, ChaosError> {
+        let owner: Option<String> = redis::cmd("GET")
+            .arg(&self.key)
+            .query_async(&mut self.conn)
+            .await
+            .map_err(|error| failed(self.node, error.to_string()))?;
+        let node = self.node;
+        recorder.record(Process::Controller, Op::Journal { node, owner });
+        Ok(tokio::spawn(record(
+            node,
+            self.stream,
+            self.buffer,
+            self.key,
+            recorder,
+        )))
+    }
 }
 
 /// The handshake, up to the end of the snapshot: the stream, and whatever

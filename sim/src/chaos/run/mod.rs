@@ -275,6 +275,9 @@ async fn run_on(
         healed: BTreeMap::new(),
     };
     let (reach, ports_to_link) = seed_state.reach(target);
+    // The journal's handshake (a snapshot, a fork) before the epoch: the
+    // schedule's times count from when the clients can start.
+    let journal = seed_state.connect_journal().await?;
     let epoch = mono_ns();
     seed_state.recorder.epoch = epoch;
     let storage_task = tokio::spawn(serve_storage(
@@ -289,10 +292,7 @@ async fn run_on(
     });
     // The read-write lock's and the semaphore's keys are not one owner's
     // string: their checkers (F1, F2) read the clients' holds alone.
-    let one_owner = matches!(
-        scenario.clients.workload.kind,
-        WorkloadKind::Mutex | WorkloadKind::Fair
-    );
+    let one_owner = one_owner(scenario);
     let oracle_task = one_owner.then(|| {
         tokio::spawn(oracle::oracle(
             scenario.topology.clone(),
@@ -300,7 +300,7 @@ async fn run_on(
             seed_state.recorder.clone(),
         ))
     });
-    let journal_task = seed_state.follow_journal(one_owner).await?;
+    let journal_task = journal::start(journal, &seed_state.recorder).await?;
     let sentinel_task = seed_state.watch_sentinels();
     let stall_task = tokio::spawn(stall::watch(seed_state.recorder.clone()));
     // Several locks per client: watch for their operations sharing a
@@ -400,6 +400,15 @@ fn checked(
     }
 }
 
+/// Whether the lock key of `scenario`'s workload is one owner's string
+/// (the mutex's and the fair lock's): what the oracle and the journal read.
+fn one_owner(scenario: &Scenario) -> bool {
+    matches!(
+        scenario.clients.workload.kind,
+        WorkloadKind::Mutex | WorkloadKind::Fair
+    )
+}
+
 /// Whether a fault of `kind` with a duration has an end to apply.
 fn lasts(kind: FaultKind) -> bool {
     !matches!(
@@ -410,28 +419,25 @@ fn lasts(kind: FaultKind) -> bool {
 
 impl Seed<'_> {
     /// S5 needs every owner the lock key ever had: the primary's
-    /// replication stream, followed from before the first client starts,
-    /// by a task this starts. Single node and primary-replica only (a
-    /// sentinel would take the journal for a replica it may promote; a
-    /// cluster or Redlock has no one primary); elsewhere S5 is unchecked.
-    async fn follow_journal(
-        &self,
-        one_owner: bool,
-    ) -> Result<Option<tokio::task::JoinHandle<()>>, ChaosError> {
+    /// replication stream, followed from before the first client starts.
+    /// Single node and primary-replica, mutex and fair, only (a sentinel
+    /// would take the journal for a replica it may promote; a cluster or
+    /// Redlock has no one primary; the family's kinds have no S5);
+    /// elsewhere S5 is unchecked.
+    async fn connect_journal(&self) -> Result<Option<journal::Follower>, ChaosError> {
         let followed = matches!(
             self.scenario.topology,
             Topology::Single | Topology::PrimaryReplica { .. }
-        );
-        let Some(deployment) = self.deployment.as_ref().filter(|_| one_owner && followed) else {
+        ) && one_owner(self.scenario);
+        let Some(deployment) = self.deployment.as_ref().filter(|_| followed) else {
             return Ok(None);
         };
         let node = deployment.primary;
         let Some(primary) = deployment.nodes.get(node) else {
             return Ok(None);
         };
-        let key = node_ops::lock_key();
-        let task = journal::follow(node, primary.port, key, self.recorder.clone()).await?;
-        Ok(Some(task))
+        let follower = journal::connect(node, primary.port, node_ops::lock_key()).await?;
+        Ok(Some(follower))
     }
 
     /// Sentinel elects by itself: its failovers are recorded when they
