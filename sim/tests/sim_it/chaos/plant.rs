@@ -194,7 +194,7 @@ fn a_release_recorded_after_the_key_is_gone_breaks_s2() {
 /// S5, checked on real runs from the primary's replication stream: a
 /// holder stopped past its ttl wakes after the other client took the
 /// lock; its honest release leaves that key alone, its plain `DEL`
-/// deletes it. Both runs say S5 was checked.
+/// deletes it. Both runs say S5 was checked (the honest one, all of it).
 #[test]
 fn a_release_that_deletes_another_clients_key_breaks_s5() {
     let honest = run("skip-owner-honest", "plant-owner.toml", &[]);
@@ -214,6 +214,12 @@ fn a_release_that_deletes_another_clients_key_breaks_s5() {
             run.text
         );
     }
+    // One node, followed the whole run: nothing left unchecked.
+    assert!(
+        !honest.facts.iter().any(|f| f == "owner-only-unchecked"),
+        "{}",
+        honest.text
+    );
 }
 
 /// A plant whose bug cannot show in the file (fair clients taking the
