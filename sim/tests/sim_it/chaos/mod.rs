@@ -573,7 +573,11 @@ fn a_failover_with_no_replica_to_promote_leaves_the_primary_serving() {
 /// Sentinel's own failover (the primary dies, the sentinels detect and
 /// elect; the controller forces nothing) is recorded when it has
 /// completed: without the record, the run would be inconclusive (a
-/// failover scheduled and never seen) and exit 3.
+/// failover scheduled and never seen) and exit 3. The first record is
+/// that failover; a later one is Sentinel's own doing (one CI run, its
+/// machine loaded, saw the sentinels fail the new primary over again
+/// 2.2 s later), recorded as it completes, and not what this test is
+/// about.
 #[test]
 fn sentinels_own_failover_is_recorded_once_it_completes() {
     let (dir, history) = one_run_history("sentinel-own", "sentinel-own-failover.toml");
@@ -585,13 +589,13 @@ fn sentinels_own_failover_is_recorded_once_it_completes() {
         .filter(|line| line.contains(r#""op":"failover""#))
         .map(|line| serde_json::from_str(line).expect("a history line is JSON"))
         .collect();
-    let [failover] = &failovers[..] else {
-        panic!("not one failover recorded:\n{history}");
+    let Some(failover) = failovers.first() else {
+        panic!("no failover recorded:\n{history}");
     };
     assert_eq!(failover["old_primary"], 0, "{history}");
     assert_ne!(failover["new_primary"], 0, "{history}");
     // The sentinels cannot have seen the death before down-after (1 s).
-    let [completed] = instants_of(&history, "failover", None)[..] else {
+    let Some(&completed) = instants_of(&history, "failover", None).first() else {
         panic!("{history}");
     };
     assert!(completed > died + 1.0, "{died} -> {completed}\n{history}");
