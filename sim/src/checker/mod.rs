@@ -116,6 +116,9 @@ fn check_with_slack(
     verdict.invalid =
         validity::findings(scenario, schedule, history, &holds, slack, !complete_oracle);
     verdict
+        .invalid
+        .extend(validity::named_property_unchecked(scenario, &verdict.facts));
+    verdict
 }
 
 #[cfg(test)]

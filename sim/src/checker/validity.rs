@@ -22,11 +22,14 @@
 //!   that never stalled longer than the file's `max_stall` ([`Op::Stall`]:
 //!   while it stalls, faults and samples wait, a fault no schedule drew).
 
-use std::{collections::BTreeMap, time::Duration};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    time::Duration,
+};
 
 use super::Hold;
 use crate::{
-    config::{FaultKind, FaultTarget, Scenario, Topology},
+    config::{FaultKind, FaultTarget, Property, Scenario, Topology},
     history::{History, Op, Phase},
     outcome::ConcreteFault,
     scenario::names::fault_kind,
@@ -71,6 +74,21 @@ pub fn findings(
         findings.push(finding);
     }
     findings
+}
+
+/// Why a run proves nothing about the property its file names, which its
+/// checker could not check all through (S5 on real processes, outside
+/// the replication journal's span: fact `owner-only-unchecked`). A file
+/// that names another property, or none, loses nothing by it.
+pub fn named_property_unchecked(scenario: &Scenario, facts: &BTreeSet<String>) -> Option<String> {
+    (scenario.property == Some(Property::OwnerOnly) && facts.contains("owner-only-unchecked")).then(
+        || {
+            "S5, the property this file names, went unchecked for some release or renewal \
+             (outside the replication journal's span: a failover, a restart, or a topology it \
+             does not follow)"
+                .to_owned()
+        },
+    )
 }
 
 /// Whether `fault` is due inside the run: at least `slack` before its end
@@ -378,6 +396,16 @@ mod tests {
             judge(&restart("1s"), vec![grant(10, 1, "a"), down], true),
             ["1 clock-jump faults scheduled inside the run, 0 began"]
         );
+    }
+
+    #[test]
+    fn a_file_that_names_s5_proves_nothing_where_s5_went_unchecked() {
+        let unchecked: BTreeSet<String> = ["owner-only-unchecked".to_owned()].into();
+        let checked: BTreeSet<String> = ["owner-only-checked".to_owned()].into();
+        let names_s5 = scenario("property = \"owner-only\"");
+        assert!(named_property_unchecked(&names_s5, &unchecked).is_some());
+        assert!(named_property_unchecked(&names_s5, &checked).is_none());
+        assert!(named_property_unchecked(&scenario(""), &unchecked).is_none());
     }
 
     #[test]
