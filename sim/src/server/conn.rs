@@ -71,9 +71,9 @@ pub(super) trait Server {
         false
     }
 
-    /// Serves a connection handed over, `pending` the bytes read after
-    /// the command that handed it over.
-    async fn take_over(&self, _stream: TcpStream, _pending: Vec<u8>) {}
+    /// Serves a connection handed over by command `args`, `pending` the
+    /// bytes read after it.
+    async fn take_over(&self, _stream: TcpStream, _args: &[Vec<u8>], _pending: Vec<u8>) {}
 }
 
 /// Serves one connection of `server` until it closes.
@@ -124,7 +124,7 @@ pub(super) async fn serve<S: Server>(server: S, stream: TcpStream) {
                         // protocol.
                         let pending = std::mem::take(&mut buffer);
                         if let Ok(stream) = reader.reunite(writer) {
-                            server.take_over(stream, pending).await;
+                            server.take_over(stream, &args, pending).await;
                         }
                         break 'connection;
                     }

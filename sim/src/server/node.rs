@@ -90,6 +90,24 @@ pub struct Node {
     pub(super) busy_until: Duration,
     /// Primary: writes produced so far. Replica: writes applied.
     pub(super) offset: u64,
+    /// The history its offsets count in (Redis's replication ID): a
+    /// primary's own, or, on a replica, the one it last synced from.
+    pub(super) replid: u64,
+    /// The history it continued when it was promoted, and the offset up
+    /// to which it shares it (Redis's `replid2`, `second_replid_offset`):
+    /// a replica of that history up to there resyncs partially.
+    pub(super) replid2: Option<(u64, u64)>,
+    /// How many histories it began (a promotion, a restart), for the next
+    /// [`replid`](Self::replid).
+    pub(super) histories: u64,
+    /// When its replication cron runs: at this phase of every
+    /// [`REPLICATION_CRON`](super::flavour::REPLICATION_CRON) of true
+    /// time (see [`Flavour::full_sync_waits_for_cron`]).
+    pub(super) cron_phase: Duration,
+    /// Whether the deployment's first sync is behind it (a primary's from
+    /// the start): `sim chaos` starts a run's clients only once every
+    /// replica's link is up, so that first sync waits for nothing here.
+    pub(super) deployed: bool,
     /// Replica link id → offset it acknowledged.
     pub(super) acked: BTreeMap<u64, u64>,
     /// Replica link id → where its stream goes.
@@ -201,6 +219,7 @@ pub struct NodeHandle(pub(super) Rc<RefCell<Node>>);
 impl NodeHandle {
     /// A node, not yet serving (the world starts its host with [`serve`](super::serve)).
     pub fn new(config: NodeConfig) -> Self {
+        let deployed = config.replica_of.is_none();
         Self(Rc::new(RefCell::new(Node {
             index: config.index,
             clock: ClockControl::default(),
@@ -212,6 +231,15 @@ impl NodeHandle {
             scripts: BTreeSet::new(),
             busy_until: Duration::ZERO,
             offset: 0,
+            replid: history_id(config.index, 0),
+            replid2: None,
+            histories: 0,
+            // A stream of its own: the other draws stay where they were.
+            cron_phase: Rng::fork(config.seed, 0x5CC0_C504).duration(DurationRange {
+                min: Duration::ZERO,
+                max: super::flavour::REPLICATION_CRON - Duration::from_micros(1),
+            }),
+            deployed,
             acked: BTreeMap::new(),
             streams: BTreeMap::new(),
             subscribers: Subscribers::default(),
@@ -356,6 +384,12 @@ impl NodeHandle {
             let mut node = self.0.borrow_mut();
             if role == Role::Primary {
                 node.deposed = false;
+                if matches!(node.role, Role::Replica { .. }) {
+                    // Promoted: its history goes on under a new ID, and a
+                    // replica of the old one up to here resyncs partially.
+                    node.replid2 = Some((node.replid, node.offset));
+                    node.new_history();
+                }
             }
             node.role = role;
             node.keyspace_changed.notify_one();
@@ -460,6 +494,9 @@ impl NodeHandle {
         node.aof_waiters = 0;
         node.scripts.clear();
         node.offset = 0;
+        // Its offsets start again: a history no replica shares.
+        node.new_history();
+        node.replid2 = None;
         node.acked.clear();
         node.streams.clear();
         node.subscribers.clear();
@@ -467,7 +504,38 @@ impl NodeHandle {
     }
 }
 
+/// Replication ID number `history` of node `index`: unique in a world.
+fn history_id(index: usize, history: u64) -> u64 {
+    ((index as u64) << 32) | history
+}
+
 impl Node {
+    /// Begins a history of its own (a promotion, a restart).
+    fn new_history(&mut self) {
+        self.histories += 1;
+        self.replid = history_id(self.index, self.histories);
+    }
+
+    /// Whether a replica at `offset` of history `replid` can resync
+    /// partially from this primary (Redis's `primaryTryPartialResynchronization`):
+    /// it follows this node's history, or the one this node continued on
+    /// its promotion, no further than they are shared. Otherwise it needs
+    /// a full sync (its history diverged: a deposed primary's writes its
+    /// successor never had, or a restart).
+    pub(super) fn continues(&self, replid: u64, offset: u64) -> bool {
+        (replid == self.replid && offset <= self.offset)
+            || self
+                .replid2
+                .is_some_and(|(id, upto)| id == replid && offset <= upto)
+    }
+
+    /// Whether this node, made a replica of `primary` now, would resync
+    /// partially (see [`continues`](Self::continues)).
+    #[cfg(test)]
+    pub(super) fn continues_on(&self, primary: &NodeHandle) -> bool {
+        primary.0.borrow().continues(self.replid, self.offset)
+    }
+
     /// The node's clock reading at true time `now`.
     pub(super) fn time_at(&self, now: Duration) -> NodeTime {
         let local_ns = self.clock.local_ns(now);

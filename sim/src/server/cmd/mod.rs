@@ -147,7 +147,7 @@ impl Server for NodeHandle {
         args[0].eq_ignore_ascii_case(b"REPLSYNC")
     }
 
-    async fn take_over(&self, stream: TcpStream, pending: Vec<u8>) {
-        stream::serve_replica(self.clone(), stream, pending).await;
+    async fn take_over(&self, stream: TcpStream, args: &[Vec<u8>], pending: Vec<u8>) {
+        stream::serve_replica(self.clone(), stream, args, pending).await;
     }
 }
