@@ -213,6 +213,16 @@ pub fn lock_options(lock: &LockConfig) -> LockOptions {
     opts
 }
 
+/// `opts` with a fair waiter's place lasting ten times its waiter ttl: the
+/// broken fair client of the simulator's test-only `stretched_waiter_ttl`
+/// and of the chaos mode's `--plant stretched-waiter-ttl`, whose server
+/// keeps a paused or dead waiter's place that much longer than the
+/// checker (F4) allows.
+pub(crate) fn stretch_waiter_ttl(opts: LockOptions) -> LockOptions {
+    let stretched = opts.effective_waiter_ttl() * 10;
+    opts.waiter_ttl(stretched)
+}
+
 /// A hold of the contended lock, of whichever kind the workload takes
 /// (the simulator's clients and the chaos mode's real ones both hold it).
 pub(crate) enum Guard {
@@ -369,8 +379,7 @@ async fn workload(setup: ClientSetup) -> turmoil::Result {
     if scenario.clients.workload.kind == WorkloadKind::Fair {
         opts = opts.fair();
         if setup.stretched_waiter_ttl {
-            let stretched = opts.effective_waiter_ttl() * 10;
-            opts = opts.waiter_ttl(stretched);
+            opts = stretch_waiter_ttl(opts);
         }
     }
     if setup.broken_validity {

@@ -32,7 +32,9 @@ use super::{
     wire::{ClientArgs, ClientCommand, ClientLine, Reach, mono_ns, since},
 };
 use crate::{
-    client::{Attempt, Guard, KEY, acquire, client_host, lock_options, own_locks},
+    client::{
+        Attempt, Guard, KEY, acquire, client_host, lock_options, own_locks, stretch_waiter_ttl,
+    },
     config::{DurationRange, FencingMode, WorkloadKind},
     history::{Op, Phase},
     rng::Rng,
@@ -67,6 +69,13 @@ const ZOMBIE_AFTER: Duration = Duration::from_millis(50);
 /// How long after its release deleted the key a `late-release` client
 /// records the release.
 const LATE_RELEASE: Duration = Duration::from_millis(100);
+
+/// How long a `redlock-every-node` client waits for each node's `PONG`.
+const EVERY_NODE_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// How long a `redlock-every-node` client waits before it asks every node
+/// again, when one did not answer.
+const EVERY_NODE_RETRY: Duration = Duration::from_millis(50);
 
 /// The client's clock: the machine's monotonic clock, with the drift and
 /// steps the controller orders. `local(t) = base_local + (t − base_true)
@@ -349,6 +358,11 @@ async fn workload(args: ClientArgs) {
     let mut opts = lock_options(&scenario.lock);
     if scenario.clients.workload.kind == WorkloadKind::Fair {
         opts = opts.fair();
+        // `stretched-waiter-ttl`: the client's place outlives the waiter
+        // ttl the checker holds it to (the file's).
+        if args.plants.contains(&Plant::StretchedWaiterTtl) {
+            opts = stretch_waiter_ttl(opts);
+        }
     }
     let (locker, driver) = loop {
         let builder = builder_for(&args.reach, &dialer, &primary);
@@ -400,6 +414,13 @@ async fn cycle(
     let workload = scenario.clients.workload;
     let planted = |plant| args.plants.contains(&plant);
     loop {
+        // `redlock-every-node`: no acquire unless every node answers.
+        if planted(Plant::RedlockEveryNode)
+            && !every_node_answers(dialer, &args.reach, EVERY_NODE_TIMEOUT).await
+        {
+            tokio::time::sleep(EVERY_NODE_RETRY).await;
+            continue;
+        }
         let reading = workload.kind == WorkloadKind::ReadWrite && rng.chance(workload.read_share);
         attempt.reading.store(reading, Ordering::Relaxed);
         attempt.waiting.store(false, Ordering::Relaxed);
@@ -413,6 +434,11 @@ async fn cycle(
             continue;
         };
         let Ok(guard) = acquired else {
+            if planted(Plant::GiveUpOnFailure) {
+                // The worker's loop ends at its first failed acquire; the
+                // process lives on, idle, until the run kills it.
+                std::future::pending::<()>().await;
+            }
             tokio::time::sleep(rng.duration(scenario.clients.think)).await;
             continue;
         };
@@ -460,38 +486,55 @@ async fn cycle(
                 }
             }
         }
-        if planted(Plant::NeverRelease) {
-            // The client says it is done and never releases: the guard's
-            // renewals go on (forgotten, it is never dropped).
-            out.record(Op::ReleaseInvoke {
-                token: token.clone(),
-            });
-            std::mem::forget(guard);
-        } else if rng.chance(scenario.clients.drop_guard) {
-            out.record(Op::GuardDropped {
-                token: token.clone(),
-            });
-            drop(guard);
-        } else if planted(Plant::SkipOwnerCheck) {
-            release_without_owner_check(guard, &token, out, dialer, &args.reach, timeout).await;
-        } else if planted(Plant::LateRelease) {
-            // The client goes on as if it held after its key is gone.
-            let _ = guard.release().await;
-            tokio::time::sleep(LATE_RELEASE).await;
-            out.record(Op::ReleaseInvoke {
-                token: token.clone(),
-            });
-        } else {
-            out.record(Op::ReleaseInvoke {
-                token: token.clone(),
-            });
-            let _ = guard.release().await;
-        }
+        end_hold(guard, &token, args, &mut rng, out, dialer).await;
         if planted(Plant::ZombieWrites) && fence.is_some() {
             tokio::time::sleep(ZOMBIE_AFTER).await;
             write(next_value()).await;
         }
         tokio::time::sleep(rng.duration(scenario.clients.think)).await;
+    }
+}
+
+/// Ends a hold of `guard` (token `token`) as the client's plants and the
+/// file's `drop_guard` chance say: released (or, planted, released late,
+/// without the owner check, or never), or the guard dropped.
+async fn end_hold(
+    guard: Guard,
+    token: &str,
+    args: &ClientArgs,
+    rng: &mut Rng,
+    out: &Out,
+    dialer: &LinkDialer,
+) {
+    let planted = |plant| args.plants.contains(&plant);
+    let scenario = &args.scenario;
+    let timeout = scenario.lock.ttl;
+    if planted(Plant::NeverRelease) {
+        // The client says it is done and never releases: the guard's
+        // renewals go on (forgotten, it is never dropped).
+        out.record(Op::ReleaseInvoke {
+            token: token.to_owned(),
+        });
+        std::mem::forget(guard);
+    } else if rng.chance(scenario.clients.drop_guard) {
+        out.record(Op::GuardDropped {
+            token: token.to_owned(),
+        });
+        drop(guard);
+    } else if planted(Plant::SkipOwnerCheck) {
+        release_without_owner_check(guard, token, out, dialer, &args.reach, timeout).await;
+    } else if planted(Plant::LateRelease) {
+        // The client goes on as if it held after its key is gone.
+        let _ = guard.release().await;
+        tokio::time::sleep(LATE_RELEASE).await;
+        out.record(Op::ReleaseInvoke {
+            token: token.to_owned(),
+        });
+    } else {
+        out.record(Op::ReleaseInvoke {
+            token: token.to_owned(),
+        });
+        let _ = guard.release().await;
     }
 }
 
@@ -584,6 +627,34 @@ async fn plain_delete(dialer: &LinkDialer, reach: &Reach, timeout: Duration) -> 
         Some(answer.trim() == ":1")
     };
     tokio::time::timeout(timeout, exchange).await.ok().flatten()
+}
+
+/// `redlock-every-node`'s health check: whether every node of a Redlock
+/// answers a `PING` within `timeout`, each through this client's link to
+/// it (a node cut off from this client does not). Outside Redlock, true.
+async fn every_node_answers(dialer: &LinkDialer, reach: &Reach, timeout: Duration) -> bool {
+    let Reach::Redlock { nodes } = reach else {
+        return true;
+    };
+    let ping = |port: u16| async move {
+        let exchange = async {
+            let stream = dialer.open(port).await.ok()?;
+            let (read, mut write) = tokio::io::split(stream);
+            write.write_all(b"*1\r\n$4\r\nPING\r\n").await.ok()?;
+            let mut answer = String::new();
+            BufReader::new(read).read_line(&mut answer).await.ok()?;
+            Some(answer.trim() == "+PONG")
+        };
+        tokio::time::timeout(timeout, exchange)
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or(false)
+    };
+    futures_util::future::join_all(nodes.iter().map(|&port| ping(port)))
+        .await
+        .into_iter()
+        .all(|answered| answered)
 }
 
 /// One request to the storage; `None` when it got no answer in time.

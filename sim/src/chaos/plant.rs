@@ -54,11 +54,26 @@ pub enum Plant {
     /// pause past the ttl) and another client take the lock, it deletes
     /// that client's key, and S5 (checked from the journal) must fire.
     SkipOwnerCheck,
+    /// A client whose acquire fails (its wait ran out, or the server did
+    /// not answer) never tries again, as a worker whose loop ends at the
+    /// first failed acquire (`acquire()?` at its top) does. Where a fault
+    /// fails every client's acquire, nobody acquires after it heals: L1
+    /// must fire, and L2 where the run goes on a bound after that.
+    GiveUpOnFailure,
+    /// Redlock clients acquire only while every node answers a `PING` (a
+    /// health check that demands every node, not a majority): one node of
+    /// three cut off leaves the lock unheld, and L3 must fire.
+    RedlockEveryNode,
+    /// Fair clients keep their place in the queue ten times the waiter
+    /// ttl the file's lock has (as the simulator's `stretched_waiter_ttl`):
+    /// a waiter that dies in the queue holds the live waiters behind it up
+    /// ten times as long as F4 allows, and F4 must fire.
+    StretchedWaiterTtl,
 }
 
 impl Plant {
     /// Every plant, in the order `--plant` lists them.
-    pub const ALL: [Self; 10] = [
+    pub const ALL: [Self; 13] = [
         Self::StorageIgnoresFences,
         Self::ZombieWrites,
         Self::FenceCounterReset,
@@ -69,6 +84,9 @@ impl Plant {
         Self::LateLost,
         Self::LateRelease,
         Self::SkipOwnerCheck,
+        Self::GiveUpOnFailure,
+        Self::RedlockEveryNode,
+        Self::StretchedWaiterTtl,
     ];
 
     /// Its name on the command line.
@@ -84,11 +102,15 @@ impl Plant {
             Self::LateLost => "late-lost",
             Self::LateRelease => "late-release",
             Self::SkipOwnerCheck => "skip-owner-check",
+            Self::GiveUpOnFailure => "give-up-on-failure",
+            Self::RedlockEveryNode => "redlock-every-node",
+            Self::StretchedWaiterTtl => "stretched-waiter-ttl",
         }
     }
 
     /// The property its bug breaks (for `storage-ignores-fences` and
-    /// `zombie-writes`, the two together).
+    /// `zombie-writes`, the two together; `give-up-on-failure` breaks L2
+    /// too, where the run goes on long enough).
     pub fn breaks(self) -> Property {
         match self {
             Self::StorageIgnoresFences | Self::ZombieWrites => Property::FencedWrites,
@@ -100,6 +122,9 @@ impl Plant {
             Self::LateLost => Property::TimelyLoss,
             Self::LateRelease => Property::ServerOracle,
             Self::SkipOwnerCheck => Property::OwnerOnly,
+            Self::GiveUpOnFailure => Property::Liveness,
+            Self::RedlockEveryNode => Property::QuorumAvailability,
+            Self::StretchedWaiterTtl => Property::DeadWaiter,
         }
     }
 
@@ -143,6 +168,24 @@ impl Plant {
                     "a mutex or fair workload on a single node or primary-replica (S5 is checked on real runs from the primary's replication stream, there alone)",
                 )
             }
+            Self::GiveUpOnFailure if scenario.faults.is_empty() && scenario.mix.is_none() => need(
+                "a fault (without one, only a waiter whose wait runs out fails, and the holder of the moment goes on)",
+            ),
+            Self::RedlockEveryNode
+                if !matches!(scenario.topology, Topology::Redlock { .. })
+                    || !(scenario.mix.is_some()
+                        || scenario
+                            .faults
+                            .iter()
+                            .any(|fault| matches!(fault.target, Target::Redis(_)))) =>
+            {
+                need("a Redlock topology and a fault on one of its nodes")
+            }
+            Self::StretchedWaiterTtl if kind != WorkloadKind::Fair || !waiters_absent(scenario) => {
+                need(
+                    "a fair workload whose faults are all a client's pause, crash or partition, at least one (F4 judges a run under those alone)",
+                )
+            }
             _ => None,
         }
     }
@@ -160,12 +203,19 @@ impl Plant {
             Self::LateLost => "clients record each Lost one ttl late",
             Self::LateRelease => "clients record each release 100 ms after it deleted the key",
             Self::SkipOwnerCheck => "clients release with a plain DEL, whoever owns the key",
+            Self::GiveUpOnFailure => "clients stop for good after a failed acquire",
+            Self::RedlockEveryNode => "Redlock clients acquire only while every node answers",
+            Self::StretchedWaiterTtl => "fair clients keep their queue place ten waiter ttls",
         };
         let property = crate::scenario::property_name(self.breaks());
         let control = match self {
             Self::StorageIgnoresFences => format!("with zombie-writes, {property} must fire"),
             Self::ZombieWrites => format!(
                 "alone, the fenced storage refuses them (fact fenced-write-rejected); with storage-ignores-fences, {property} must fire"
+            ),
+            Self::GiveUpOnFailure => format!(
+                "{property} must fire, and {} where the run goes on a bound after it",
+                crate::scenario::property_name(Property::Availability)
             ),
             _ => format!("{property} must fire"),
         };
@@ -187,6 +237,20 @@ fn loses_holds(scenario: &Scenario) -> bool {
         .mix
         .as_ref()
         .is_some_and(|mix| mix.kinds.iter().copied().any(can))
+}
+
+/// Whether `scenario`'s faults make a waiter absent and are all of the
+/// kinds F4 judges a run under: a client's pause, crash or partition (a
+/// fault mix is not, whatever it draws).
+fn waiters_absent(scenario: &Scenario) -> bool {
+    scenario.mix.is_none()
+        && !scenario.faults.is_empty()
+        && scenario.faults.iter().all(|fault| {
+            matches!(
+                fault.kind,
+                FaultKind::Pause | FaultKind::Crash | FaultKind::Partition
+            ) && matches!(fault.target, Target::Client(_) | Target::AnyClient)
+        })
 }
 
 /// The scenario a planted client runs: `extra-permit` counts one permit
@@ -284,6 +348,90 @@ mod tests {
         );
         assert!(!refused(&fault("busy", "redis:0")), "a busy server");
         assert!(!refused(&fault("partition", "client:0")));
+    }
+
+    #[test]
+    fn the_progress_plants_need_the_topology_and_the_faults_their_bug_shows_under() {
+        // `faults`: (kind, target) pairs, each from 100 ms for 100 ms.
+        let file = |topology: &str, workload: &str, faults: &[(&str, &str)]| {
+            let mut text = format!(
+                "name = \"p\"\ndescription = \"\"\nduration = \"1s\"\nexpect = \"safe\"\n{topology}\
+                 [lock]\nttl = \"1s\"\nfencing = \"none\"\n[clients]\ncount = 2\n[workload]\nkind = \"{workload}\"\n"
+            );
+            for (kind, target) in faults {
+                text.push_str(&format!(
+                    "[[fault]]\nkind = \"{kind}\"\nat = \"100ms\"\ntarget = \"{target}\"\nduration = \"100ms\"\n"
+                ));
+            }
+            crate::scenario::parse_scenario("p.toml", &text).unwrap_or_else(|e| panic!("{e}"))
+        };
+        let single = "";
+        let redlock = "[topology]\nkind = \"redlock\"\nnodes = 3\n";
+        let cases = [
+            (Plant::GiveUpOnFailure, single, "mutex", &[][..], false),
+            (
+                Plant::GiveUpOnFailure,
+                single,
+                "mutex",
+                &[("partition", "client:0")][..],
+                true,
+            ),
+            (
+                Plant::RedlockEveryNode,
+                single,
+                "mutex",
+                &[("partition", "redis:0")][..],
+                false,
+            ),
+            (
+                Plant::RedlockEveryNode,
+                redlock,
+                "mutex",
+                &[("partition", "client:0")][..],
+                false,
+            ),
+            (
+                Plant::RedlockEveryNode,
+                redlock,
+                "mutex",
+                &[("partition", "redis:0")][..],
+                true,
+            ),
+            (
+                Plant::StretchedWaiterTtl,
+                single,
+                "mutex",
+                &[("pause", "client:any")][..],
+                false,
+            ),
+            (Plant::StretchedWaiterTtl, single, "fair", &[][..], false),
+            (
+                Plant::StretchedWaiterTtl,
+                single,
+                "fair",
+                &[("pause", "client:any"), ("partition", "redis:0")][..],
+                false,
+            ),
+            (
+                Plant::StretchedWaiterTtl,
+                single,
+                "fair",
+                &[("pause", "client:any"), ("crash", "client:1")][..],
+                true,
+            ),
+        ];
+        for (plant, topology, workload, faults, accepted) in cases {
+            let refusal = plant.refusal(&file(topology, workload, faults));
+            assert_eq!(
+                refusal.is_none(),
+                accepted,
+                "{plant:?} on {topology:?} {workload} {faults:?}: {refusal:?}"
+            );
+            assert!(
+                refusal.is_none_or(|why| why.contains(plant.name())),
+                "{plant:?}"
+            );
+        }
     }
 
     #[test]

@@ -222,6 +222,54 @@ fn a_release_that_deletes_another_clients_key_breaks_s5() {
     );
 }
 
+/// L1 and L2: every client cut off from the server for 2 s has its
+/// acquire under way fail; honest clients acquire again after the heal,
+/// clients that never try again after a failed acquire leave the lock
+/// unheld for the rest of the run: nobody acquires within L1's bound after
+/// the heal, and the stretch after that bound outlasts L2's.
+#[test]
+fn clients_that_give_up_after_a_failed_acquire_break_l1_and_l2() {
+    let honest = run("give-up-honest", "plant-stall.toml", &[]);
+    assert_eq!(honest.code, Some(0), "{}", honest.text);
+    assert!(honest.violations.is_empty(), "{}", honest.text);
+    let planted = run(
+        "give-up-planted",
+        "plant-stall.toml",
+        &["give-up-on-failure"],
+    );
+    assert!(planted.fired("liveness"), "{}", planted.text);
+    assert!(planted.fired("availability"), "{}", planted.text);
+    assert_eq!(planted.code, Some(1), "{}", planted.text);
+}
+
+/// L3: with one Redlock node of three cut off, the majority keeps the lock
+/// going from one holder to the next; clients that acquire only while
+/// every node answers leave it unheld through the cut (L2 excuses the
+/// fault, L3 does not).
+#[test]
+fn redlock_clients_that_demand_every_node_break_l3() {
+    safe_until_planted(
+        "every-node",
+        "plant-quorum.toml",
+        "redlock-every-node",
+        "quorum-availability",
+    );
+}
+
+/// F4: a fair waiter killed in the queue loses its place one waiter ttl
+/// after its last renewal, and the live waiters behind it are granted; a
+/// place that lasts ten waiter ttls holds them up past their bound (here,
+/// most often, to the end of the run).
+#[test]
+fn a_queue_place_that_outlives_the_waiter_ttl_breaks_f4() {
+    safe_until_planted(
+        "dead-waiter",
+        "plant-dead-waiter.toml",
+        "stretched-waiter-ttl",
+        "dead-waiter",
+    );
+}
+
 /// A plant whose bug cannot show in the file (fair clients taking the
 /// plain lock, in a file of the plain lock) would pass for nothing: it is
 /// refused before anything starts.
