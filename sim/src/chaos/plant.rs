@@ -352,7 +352,8 @@ mod tests {
 
     #[test]
     fn the_progress_plants_need_the_topology_and_the_faults_their_bug_shows_under() {
-        // `faults`: (kind, target) pairs, each from 100 ms for 100 ms.
+        // `faults`: (kind, target) pairs, each from 100 ms (for 100 ms, but
+        // a crash).
         let file = |topology: &str, workload: &str, faults: &[(&str, &str)]| {
             let mut text = format!(
                 "name = \"p\"\ndescription = \"\"\nduration = \"1s\"\nexpect = \"safe\"\n{topology}\
@@ -360,8 +361,11 @@ mod tests {
             );
             for (kind, target) in faults {
                 text.push_str(&format!(
-                    "[[fault]]\nkind = \"{kind}\"\nat = \"100ms\"\ntarget = \"{target}\"\nduration = \"100ms\"\n"
+                    "[[fault]]\nkind = \"{kind}\"\nat = \"100ms\"\ntarget = \"{target}\"\n"
                 ));
+                if *kind != "crash" {
+                    text.push_str("duration = \"100ms\"\n");
+                }
             }
             crate::scenario::parse_scenario("p.toml", &text).unwrap_or_else(|e| panic!("{e}"))
         };
