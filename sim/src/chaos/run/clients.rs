@@ -76,6 +76,20 @@ impl Seed<'_> {
         }
     }
 
+    /// The oracle's nodes, in order: each its client port, and the port
+    /// it announces (the one a cluster's `ASK` names).
+    pub(super) fn oracle_nodes(&self, target: &RunTarget) -> Vec<(u16, u16)> {
+        match (target, &self.deployment) {
+            (RunTarget::Url { port, .. }, _) => vec![(*port, *port)],
+            (_, Some(deployment)) => deployment
+                .nodes
+                .iter()
+                .map(|n| (n.port, n.reached_at()))
+                .collect(),
+            (_, None) => Vec::new(),
+        }
+    }
+
     pub(super) async fn spawn_client(
         &mut self,
         index: usize,

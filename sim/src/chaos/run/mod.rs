@@ -296,7 +296,7 @@ async fn run_on(
     let oracle_task = one_owner.then(|| {
         tokio::spawn(oracle::oracle(
             scenario.topology.clone(),
-            seed_state.oracle_ports(target),
+            seed_state.oracle_nodes(target),
             seed_state.recorder.clone(),
         ))
     });

@@ -24,7 +24,8 @@ const ORACLE_RTT: Duration = Duration::from_millis(5);
 const BLIND_AFTER: Duration = Duration::from_millis(20);
 
 /// Samples the authoritative view of the lock key every 2 ms, over direct
-/// connections (no proxy): single, primary-replica and Sentinel read the
+/// connections (no proxy) to `nodes` (each a node's client port and the
+/// port it announces): single, primary-replica and Sentinel read the
 /// node that answers `role:master` (while a deposed primary says `master`
 /// too, the one last seen promoted from replica), Redlock a majority (a
 /// node that does not answer counted with the key it had, until its ttl),
@@ -33,7 +34,10 @@ const BLIND_AFTER: Duration = Duration::from_millis(20);
 /// its ttl: nothing can write it meanwhile; the same while no node is a
 /// primary, each answering as a replica or refusing connections because
 /// its process is gone, as between a primary's death and its successor's
-/// promotion). Each node has its own
+/// promotion; while a slot migration moves the key, the node an `ASK`
+/// names, read with `ASKING`). While the authority runs a script and
+/// answers `BUSY`, the key it had holds until its ttl ([`BusySpan`]: seen
+/// once the first sample after agrees). Each node has its own
 /// [`reader`], whose readings count while [`FRESH`] and only if answered
 /// within [`ORACLE_RTT`]; a sample is stamped with the oldest reading it
 /// rests on. A slow or stopped node blinds the oracle only where its own
@@ -43,15 +47,21 @@ const BLIND_AFTER: Duration = Duration::from_millis(20);
 /// the authority last seen refuses connections and no successor shows
 /// (its process is gone: no node serves the key as it did, which the
 /// oracle knows).
-pub(super) async fn oracle(topology: Topology, ports: Vec<u16>, recorder: Recorder) {
+pub(super) async fn oracle(topology: Topology, nodes: Vec<(u16, u16)>, recorder: Recorder) {
     let key = lock_key();
     let redlock = matches!(topology, Topology::Redlock { .. });
     // One reader per node, so that a node that is slow or stopped blinds
     // the oracle to itself alone; dropped with this future.
-    let slots: Vec<Slot> = ports.iter().map(|_| Slot::default()).collect();
+    let slots: Vec<Slot> = nodes.iter().map(|_| Slot::default()).collect();
+    let nodes: Arc<[(u16, u16)]> = nodes.into();
     let mut readers = tokio::task::JoinSet::new();
-    for (port, slot) in ports.iter().zip(&slots) {
-        readers.spawn(reader(*port, key.clone(), Arc::clone(slot)));
+    for (index, slot) in slots.iter().enumerate() {
+        readers.spawn(reader(
+            index,
+            Arc::clone(&nodes),
+            key.clone(),
+            Arc::clone(slot),
+        ));
     }
     let mut last: Option<(usize, Option<String>)> = None;
     // Primary-replica, Sentinel and Cluster: the node last seen turning
@@ -65,23 +75,32 @@ pub(super) async fn oracle(topology: Topology, ports: Vec<u16>, recorder: Record
         topology,
         Topology::PrimaryReplica { .. } | Topology::Sentinel { .. } | Topology::Cluster { .. }
     );
-    let mut was_master: Vec<Option<bool>> = vec![None; ports.len()];
+    let mut was_master: Vec<Option<bool>> = vec![None; slots.len()];
     let mut promoted: Option<usize> = None;
     // Redlock: each node's key as last read, with the instant (the shared
     // monotonic clock) its ttl ends. A node that does not answer (down,
     // or stopped) still counts with it, as the simulator's oracle counts
     // a down node with the keys it had: it grants nobody else meanwhile,
     // and a restart that empties it shows at its first answer.
-    let mut remembered: Vec<Option<(String, u64)>> = vec![None; ports.len()];
+    let mut remembered: Vec<Option<(String, u64)>> = vec![None; slots.len()];
     // The key as last read on the authority (in a cluster, the node
     // serving its slot), and when its ttl ends (the shared monotonic
     // clock, ns).
     let mut last_read: Option<(usize, Option<(String, u64)>)> = None;
     let mut sight = Sight::new(mono_ns());
+    // A span in which the authority answers `BUSY`, until the first sample
+    // after it settles what the oracle saw (dropped unsettled, it leaves
+    // the oracle blind from its start).
+    let mut held = Held {
+        span: None,
+        recorder: recorder.clone(),
+    };
     loop {
         tokio::time::sleep(Duration::from_millis(2)).await;
         let now = mono_ns();
-        sight.check(now, &recorder);
+        if held.span.is_none() {
+            sight.check(now, &recorder);
+        }
         let mut cluster_down = false;
         // Whether every node is known to take no write this round: each
         // answered as a replica or refuses connections (its process is
@@ -89,14 +108,24 @@ pub(super) async fn oracle(topology: Topology, ports: Vec<u16>, recorder: Record
         // holds until its ttl, as while a cluster is down.
         let mut none_writable = !redlock;
         // The nodes whose process is gone (they refuse connections).
-        let mut down = vec![false; ports.len()];
+        let mut down = vec![false; slots.len()];
+        // The nodes busy running a script: when each sent the latest
+        // reading it answered `BUSY` to, if within [`BUSY_FRESH`].
+        let mut busy: Vec<Option<u64>> = vec![None; slots.len()];
+        // Keys read on the node an `ASK` named: (the node that answered
+        // `ASK`, the view read there with `ASKING`).
+        let mut asked = Vec::new();
         // Stamped with the oldest reading it rests on.
         let mut sent = now;
-        let mut views: Vec<Option<(Option<String>, i64)>> = Vec::with_capacity(ports.len());
+        let mut views: Vec<Option<(Option<String>, i64)>> = Vec::with_capacity(slots.len());
         for (index, slot) in slots.iter().enumerate() {
-            let reading = lock(slot)
-                .clone()
-                .filter(|r| Duration::from_nanos(now.saturating_sub(r.sent)) <= FRESH);
+            let latest = lock(slot).clone();
+            let age = |r: &Reading| Duration::from_nanos(now.saturating_sub(r.sent));
+            busy[index] = latest
+                .as_ref()
+                .filter(|r| matches!(r.read, Read::Busy) && age(r) <= BUSY_FRESH)
+                .map(|r| r.sent);
+            let reading = latest.filter(|r| age(r) <= FRESH);
             let Some(reading) = reading else {
                 none_writable = false;
                 views.push(None);
@@ -125,10 +154,16 @@ pub(super) async fn oracle(topology: Topology, ports: Vec<u16>, recorder: Record
                     cluster_down = true;
                     None
                 }
-                Read::Down => None,
-                Read::Nothing => None,
+                Read::Asked { node, owner, pttl } => {
+                    asked.push((index, node, (owner, pttl)));
+                    None
+                }
+                Read::Busy | Read::Down | Read::Ask(_) | Read::Nothing => None,
             };
             views.push(view);
+        }
+        for (source, node, view) in asked {
+            ask_view(&mut views, source, node, view);
         }
         let sample = if redlock {
             let (owner, pttl) = redlock_sample(&mut views, &mut remembered, sent);
@@ -136,6 +171,62 @@ pub(super) async fn oracle(topology: Topology, ports: Vec<u16>, recorder: Record
         } else {
             primary_sample(&views, follows_promotions.then_some(promoted).flatten())
         };
+        // The authority last read answers `BUSY`, and no node serves the
+        // key in its place: nothing can write the key while the script
+        // runs, so its state now is the one the script started with.
+        let authority_busy = last_read
+            .as_ref()
+            .and_then(|(node, _)| busy[*node])
+            .filter(|_| sample.is_none());
+        if let Some(span) = held.span.as_mut() {
+            if let Some(busy_at) = authority_busy {
+                span.last = busy_at;
+                continue;
+            }
+            let Some((node, owner, _)) = &sample else {
+                if Duration::from_nanos(now.saturating_sub(span.last)) > BUSY_FRESH {
+                    sight.blind_since(span.from, &recorder);
+                    held.span = None;
+                }
+                continue;
+            };
+            match span.settle(*node, owner.as_deref(), sent) {
+                Some(ended) => {
+                    // The key as last read, untouched over the span: its
+                    // ttl, if it ended inside, ended it then (the server
+                    // shows it gone from the script's end on).
+                    if let Some(at) = ended
+                        && last.as_ref().is_some_and(|(_, owner)| owner.is_some())
+                    {
+                        let primary = span.read.0;
+                        last = Some((primary, None));
+                        recorder.record_at(
+                            at,
+                            Process::Controller,
+                            Op::Oracle {
+                                primary,
+                                owner: None,
+                                pttl_ms: None,
+                            },
+                        );
+                    }
+                }
+                None => sight.blind_since(span.from, &recorder),
+            }
+            held.span = None;
+        } else if let (Some(busy_at), Some(read)) = (authority_busy, &last_read) {
+            // The oracle is not blind meanwhile if the span settles; a
+            // blind spell before it ends where it starts.
+            if sight.blind {
+                sight.saw(busy_at, &recorder);
+            }
+            held.span = Some(BusySpan {
+                from: sight.last_kept,
+                last: busy_at,
+                read: read.clone(),
+            });
+            continue;
+        }
         let sample = match (sample, &last_read) {
             (Some(read), _) => {
                 last_read = Some(remember(&read, sent));
@@ -187,18 +278,29 @@ struct Reading {
 /// reading is older does not answer, this round.
 const FRESH: Duration = Duration::from_millis(10);
 
+/// How old a node's latest `BUSY` may be and still say it runs a script:
+/// a busy server answers between steps of the script, tens of ms apart
+/// on a loaded machine, and a reader waits up to 50 ms for an answer.
+const BUSY_FRESH: Duration = Duration::from_millis(60);
+
 /// Locks `slot`; a reader that panicked left its last reading, still good.
 fn lock(slot: &Slot) -> std::sync::MutexGuard<'_, Option<Reading>> {
     slot.lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Reads node `port` every 2 ms and leaves each reading that came within
-/// [`ORACLE_RTT`] in `slot`. A node that cannot be dialled is dialled
-/// again every 20 ms, each dial bounded, so a stopped node costs its
-/// reader alone.
-async fn reader(port: u16, key: String, slot: Slot) {
+/// Reads node `index` of `nodes` (each its client port and the port it
+/// announces, which an `ASK` names) every 2 ms and leaves each reading
+/// that came within [`ORACLE_RTT`] (a `BUSY` whenever it came) in `slot`;
+/// an `ASK` is followed to the
+/// node it names, within the same reading. A node that cannot be dialled
+/// is dialled again every 20 ms, each dial bounded, so a stopped node
+/// costs its reader alone.
+async fn reader(index: usize, nodes: Arc<[(u16, u16)]>, key: String, slot: Slot) {
+    let port = nodes[index].0;
     let mut conn = None;
+    // A connection to the node an `ASK` last named, and its index.
+    let mut asked_conn = None;
     loop {
         tokio::time::sleep(Duration::from_millis(2)).await;
         if conn.is_none() {
@@ -222,8 +324,18 @@ async fn reader(port: u16, key: String, slot: Slot) {
             }
         }
         let sent = mono_ns();
-        let read = read_node(&mut conn, &key).await;
-        if Duration::from_nanos(mono_ns().saturating_sub(sent)) <= ORACLE_RTT {
+        let mut read = read_node(&mut conn, &key).await;
+        if let Read::Ask(at) = read {
+            read = read_asked(&nodes, at, &mut asked_conn, &key).await;
+        }
+        // A server running a script answers `BUSY` only between steps of
+        // it, 5 ms apart or more (Redis 7.0 answers half of them later
+        // than ORACLE_RTT): such an answer is kept however slow, since it
+        // says the script ran at some instant after `sent`, which is all
+        // a busy span rests on.
+        if Duration::from_nanos(mono_ns().saturating_sub(sent)) <= ORACLE_RTT
+            || matches!(read, Read::Busy)
+        {
             *lock(&slot) = Some(Reading { sent, read });
         }
     }
@@ -253,6 +365,19 @@ enum Read {
     Moved,
     /// `CLUSTERDOWN`.
     ClusterDown,
+    /// `BUSY`: the node runs a script, and nothing else, until it ends.
+    Busy,
+    /// `ASK`, naming the announced port of the node a slot migration moved
+    /// the key to (the reader follows it to an [`Read::Asked`]).
+    Ask(u16),
+    /// What node `node` said with `ASKING` first, after the node read
+    /// answered `ASK` (the slot migrates to it, key by key): the key's
+    /// owner and `PTTL` there.
+    Asked {
+        node: usize,
+        owner: Option<String>,
+        pttl: i64,
+    },
     /// The node refuses connections: its process is gone, so it serves
     /// nothing and accepts no write.
     Down,
@@ -283,15 +408,21 @@ async fn read_node(conn: &mut Option<redis::aio::MultiplexedConnection>, key: &s
         Ok(Ok((owner, pttl, role))) => Read::Key {
             owner,
             pttl,
-            master: matches!(&role, redis::Value::Array(items)
-                if matches!(items.first(), Some(redis::Value::BulkString(b)) if b == b"master")),
+            master: says_master(&role),
         },
-        Ok(Err(error)) => match error.code() {
-            Some("MOVED") => Read::Moved,
-            Some("CLUSTERDOWN") => Read::ClusterDown,
-            Some(_) => Read::Nothing,
-            // An error reply (`MOVED`, `CLUSTERDOWN`) leaves the
-            // connection usable; anything else does not.
+        Ok(Err(error)) => match error_reply(error) {
+            Some((code, detail)) => match code.as_str() {
+                "MOVED" => Read::Moved,
+                "CLUSTERDOWN" => Read::ClusterDown,
+                "BUSY" => Read::Busy,
+                "ASK" => detail
+                    .as_deref()
+                    .and_then(asked_port)
+                    .map_or(Read::Nothing, Read::Ask),
+                _ => Read::Nothing,
+            },
+            // An error reply (`MOVED`, `CLUSTERDOWN`, `BUSY`, `ASK`)
+            // leaves the connection usable; anything else does not.
             None => {
                 *conn = None;
                 Read::Nothing
@@ -299,6 +430,94 @@ async fn read_node(conn: &mut Option<redis::aio::MultiplexedConnection>, key: &s
         },
         Err(_) => Read::Nothing,
     }
+}
+
+/// The code and detail of the first error reply in `error` (a failed
+/// pipeline's; `None` if the server sent none: the connection failed).
+/// Read from the reply itself: a pipeline's error knows the code only of
+/// the kinds the client names (`MOVED`, `ASK`, `CLUSTERDOWN`), not
+/// `BUSY`, and no detail at all (the address an `ASK` names).
+fn error_reply(error: redis::RedisError) -> Option<(String, Option<String>)> {
+    let replies = error.into_server_errors()?;
+    let (_, reply) = replies.first()?;
+    Some((reply.code().to_owned(), reply.details().map(str::to_owned)))
+}
+
+/// The port an `ASK` reply's detail (`slot host:port`) names.
+fn asked_port(detail: &str) -> Option<u16> {
+    detail
+        .split_whitespace()
+        .nth(1)?
+        .rsplit(':')
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Whether `role` (a `ROLE` reply) says primary.
+fn says_master(role: &redis::Value) -> bool {
+    matches!(role, redis::Value::Array(items)
+        if matches!(items.first(), Some(redis::Value::BulkString(b)) if b == b"master"))
+}
+
+/// Reads `key`, its `PTTL` and `ROLE` with `ASKING` first on the node of
+/// `nodes` (client port, announced port) that announces port `at` (an
+/// `ASK` named it), over `conn` (dialled when it leads elsewhere): the
+/// key as the node importing its slot holds it. A node that is not a
+/// primary, or an answer that is not one, reads as nothing.
+async fn read_asked(
+    nodes: &[(u16, u16)],
+    at: u16,
+    conn: &mut Option<(usize, redis::aio::MultiplexedConnection)>,
+    key: &str,
+) -> Read {
+    let Some(node) = nodes.iter().position(|&(_, announced)| announced == at) else {
+        return Read::Nothing;
+    };
+    if conn.as_ref().is_none_or(|(dialled, _)| *dialled != node) {
+        let dial = tokio::time::timeout(Duration::from_millis(50), admin(nodes[node].0)).await;
+        *conn = dial.ok().and_then(Result::ok).map(|live| (node, live));
+    }
+    let Some((_, live)) = conn.as_mut() else {
+        return Read::Nothing;
+    };
+    // `ASKING` lets the next command alone through.
+    let pipe = redis::pipe()
+        .cmd("ASKING")
+        .ignore()
+        .cmd("GET")
+        .arg(key)
+        .cmd("ASKING")
+        .ignore()
+        .cmd("PTTL")
+        .arg(key)
+        .cmd("ROLE")
+        .clone();
+    let read = tokio::time::timeout(
+        Duration::from_millis(50),
+        pipe.query_async::<(Option<String>, i64, redis::Value)>(live),
+    )
+    .await;
+    match read {
+        Ok(Ok((owner, pttl, role))) if says_master(&role) => Read::Asked { node, owner, pttl },
+        Ok(Err(error)) => {
+            if error_reply(error).is_none() {
+                *conn = None;
+            }
+            Read::Nothing
+        }
+        _ => Read::Nothing,
+    }
+}
+
+/// Puts in `views` what node `node` said with `ASKING` (`view`), after
+/// node `source` answered `ASK`: the key lives on `node` once migrated
+/// (the authority is then `node`, as the simulator's is the migration's
+/// target while it holds the key); a key on neither is nobody's on the
+/// slot's owner, `source`.
+fn ask_view(views: &mut [View], source: usize, node: usize, view: (Option<String>, i64)) {
+    let authority = if view.0.is_some() { node } else { source };
+    views[authority] = Some(view);
 }
 
 /// Whether the oracle sees: when it last kept a sample, and whether it has
@@ -333,6 +552,21 @@ impl Sight {
         }
     }
 
+    /// Records a blind spell from `from` (the shared monotonic clock, ns),
+    /// unless one is under way.
+    fn blind_since(&mut self, from: u64, recorder: &Recorder) {
+        if !self.blind {
+            self.blind = true;
+            recorder.record_at(
+                from,
+                Process::Controller,
+                Op::OracleBlind {
+                    phase: Phase::Start,
+                },
+            );
+        }
+    }
+
     /// A sample sent at `sent` was kept: a blind spell ends there.
     fn saw(&mut self, sent: u64, recorder: &Recorder) {
         if self.blind {
@@ -344,6 +578,66 @@ impl Sight {
             );
         }
         self.last_kept = sent;
+    }
+}
+
+/// A span in which the authority answered `BUSY` (the shared monotonic
+/// clock, ns): a script runs there, and the server takes no other command
+/// until it ends, so nothing writes the key meanwhile, and a ttl that
+/// passes ends the key at that instant (the server counts ttls on while
+/// the script runs: the key is gone from the script's end on, and
+/// answers `GET` nil and `PTTL` -2, as Redis 7.0 and 8.2 and Valkey 8.1
+/// and 9.1 do). What the script began with is unknown, though: a write
+/// between the last sample before it and its start shows only after it.
+/// So the span counts as seen only once the first sample after it agrees
+/// with the key as last read ([`BusySpan::settle`]).
+struct BusySpan {
+    /// The last sample kept before it.
+    from: u64,
+    /// The last round the authority answered `BUSY`.
+    last: u64,
+    /// The key as last read on the authority ([`remember`]).
+    read: (usize, Option<(String, u64)>),
+}
+
+impl BusySpan {
+    /// Whether the first sample after the span (`node`, `owner`, read at
+    /// `sent`) is the key as last read, untouched until then (the same
+    /// node and owner, or nobody's once its ttl ended): `Some` with the
+    /// instant its ttl ended, if it did before `sent`, when it is; `None`
+    /// when the key changed, before the script or after it (the oracle
+    /// cannot tell which), so the span is blind.
+    fn settle(&self, node: usize, owner: Option<&str>, sent: u64) -> Option<Option<u64>> {
+        let (was_node, was_owner, _) = recall(&self.read, sent);
+        if was_node != node || was_owner.as_deref() != owner {
+            return None;
+        }
+        Some(match &self.read.1 {
+            Some((_, ends)) if *ends <= sent => Some(*ends),
+            _ => None,
+        })
+    }
+}
+
+/// The oracle's [`BusySpan`] under way, if any; dropped with the oracle
+/// (the run's end) before the first sample after it settled it, it leaves
+/// the oracle blind from its start.
+struct Held {
+    span: Option<BusySpan>,
+    recorder: Recorder,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let Some(span) = &self.span {
+            self.recorder.record_at(
+                span.from,
+                Process::Controller,
+                Op::OracleBlind {
+                    phase: Phase::Start,
+                },
+            );
+        }
     }
 }
 
@@ -516,6 +810,51 @@ mod tests {
         );
         let empty = remember(&(2, None, Some(-2)), 0);
         assert_eq!(recall(&empty, 5 * MS), (2, None, None));
+    }
+
+    #[test]
+    fn a_busy_span_is_seen_when_the_key_after_it_is_the_one_last_read() {
+        let span = |read: (usize, Option<String>, Option<i64>)| BusySpan {
+            from: 1000 * MS,
+            last: 1500 * MS,
+            read: remember(&read, 1000 * MS),
+        };
+        // a's key, 800 ms left: still a's after the script.
+        let held = span((0, Some("a".to_owned()), Some(800)));
+        assert_eq!(held.settle(0, Some("a"), 1600 * MS), Some(None));
+        // Its ttl passed during the script: gone at the ttl's end, and
+        // gone after.
+        assert_eq!(held.settle(0, None, 1900 * MS), Some(Some(1800 * MS)));
+        // Gone before its ttl, or someone else's: a write before the
+        // script or after it, which the oracle cannot tell apart.
+        assert_eq!(held.settle(0, None, 1600 * MS), None);
+        assert_eq!(held.settle(0, Some("b"), 1900 * MS), None);
+        // Another node serves the key after it: a failover meanwhile.
+        assert_eq!(held.settle(1, Some("a"), 1600 * MS), None);
+        // Nobody's before and after.
+        let empty = span((0, None, Some(-2)));
+        assert_eq!(empty.settle(0, None, 1600 * MS), Some(None));
+        assert_eq!(empty.settle(0, Some("b"), 1600 * MS), None);
+    }
+
+    #[test]
+    fn an_asked_key_is_the_migration_targets_and_a_missing_one_the_sources() {
+        let mut views = vec![None, None, None];
+        ask_view(&mut views, 0, 2, (Some("a".to_owned()), 400));
+        assert_eq!(views, vec![None, None, holds("a", 400)]);
+        assert_eq!(
+            primary_sample(&views, None),
+            Some((2, Some("a".to_owned()), Some(400)))
+        );
+        let mut views = vec![None, None, None];
+        ask_view(&mut views, 0, 2, (None, -2));
+        assert_eq!(views, vec![empty(), None, None]);
+    }
+
+    #[test]
+    fn an_ask_names_the_port_after_the_slot() {
+        assert_eq!(asked_port("4242 127.0.0.1:30012"), Some(30012));
+        assert_eq!(asked_port("4242"), None);
     }
 
     #[test]

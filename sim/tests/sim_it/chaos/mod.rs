@@ -629,6 +629,19 @@ fn a_busy_replica_follows_the_new_primary_once_its_script_ends() {
     assert_all_gone(&dir, Duration::from_secs(2));
 }
 
+/// A busy script answers the oracle `BUSY` for a second of a hold: the key
+/// cannot change meanwhile and is the holder's after it, so the oracle is
+/// not blind (a blind second of three held would leave the run
+/// inconclusive), and the run is valid and safe.
+#[test]
+fn the_oracle_sees_through_a_busy_script() {
+    let (dir, output) = run_to_the_end("busy-hold", "busy-hold.toml");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}{}", stderr(&output));
+    assert!(stdout.contains("busy-hold  safe"), "{stdout}");
+    assert_all_gone(&dir, Duration::from_secs(2));
+}
+
 /// `tiny-pause.toml` with `[server] flavour = flavour`, written into `dir`.
 fn tiny_pause_as(dir: &Path, flavour: &str) -> PathBuf {
     let text = std::fs::read_to_string(tests_dir().join("tiny-pause.toml")).expect("the test file");
