@@ -433,7 +433,7 @@ impl Seed<'_> {
         let port = self.deployment()?.nodes[n].port;
         if fault.kind == FaultKind::Busy {
             let duration = fault.duration.unwrap_or(Duration::from_millis(100));
-            tokio::spawn(busy(port, duration));
+            tokio::spawn(busy(port, duration, self.scripts.clone()));
             return Ok(());
         }
         if let Some((key, value)) = evict(port).await {

@@ -108,6 +108,9 @@ struct Seed<'a> {
     /// When each partition healed by the firewall was healed (the shared
     /// monotonic clock, ns), by schedule index, until its end is recorded.
     healed: BTreeMap<usize, u64>,
+    /// The busy scripts sent and not answered yet (the oracle's evidence
+    /// that a node answering `BUSY` still runs one).
+    scripts: node_ops::Scripts,
 }
 
 impl Seed<'_> {
@@ -273,6 +276,7 @@ async fn run_on(
         firewall,
         fired: BTreeMap::new(),
         healed: BTreeMap::new(),
+        scripts: node_ops::Scripts::default(),
     };
     let (reach, ports_to_link) = seed_state.reach(target);
     // The journal's handshake (a snapshot, a fork) before the epoch: the
@@ -297,6 +301,7 @@ async fn run_on(
         tokio::spawn(oracle::oracle(
             scenario.topology.clone(),
             seed_state.oracle_nodes(target),
+            seed_state.scripts.clone(),
             seed_state.recorder.clone(),
         ))
     });

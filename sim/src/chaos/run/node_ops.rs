@@ -2,7 +2,11 @@
 //! re-pointing a replica, the cluster's owner of the key's slot, a busy
 //! script, an eviction under memory pressure.
 
-use std::time::Duration;
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex, PoisonError},
+    time::Duration,
+};
 
 use crate::chaos::deploy::{Deployment, admin};
 
@@ -64,6 +68,42 @@ pub(super) async fn key_owner(port: u16) -> Option<String> {
         .flatten()
 }
 
+/// The busy scripts the controller has sent and not yet had answered, by
+/// node (client port): while one is outstanding on a node that answered
+/// `BUSY`, its script still runs (the reply comes once it ends), however
+/// seldom the node answers anyone else meanwhile.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Scripts(Arc<Mutex<BTreeMap<u16, usize>>>);
+
+impl Scripts {
+    /// Whether a busy script sent to node `port` is not answered yet.
+    pub(super) fn outstanding(&self, port: u16) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains_key(&port)
+    }
+
+    fn sent(&self, port: u16) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(port)
+            .or_default() += 1;
+    }
+
+    fn answered(&self, port: u16) {
+        let mut scripts = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = scripts.get_mut(&port) {
+            *count -= 1;
+            if *count == 0 {
+                scripts.remove(&port);
+            }
+        }
+    }
+}
+
 /// Makes the node on `port` answer BUSY for `duration` of true time: a
 /// script that spins until then (Redis answers BUSY to others once it has
 /// run for `busy-reply-threshold`). The script reads the server's wall
@@ -73,7 +113,8 @@ pub(super) async fn key_owner(port: u16) -> Option<String> {
 /// stepped back 2 s spun 2 s past its end, longer than the simulator's
 /// node was busy, and a clock fault on it showed no evidence before the
 /// run's end: mix-redlock-unsafe seed 9).
-pub(super) async fn busy(port: u16, duration: Duration) {
+/// The script is outstanding in `scripts` from its send to its reply.
+pub(super) async fn busy(port: u16, duration: Duration, scripts: Scripts) {
     let Ok(mut conn) = admin(port).await else {
         return;
     };
@@ -92,6 +133,7 @@ pub(super) async fn busy(port: u16, duration: Duration) {
           last = n \
         end \
         return 1";
+    scripts.sent(port);
     let _: redis::RedisResult<redis::Value> = redis::cmd("EVAL")
         .arg(script)
         .arg(0)
@@ -99,6 +141,7 @@ pub(super) async fn busy(port: u16, duration: Duration) {
         .arg(BUSY_STEP.as_micros() as u64)
         .query_async(&mut conn)
         .await;
+    scripts.answered(port);
 }
 
 /// The most true time one step of the busy script counts between two

@@ -7,7 +7,10 @@ use std::{
     time::Duration,
 };
 
-use super::{node_ops::lock_key, recorder::Recorder};
+use super::{
+    node_ops::{Scripts, lock_key},
+    recorder::Recorder,
+};
 use crate::chaos::{deploy::admin, wire::mono_ns};
 use crate::{
     config::Topology,
@@ -47,7 +50,12 @@ const BLIND_AFTER: Duration = Duration::from_millis(20);
 /// the authority last seen refuses connections and no successor shows
 /// (its process is gone: no node serves the key as it did, which the
 /// oracle knows).
-pub(super) async fn oracle(topology: Topology, nodes: Vec<(u16, u16)>, recorder: Recorder) {
+pub(super) async fn oracle(
+    topology: Topology,
+    nodes: Vec<(u16, u16)>,
+    scripts: Scripts,
+    recorder: Recorder,
+) {
     let key = lock_key();
     let redlock = matches!(topology, Topology::Redlock { .. });
     // One reader per node, so that a node that is slow or stopped blinds
@@ -179,8 +187,15 @@ pub(super) async fn oracle(topology: Topology, nodes: Vec<(u16, u16)>, recorder:
             .and_then(|(node, _)| busy[*node])
             .filter(|_| sample.is_none());
         if let Some(span) = held.span.as_mut() {
-            if let Some(busy_at) = authority_busy {
-                span.last = busy_at;
+            // Still running: the node answers `BUSY`, or the script the
+            // controller sent it is not answered yet (a busy node on a
+            // loaded machine may leave the oracle's reads unanswered for
+            // longer than a reader waits).
+            let running = authority_busy.or_else(|| {
+                (sample.is_none() && scripts.outstanding(nodes[span.read.0].0)).then_some(now)
+            });
+            if let Some(at) = running {
+                span.last = span.last.max(at);
                 continue;
             }
             let Some((node, owner, _)) = &sample else {
@@ -582,7 +597,8 @@ impl Sight {
 }
 
 /// A span in which the authority answered `BUSY` (the shared monotonic
-/// clock, ns): a script runs there, and the server takes no other command
+/// clock, ns; from its first `BUSY` to the controller's reply from the
+/// script, [`Scripts`]): a script runs there, and the server takes no other command
 /// until it ends, so nothing writes the key meanwhile, and a ttl that
 /// passes ends the key at that instant (the server counts ttls on while
 /// the script runs: the key is gone from the script's end on, and
