@@ -109,70 +109,14 @@ pub(super) async fn oracle(
         if held.span.is_none() {
             sight.check(now, &recorder);
         }
-        let mut cluster_down = false;
-        // Whether every node is known to take no write this round: each
-        // answered as a replica or refuses connections (its process is
-        // gone). Then nothing can change the key, and the one last read
-        // holds until its ttl, as while a cluster is down.
-        let mut none_writable = !redlock;
-        // The nodes whose process is gone (they refuse connections).
-        let mut down = vec![false; slots.len()];
-        // The nodes busy running a script: when each sent the latest
-        // reading it answered `BUSY` to, if within [`BUSY_FRESH`].
-        let mut busy: Vec<Option<u64>> = vec![None; slots.len()];
-        // Keys read on the node an `ASK` named: (the node that answered
-        // `ASK`, the view read there with `ASKING`).
-        let mut asked = Vec::new();
-        // Stamped with the oldest reading it rests on.
-        let mut sent = now;
-        let mut views: Vec<Option<(Option<String>, i64)>> = Vec::with_capacity(slots.len());
-        for (index, slot) in slots.iter().enumerate() {
-            let latest = lock(slot).clone();
-            let age = |r: &Reading| Duration::from_nanos(now.saturating_sub(r.sent));
-            busy[index] = latest
-                .as_ref()
-                .filter(|r| matches!(r.read, Read::Busy) && age(r) <= BUSY_FRESH)
-                .map(|r| r.sent);
-            let reading = latest.filter(|r| age(r) <= FRESH);
-            let Some(reading) = reading else {
-                none_writable = false;
-                views.push(None);
-                continue;
-            };
-            none_writable &= matches!(reading.read, Read::Down | Read::Key { master: false, .. });
-            down[index] = matches!(reading.read, Read::Down);
-            sent = sent.min(reading.sent);
-            let view = match reading.read {
-                Read::Key {
-                    owner,
-                    pttl,
-                    master,
-                } => {
-                    if master && was_master[index] == Some(false) {
-                        promoted = Some(index);
-                    }
-                    was_master[index] = Some(master);
-                    (master || redlock).then_some((owner, pttl))
-                }
-                Read::Moved => {
-                    was_master[index] = Some(false);
-                    None
-                }
-                Read::ClusterDown => {
-                    cluster_down = true;
-                    None
-                }
-                Read::Asked { node, owner, pttl } => {
-                    asked.push((index, node, (owner, pttl)));
-                    None
-                }
-                Read::Busy | Read::Down | Read::Ask(_) | Read::Nothing => None,
-            };
-            views.push(view);
-        }
-        for (source, node, view) in asked {
-            ask_view(&mut views, source, node, view);
-        }
+        let Readings {
+            mut views,
+            sent,
+            cluster_down,
+            none_writable,
+            down,
+            busy,
+        } = readings(&slots, now, redlock, &mut was_master, &mut promoted);
         let sample = if redlock {
             let (owner, pttl) = redlock_sample(&mut views, &mut remembered, sent);
             Some((0, owner, pttl))
@@ -186,60 +130,20 @@ pub(super) async fn oracle(
             .as_ref()
             .and_then(|(node, _)| busy[*node])
             .filter(|_| sample.is_none());
-        if let Some(span) = held.span.as_mut() {
-            // Still running: the node answers `BUSY`, or the script the
-            // controller sent it is not answered yet (a busy node on a
-            // loaded machine may leave the oracle's reads unanswered for
-            // longer than a reader waits).
-            let running = authority_busy.or_else(|| {
-                (sample.is_none() && scripts.outstanding(nodes[span.read.0].0)).then_some(now)
-            });
-            if let Some(at) = running {
-                span.last = span.last.max(at);
-                continue;
-            }
-            let Some((node, owner, _)) = &sample else {
-                if Duration::from_nanos(now.saturating_sub(span.last)) > BUSY_FRESH {
-                    sight.blind_since(span.from, &recorder);
-                    held.span = None;
-                }
-                continue;
-            };
-            match span.settle(*node, owner.as_deref(), sent) {
-                Some(ended) => {
-                    // The key as last read, untouched over the span: its
-                    // ttl, if it ended inside, ended it then (the server
-                    // shows it gone from the script's end on).
-                    if let Some(at) = ended
-                        && last.as_ref().is_some_and(|(_, owner)| owner.is_some())
-                    {
-                        let primary = span.read.0;
-                        last = Some((primary, None));
-                        recorder.record_at(
-                            at,
-                            Process::Controller,
-                            Op::Oracle {
-                                primary,
-                                owner: None,
-                                pttl_ms: None,
-                            },
-                        );
-                    }
-                }
-                None => sight.blind_since(span.from, &recorder),
-            }
-            held.span = None;
-        } else if let (Some(busy_at), Some(read)) = (authority_busy, &last_read) {
-            // The oracle is not blind meanwhile if the span settles; a
-            // blind spell before it ends where it starts.
-            if sight.blind {
-                sight.saw(busy_at, &recorder);
-            }
-            held.span = Some(BusySpan {
-                from: sight.last_kept,
-                last: busy_at,
-                read: read.clone(),
-            });
+        let round = Round {
+            now,
+            sent,
+            busy_at: authority_busy,
+            outstanding: sample.is_none()
+                && held
+                    .span
+                    .as_ref()
+                    .is_some_and(|span| scripts.outstanding(nodes[span.read.0].0)),
+            sample: sample
+                .as_ref()
+                .map(|(node, owner, _)| (*node, owner.as_deref())),
+        };
+        if held.round(&round, last_read.as_ref(), &mut sight, &mut last) {
             continue;
         }
         let sample = match (sample, &last_read) {
@@ -261,19 +165,130 @@ pub(super) async fn oracle(
             continue;
         };
         sight.saw(sent, &recorder);
-        let current = Some((primary, owner.clone()));
-        if current != last {
-            last = current;
-            recorder.record_at(
-                sent,
-                Process::Controller,
-                Op::Oracle {
-                    primary,
-                    owner,
-                    pttl_ms: pttl.and_then(|p| u64::try_from(p).ok()),
-                },
-            );
-        }
+        record_change(&mut last, sent, (primary, owner, pttl), &recorder);
+    }
+}
+
+/// One round of readings, every node's as of its start.
+struct Readings {
+    /// Each node's view of the key (`None`: no answer, or not a primary).
+    views: Vec<View>,
+    /// When the oldest reading the round rests on was sent.
+    sent: u64,
+    /// Whether a node answered `CLUSTERDOWN`.
+    cluster_down: bool,
+    /// Whether every node is known to take no write this round: each
+    /// answered as a replica or refuses connections (its process is gone).
+    /// Then nothing can change the key, and the one last read holds until
+    /// its ttl, as while a cluster is down.
+    none_writable: bool,
+    /// The nodes whose process is gone (they refuse connections).
+    down: Vec<bool>,
+    /// The nodes busy running a script: when each sent the latest reading
+    /// it answered `BUSY` to, if within [`BUSY_FRESH`].
+    busy: Vec<Option<u64>>,
+}
+
+/// The readings `slots` hold at `now` (the shared monotonic clock, ns), a
+/// reading counting while [`FRESH`]; each node's role followed in
+/// `was_master`, and `promoted` the node last seen turning from replica
+/// to master. Outside Redlock only a primary's view counts.
+fn readings(
+    slots: &[Slot],
+    now: u64,
+    redlock: bool,
+    was_master: &mut [Option<bool>],
+    promoted: &mut Option<usize>,
+) -> Readings {
+    let mut cluster_down = false;
+    let mut none_writable = !redlock;
+    let mut down = vec![false; slots.len()];
+    let mut busy: Vec<Option<u64>> = vec![None; slots.len()];
+    // Keys read on the node an `ASK` named: (the node that answered
+    // `ASK`, the view read there with `ASKING`).
+    let mut asked = Vec::new();
+    // Stamped with the oldest reading it rests on.
+    let mut sent = now;
+    let mut views: Vec<Option<(Option<String>, i64)>> = Vec::with_capacity(slots.len());
+    for (index, slot) in slots.iter().enumerate() {
+        let latest = lock(slot).clone();
+        let age = |r: &Reading| Duration::from_nanos(now.saturating_sub(r.sent));
+        busy[index] = latest
+            .as_ref()
+            .filter(|r| matches!(r.read, Read::Busy) && age(r) <= BUSY_FRESH)
+            .map(|r| r.sent);
+        let reading = latest.filter(|r| age(r) <= FRESH);
+        let Some(reading) = reading else {
+            none_writable = false;
+            views.push(None);
+            continue;
+        };
+        none_writable &= matches!(reading.read, Read::Down | Read::Key { master: false, .. });
+        down[index] = matches!(reading.read, Read::Down);
+        sent = sent.min(reading.sent);
+        let view = match reading.read {
+            Read::Key {
+                owner,
+                pttl,
+                master,
+            } => {
+                if master && was_master[index] == Some(false) {
+                    *promoted = Some(index);
+                }
+                was_master[index] = Some(master);
+                (master || redlock).then_some((owner, pttl))
+            }
+            Read::Moved => {
+                was_master[index] = Some(false);
+                None
+            }
+            Read::ClusterDown => {
+                cluster_down = true;
+                None
+            }
+            Read::Asked { node, owner, pttl } => {
+                asked.push((index, node, (owner, pttl)));
+                None
+            }
+            Read::Busy | Read::Down | Read::Ask(_) | Read::Nothing => None,
+        };
+        views.push(view);
+    }
+    for (source, node, view) in asked {
+        ask_view(&mut views, source, node, view);
+    }
+    Readings {
+        views,
+        sent,
+        cluster_down,
+        none_writable,
+        down,
+        busy,
+    }
+}
+
+/// Records at `at` (the shared monotonic clock, ns) the authority's view
+/// `sample` (node, owner, `PTTL`) if its node or owner differs from the
+/// `last` recorded, which it then becomes.
+fn record_change(
+    last: &mut Option<(usize, Option<String>)>,
+    at: u64,
+    sample: (usize, Option<String>, Option<i64>),
+    recorder: &Recorder,
+) {
+    let (primary, owner, pttl) = sample;
+    let current = Some((primary, owner.clone()));
+    if current != *last {
+        *last = current;
+        recorder.record_at(
+            at,
+            Process::Controller,
+            Op::Oracle {
+                primary,
+                owner,
+                pttl_ms: pttl.and_then(|p| u64::try_from(p).ok()),
+            },
+        );
     }
 }
 
@@ -641,6 +656,85 @@ impl BusySpan {
 struct Held {
     span: Option<BusySpan>,
     recorder: Recorder,
+}
+
+/// What one round of the oracle says of a busy span.
+struct Round<'a> {
+    /// When the round began (the shared monotonic clock, ns).
+    now: u64,
+    /// When the oldest reading it rests on was sent.
+    sent: u64,
+    /// When the authority last read sent the read it answered `BUSY` to,
+    /// within [`BUSY_FRESH`], if no node serves the key in its place.
+    busy_at: Option<u64>,
+    /// Whether the round has no sample and the busy script the controller
+    /// sent the span's node is not answered yet.
+    outstanding: bool,
+    /// The round's sample: node and owner.
+    sample: Option<(usize, Option<&'a str>)>,
+}
+
+impl Held {
+    /// Takes `round` as a busy span sees it, `last_read` the key as last
+    /// read on the authority: whether the round ends here (it starts or
+    /// holds a span, or waits for the sample that settles one). Else its
+    /// sample goes on as any other, a span it settled closed: seen (the
+    /// key's ttl, if it ended inside, recorded ended then, in `last`), or
+    /// blind over it (in `sight`).
+    fn round(
+        &mut self,
+        round: &Round<'_>,
+        last_read: Option<&(usize, Option<(String, u64)>)>,
+        sight: &mut Sight,
+        last: &mut Option<(usize, Option<String>)>,
+    ) -> bool {
+        let Some(span) = self.span.as_mut() else {
+            let (Some(busy_at), Some(read)) = (round.busy_at, last_read) else {
+                return false;
+            };
+            // The oracle is not blind meanwhile if the span settles; a
+            // blind spell before it ends where it starts.
+            if sight.blind {
+                sight.saw(busy_at, &self.recorder);
+            }
+            self.span = Some(BusySpan {
+                from: sight.last_kept,
+                last: busy_at,
+                read: read.clone(),
+            });
+            return true;
+        };
+        // Still running: the node answers `BUSY`, or the script the
+        // controller sent it is not answered yet (a busy node on a loaded
+        // machine may leave the oracle's reads unanswered for longer than
+        // a reader waits).
+        let running = round
+            .busy_at
+            .or_else(|| round.outstanding.then_some(round.now));
+        if let Some(at) = running {
+            span.last = span.last.max(at);
+            return true;
+        }
+        let Some((node, owner)) = round.sample else {
+            if Duration::from_nanos(round.now.saturating_sub(span.last)) > BUSY_FRESH {
+                sight.blind_since(span.from, &self.recorder);
+                self.span = None;
+            }
+            return true;
+        };
+        match span.settle(node, owner, round.sent) {
+            // The key as last read, untouched over the span: its ttl, if
+            // it ended inside, ended it then (the server shows it gone
+            // from the script's end on).
+            Some(Some(at)) if last.as_ref().is_some_and(|(_, owner)| owner.is_some()) => {
+                record_change(last, at, (span.read.0, None, None), &self.recorder);
+            }
+            Some(_) => {}
+            None => sight.blind_since(span.from, &self.recorder),
+        }
+        self.span = None;
+        false
+    }
 }
 
 impl Drop for Held {
